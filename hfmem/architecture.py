@@ -1,0 +1,292 @@
+"""The architecture summary: the dimensions that decide memory, read from a config.json dict.
+
+Pure functions over plain dicts (no torch), so they also serve models transformers cannot build.
+Nested configs (vision-language `text_config`, encoder-decoder pairs) are resolved to the part that
+dominates training memory: the language model's decoder stack.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hfmem.errors import AbsurdConfigError, MalformedConfigError
+
+# Names that different model families use for the same dimension (first match wins).
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "hidden_size": ("hidden_size", "n_embd", "n_embed", "d_model", "dim", "model_dim"),
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers"),
+    "num_attention_heads": (
+        "num_attention_heads", "n_head", "num_heads", "n_heads", "decoder_attention_heads",
+    ),
+    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num"),
+    "intermediate_size": ("intermediate_size", "n_inner", "ffn_dim", "d_ff", "decoder_ffn_dim", "ffn_hidden_size"),
+    "vocab_size": ("vocab_size", "padded_vocab_size", "n_vocab"),
+    "max_position_embeddings": (
+        "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_target_positions",
+    ),
+    "num_experts": ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts"),
+    "experts_per_token": ("num_experts_per_tok", "experts_per_token", "moe_top_k", "top_k"),
+    "num_shared_experts": ("n_shared_experts", "num_shared_experts", "shared_expert_count"),
+    "moe_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
+}
+
+# Refuse configs beyond these before building anything: no real model is near them, and a meta
+# build of such a config would exhaust time or memory.
+LIMITS = {
+    "hidden_size": 1 << 17,
+    "num_layers": 2048,
+    "num_attention_heads": 4096,
+    "num_key_value_heads": 4096,
+    "intermediate_size": 1 << 20,
+    "vocab_size": 1 << 23,
+    "num_experts": 4096,
+    "max_position_embeddings": 1 << 27,
+}
+MAX_PARAMETERS = 20 * 10**12  # 20T: above any published checkpoint
+
+_TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "decoder")
+
+
+@dataclass(frozen=True)
+class MlaDims:
+    """Multi-head latent attention (DeepSeek-V2/V3) projection ranks."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What a memory estimate needs to know about a model, for its language/decoder stack."""
+
+    model_type: str
+    architecture: str | None
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    """Dense MLP width; in Mixtral-style MoE configs without `moe_intermediate_size`, the expert width."""
+    vocab_size: int
+    max_position_embeddings: int | None = None
+    sliding_window: int | None = None
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int | None = None
+    num_shared_experts: int = 0
+    num_dense_layers: int = 0
+    """Layers whose MLP is dense in a MoE model (DeepSeek `first_k_dense_replace`, Llama-4 interleave)."""
+    gated_mlp: bool = True
+    mla: MlaDims | None = None
+    layer_types: dict[str, int] = field(default_factory=dict)
+    """Counts of decoder layer kinds, e.g. {"full_attention": 12, "sliding_attention": 12, "mamba": 0}."""
+    is_encoder_decoder: bool = False
+    encoder_layers: int = 0
+    tie_word_embeddings: bool = False
+    dtype: str = "bfloat16"
+    """Dtype the checkpoint is stored in, per the config (`torch_dtype`/`dtype`)."""
+    nested: tuple[str, ...] = ()
+    """Sub-configs present besides the text model (e.g. "vision_config")."""
+
+    @property
+    def attention_kind(self) -> str:
+        if self.mla is not None:
+            return "mla"
+        if not any("attention" in kind for kind in self.layer_types):
+            return "none"
+        if self.num_key_value_heads == 1 and self.num_attention_heads > 1:
+            return "mqa"
+        if self.num_key_value_heads < self.num_attention_heads:
+            return "gqa"
+        return "mha"
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["attention_kind"] = self.attention_kind
+        return data
+
+
+def _first(config: dict[str, Any], key: str) -> Any:
+    for name in _ALIASES.get(key, (key,)):
+        value = config.get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _int(config: dict[str, Any], key: str, default: int | None = None, *, required: bool = False) -> int | None:
+    """Read an integer dimension, rejecting strings, floats with fractions, negatives and booleans."""
+    value = _first(config, key)
+    if value is None:
+        if required:
+            raise MalformedConfigError(f"config.json has no `{key}` (or an alias of it).")
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+        raise MalformedConfigError(f"config.json `{key}` must be an integer, got {value!r}.")
+    value = int(value)
+    if value < 0 or (required and value == 0):
+        raise MalformedConfigError(f"config.json `{key}` must be positive, got {value}.")
+    limit = LIMITS.get(key)
+    if limit is not None and value > limit:
+        raise AbsurdConfigError(f"config.json `{key}` = {value:,} exceeds {limit:,}; refusing to build it.")
+    return value
+
+
+def text_config(config: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Return the language-model part of a (possibly nested) config and the names of the other parts."""
+    if not isinstance(config, dict):
+        raise MalformedConfigError("config.json must be a JSON object.")
+    nested = tuple(k for k, v in config.items() if k.endswith("_config") and isinstance(v, dict))
+    for key in _TEXT_CONFIG_KEYS:
+        inner = config.get(key)
+        if isinstance(inner, dict) and _first(inner, "hidden_size") is not None:
+            merged = {k: v for k, v in config.items() if k not in nested}
+            merged.update(inner)
+            return merged, tuple(k for k in nested if k != key)
+    return config, nested
+
+
+def _layer_types(cfg: dict[str, Any], num_layers: int) -> dict[str, int]:
+    """Count layer kinds from `layer_types`, hybrid patterns, or the single-kind default."""
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        counts: dict[str, int] = {}
+        for kind in types:
+            counts[str(kind)] = counts.get(str(kind), 0) + 1
+        return counts
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        names = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
+        counts = {}
+        for ch in pattern:
+            counts[names.get(ch, ch)] = counts.get(names.get(ch, ch), 0) + 1
+        return counts
+    if cfg.get("model_type") in {"mamba", "mamba2"}:
+        return {"mamba": num_layers}
+    return {"full_attention": num_layers}
+
+
+def _dense_layers(cfg: dict[str, Any], num_layers: int, num_experts: int) -> int:
+    if num_experts <= 1:
+        return num_layers
+    dense = int(cfg.get("first_k_dense_replace") or 0)
+    only = cfg.get("mlp_only_layers")
+    if isinstance(only, list):
+        dense += len(only)
+    step = cfg.get("interleave_moe_layer_step") or cfg.get("decoder_sparse_step") or 1
+    if isinstance(step, int) and step > 1:
+        dense += num_layers - num_layers // step
+    return min(dense, num_layers)
+
+
+def _sliding_window(cfg: dict[str, Any]) -> int | None:
+    if cfg.get("use_sliding_window") is False:
+        return None
+    window = cfg.get("sliding_window")
+    return int(window) if isinstance(window, int) and window > 0 else None
+
+
+def _dtype(cfg: dict[str, Any]) -> str:
+    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or "float32"
+    return str(dtype).removeprefix("torch.")
+
+
+def read_architecture(config: dict[str, Any]) -> Architecture:
+    """Summarise a config.json dict; raises MalformedConfigError / AbsurdConfigError on bad values."""
+    cfg, nested = text_config(config)
+    model_type = cfg.get("model_type") or config.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise MalformedConfigError("config.json has no `model_type`.")
+    hidden = _int(cfg, "hidden_size", required=True)
+    layers = _int(cfg, "num_layers", required=True)
+    heads = _int(cfg, "num_attention_heads", 0) or 0
+    if model_type not in {"mamba", "mamba2"} and heads == 0:
+        raise MalformedConfigError("config.json has no `num_attention_heads`.")
+    if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
+        kv_heads = 1  # Falcon-7B style multi-query: one shared K/V head whatever num_kv_heads says
+    else:
+        kv_heads = _int(cfg, "num_key_value_heads", None) or heads
+    if heads and (kv_heads == 0 or heads % kv_heads):
+        raise MalformedConfigError(f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads}).")
+    head_dim = cfg.get("head_dim") or cfg.get("d_kv") or (hidden // heads if heads else 0)
+    intermediate = _int(cfg, "intermediate_size", None) or 4 * hidden
+    vocab = _int(cfg, "vocab_size", required=True)
+    experts = _int(cfg, "num_experts", 0) or 0
+    mla = None
+    if cfg.get("kv_lora_rank"):
+        mla = MlaDims(
+            q_lora_rank=cfg.get("q_lora_rank"),
+            kv_lora_rank=int(cfg["kv_lora_rank"]),
+            qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
+            qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0),
+            v_head_dim=int(cfg.get("v_head_dim") or head_dim),
+        )
+    arch = Architecture(
+        model_type=model_type,
+        architecture=(config.get("architectures") or [None])[0],
+        num_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=int(head_dim),
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        max_position_embeddings=_int(cfg, "max_position_embeddings", None),
+        sliding_window=_sliding_window(cfg),
+        num_experts=experts,
+        experts_per_token=(_int(cfg, "experts_per_token", 0) or 0) if experts else 0,
+        moe_intermediate_size=_int(cfg, "moe_intermediate_size", None) if experts else None,
+        num_shared_experts=(_int(cfg, "num_shared_experts", 0) or 0) if experts else 0,
+        num_dense_layers=_dense_layers(cfg, layers, experts),
+        gated_mlp=_is_gated(cfg),
+        mla=mla,
+        layer_types=_layer_types(cfg, layers),
+        is_encoder_decoder=bool(config.get("is_encoder_decoder")),
+        encoder_layers=int(cfg.get("encoder_layers") or (cfg.get("num_layers") if config.get("is_encoder_decoder") else 0) or 0),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", cfg.get("tie_word_embeddings", True))),
+        dtype=_dtype(config if ("torch_dtype" in config or "dtype" in config) else cfg),
+        nested=nested,
+    )
+    check_plausible(arch)
+    return arch
+
+
+def _is_gated(cfg: dict[str, Any]) -> bool:
+    """Gated MLPs (SwiGLU/GeGLU) have three matrices; GPT-2/BERT/Falcon/Phi-style MLPs two."""
+    if "is_gated_act" in cfg:
+        return bool(cfg["is_gated_act"])
+    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or cfg.get("feed_forward_proj") or "")
+    two_matrix = {"gpt2", "gptj", "gpt_neox", "bert", "falcon", "phi", "bloom", "opt", "openai-gpt", "t5", "whisper",
+                  "roberta", "starcoder2", "mpt", "gpt_bigcode", "nemotron_h", "mamba", "mamba2"}
+    return cfg.get("model_type") not in two_matrix or act.startswith("gated")
+
+
+def rough_parameter_count(arch: Architecture) -> int:
+    """An upper-bound-ish count from dims alone, to refuse absurd configs before any build."""
+    attn = 4 * arch.hidden_size * max(arch.num_attention_heads * arch.head_dim, arch.hidden_size)
+    inner = arch.moe_intermediate_size or arch.intermediate_size
+    mlp = 3 * arch.hidden_size * inner * max(1, arch.num_experts + arch.num_shared_experts)
+    layers = arch.num_layers + arch.encoder_layers
+    return layers * (attn + mlp) + 2 * arch.vocab_size * arch.hidden_size
+
+
+def check_plausible(arch: Architecture) -> None:
+    """Refuse configs whose size is beyond any real model (guards the meta build)."""
+    estimate = rough_parameter_count(arch)
+    if estimate > MAX_PARAMETERS:
+        raise AbsurdConfigError(
+            f"config.json describes about {estimate / 1e12:,.0f}T parameters (limit {MAX_PARAMETERS / 1e12:.0f}T); "
+            "refusing to build it."
+        )
+    if not math.isfinite(estimate):
+        raise AbsurdConfigError("config.json dimensions overflow.")
