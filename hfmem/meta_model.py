@@ -48,7 +48,8 @@ class Inventory:
     by_component: dict[str, int]
     linears: tuple[LinearGroup, ...]
     tied: tuple[tuple[str, str], ...]
-    buffer_elements: int
+    buffers: dict[str, int]
+    """Buffer elements by leaf name (e.g. "inv_freq"); some checkpoints store such buffers as tensors."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -64,7 +65,7 @@ class Inventory:
             by_component=dict(data["by_component"]),
             linears=linears,
             tied=tuple(tuple(p) for p in data["tied"]),
-            buffer_elements=data["buffer_elements"],
+            buffers=dict(data["buffers"]),
         )
 
 
@@ -201,8 +202,16 @@ def _inventory(model: Any, torch: Any) -> Inventory:
         by_component={k: v for k, v in by_component.items() if v},
         linears=linears,
         tied=tuple(tied),
-        buffer_elements=sum(b.numel() for _, b in model.named_buffers()),
+        buffers=_buffers(model),
     )
+
+
+def _buffers(model: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name, buffer in model.named_buffers():
+        leaf = name.rsplit(".", 1)[-1]
+        counts[leaf] = counts.get(leaf, 0) + buffer.numel()
+    return counts
 
 
 def _parents(path: str) -> list[str]:

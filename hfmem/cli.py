@@ -1,0 +1,95 @@
+"""The `hfmem` command line: `hfmem MODEL [options]` and `hfmem scan FILE [options]`.
+
+Every failure the user can cause ends in one line on stderr and a distinct exit code (see
+hfmem/errors.py); tracebacks appear only with HFMEM_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from hfmem import errors
+
+# typer may vendor click; find its ClickException through a public subclass either way.
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+@app.command(help="Exact architecture, parameter count and training memory fit of a Hugging Face model. "
+                  "MODEL is a Hub id (org/name[@revision]), a local directory, a config.json, or example:NAME.")
+def model(
+    model: Annotated[str, typer.Argument(help="org/name[@revision], a directory, a config.json or example:NAME")],
+    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.")] = None,
+    token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
+                                                 show_default=False)] = None,
+    output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
+    details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
+) -> None:
+    from hfmem.analysis import analyse
+    from hfmem.hub import HubSettings
+    from hfmem.modelref import parse_model_ref
+
+    ref = parse_model_ref(model, revision)
+    report = analyse(ref, HubSettings.from_env(token=token, timeout=timeout)).to_dict()
+    emit(report, output, details)
+
+
+def emit(report: dict, output: OutputFormat, details: bool) -> None:
+    if output is OutputFormat.json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    elif output is OutputFormat.markdown:
+        from hfmem.render_markdown import render
+
+        sys.stdout.write(render(report))
+    else:
+        from hfmem.render_table import render
+
+        render(report, Console(), details=details)
+
+
+def _fail(message: str, code: int) -> int:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"hfmem: error: {message}", markup=False)
+    return code
+
+
+def run(argv: list[str]) -> int:
+    """Run the CLI on argv and return the exit status instead of raising."""
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="hfmem", standalone_mode=False)
+        return 0
+    except errors.HfmemError as err:
+        return _fail(str(err), err.exit_code)
+    except typer.Exit as done:
+        return done.exit_code
+    except _CLICK_ERROR as err:
+        return _fail(err.format_message().splitlines()[0] if err.format_message() else str(err), err.exit_code)
+    except typer.Abort:
+        return _fail("aborted.", 130)
+    except KeyboardInterrupt:
+        return _fail("interrupted.", 130)
+    except BrokenPipeError:
+        return 0
+    except Exception as err:  # a bug: still one line, with the detail a report needs
+        if os.environ.get("HFMEM_DEBUG"):
+            raise
+        return _fail(f"internal error ({type(err).__name__}: {err}); rerun with HFMEM_DEBUG=1 and report it.", 70)
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:]))

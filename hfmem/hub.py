@@ -1,0 +1,259 @@
+"""The Hub client: repo metadata, config.json and safetensors headers through `huggingface_hub`.
+
+Settings are read from the environment at call time (HF_ENDPOINT, HF_TOKEN, HF_HUB_CACHE/HF_HOME,
+HF_HUB_OFFLINE), so one process can serve several endpoints. Weights are never downloaded: headers
+are read with HTTP Range on a streamed response that is closed as soon as the header is in.
+Every Hub failure becomes one `hfmem.errors` exception with a one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+import httpx2
+from huggingface_hub import HfApi, constants, hf_hub_download, hf_hub_url
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status
+
+from hfmem import __version__, errors
+from hfmem.safetensors_header import (
+    FIRST_READ_BYTES,
+    PREFIX_BYTES,
+    Checkpoint,
+    header_length,
+    parse_header,
+    shard_files,
+)
+
+T = TypeVar("T")
+INDEX_FILE = constants.SAFETENSORS_INDEX_FILE
+SINGLE_FILE = constants.SAFETENSORS_SINGLE_FILE
+MAX_JSON_BYTES = 50_000_000  # config.json / index.json larger than this are not real
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    endpoint: str
+    token: str | None
+    cache_dir: str
+    offline: bool
+    timeout: float = 10.0
+    retries: int = 4
+    max_retry_wait: float = 30.0
+
+    @staticmethod
+    def from_env(token: str | None = None, timeout: float = 10.0, retries: int = 4) -> "HubSettings":
+        """Resolve endpoint, token (flag, HF_TOKEN, then the saved login), cache and offline mode now."""
+        hf_home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+        return HubSettings(
+            endpoint=(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
+            token=token or os.environ.get("HF_TOKEN") or get_token() or None,
+            cache_dir=os.environ.get("HF_HUB_CACHE") or os.path.join(hf_home, "hub"),
+            offline=offline,
+            timeout=timeout,
+            retries=retries,
+        )
+
+
+@dataclass(frozen=True)
+class RepoState:
+    """A repo at one resolved commit."""
+
+    repo_id: str
+    sha: str
+    files: tuple[str, ...]
+
+
+class HubClient:
+    """Thin, retrying client over huggingface_hub for the three things hfmem reads."""
+
+    def __init__(self, settings: HubSettings, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.settings = settings
+        self._sleep = sleep
+
+    # -- repo metadata -------------------------------------------------------------------------
+    def resolve(self, repo_id: str, revision: str | None) -> RepoState:
+        """Resolve a revision to its commit and list the repo's files (one API request)."""
+        if self.settings.offline:
+            return self._resolve_offline(repo_id, revision)
+        api = HfApi(endpoint=self.settings.endpoint, token=self.settings.token or False, library_name="hfmem",
+                    library_version=__version__)
+        with self._errors(repo_id, revision):
+            info = self._retry(lambda: api.model_info(repo_id, revision=revision, timeout=self.settings.timeout))
+        if not info.sha:
+            raise errors.NetworkError(f"{repo_id}: the Hub answered without a commit sha.")
+        files = tuple(s.rfilename for s in (info.siblings or []))
+        return RepoState(repo_id=info.id or repo_id, sha=info.sha, files=files)
+
+    def _resolve_offline(self, repo_id: str, revision: str | None) -> RepoState:
+        """Find the commit a revision points to in the huggingface_hub cache (HF_HUB_OFFLINE=1)."""
+        repo_dir = Path(self.settings.cache_dir) / f"models--{repo_id.replace('/', '--')}"
+        rev = revision or "main"
+        sha = rev if len(rev) == 40 and (repo_dir / "snapshots" / rev).is_dir() else None
+        ref = repo_dir / "refs" / rev
+        if sha is None and ref.is_file():
+            sha = ref.read_text().strip()
+        if not sha or not (repo_dir / "snapshots" / sha).is_dir():
+            raise errors.OfflineCacheMissError(
+                f"{repo_id}@{rev} is not in the local cache and HF_HUB_OFFLINE is set; run once online first."
+            )
+        snapshot = repo_dir / "snapshots" / sha
+        files = tuple(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
+        return RepoState(repo_id=repo_id, sha=sha, files=files)
+
+    # -- small JSON files ------------------------------------------------------------------------
+    def fetch_json(self, repo: RepoState, filename: str, malformed: type[errors.HfmemError]) -> Any:
+        """Download (or take from the huggingface_hub cache) a small JSON file at the resolved commit."""
+        with self._errors(repo.repo_id, repo.sha, filename):
+            path = self._retry(lambda: hf_hub_download(
+                repo.repo_id, filename, revision=repo.sha, cache_dir=self.settings.cache_dir,
+                token=self.settings.token or False, endpoint=self.settings.endpoint,
+                local_files_only=self.settings.offline, etag_timeout=self.settings.timeout,
+                library_name="hfmem", library_version=__version__,
+            ))
+        return read_json_file(Path(path), f"{repo.repo_id}/{filename}", malformed)
+
+    # -- safetensors headers ---------------------------------------------------------------------
+    def fetch_checkpoint(self, repo: RepoState, workers: int = 8) -> Checkpoint | None:
+        """Read every shard header (concurrently); None when the repo has no safetensors weights."""
+        if INDEX_FILE in repo.files:
+            index = self.fetch_json(repo, INDEX_FILE, errors.MalformedCheckpointError)
+            shards, total = shard_files(index)
+        elif SINGLE_FILE in repo.files:
+            shards, total = [SINGLE_FILE], None
+        else:
+            return None
+        missing = [s for s in shards if s not in repo.files]
+        if missing:
+            raise errors.MalformedCheckpointError(f"{repo.repo_id}: index names missing shard {missing[0]}.")
+        with ThreadPoolExecutor(max_workers=min(workers, len(shards))) as pool:
+            headers = list(pool.map(lambda name: self.read_header(repo, name), shards))
+        checkpoint = Checkpoint(index_total_size=total)
+        for name, tensors in zip(shards, headers):
+            checkpoint.add(name, tensors)
+        return checkpoint
+
+    def read_header(self, repo: RepoState, filename: str) -> dict:
+        """Range-read one file's header: usually one request, two when the header exceeds 100 kB."""
+        url = hf_hub_url(repo.repo_id, filename, revision=repo.sha, endpoint=self.settings.endpoint)
+        label = f"{repo.repo_id}/{filename}"
+        with self._errors(repo.repo_id, repo.sha, filename):
+            first, size = self._retry(lambda: self._range(url, 0, FIRST_READ_BYTES - 1))
+            length = header_length(first, label, size)
+            raw = first[PREFIX_BYTES:PREFIX_BYTES + length]
+            if len(raw) < length:
+                rest, _ = self._retry(lambda: self._range(url, PREFIX_BYTES + len(raw), PREFIX_BYTES + length - 1))
+                raw += rest
+            if len(raw) != length:
+                raise errors.MalformedCheckpointError(f"{label}: file ends inside its safetensors header.")
+        return parse_header(raw, label, None if size is None else size - PREFIX_BYTES - length)
+
+    def _range(self, url: str, start: int, end: int) -> tuple[bytes, int | None]:
+        """GET bytes start..end; reads at most that many bytes even if the server ignores Range."""
+        headers = build_hf_headers(token=self.settings.token or False, library_name="hfmem", library_version=__version__)
+        headers["Range"] = f"bytes={start}-{end}"
+        want = end - start + 1
+        with get_session().stream("GET", url, headers=headers, timeout=self.settings.timeout) as response:
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            if response.status_code == 200 and start > 0:
+                raise errors.MalformedCheckpointError(f"{url}: server ignored the Range request.")
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) >= want:
+                    break
+            size = _total_size(response.headers.get("Content-Range")) or (
+                int(response.headers["Content-Length"]) if response.status_code == 200 and "Content-Length" in response.headers else None
+            )
+        return bytes(body[:want]), size
+
+    # -- retries and error translation -----------------------------------------------------------
+    def _retry(self, call: Callable[[], T]) -> T:
+        """Retry 429 (honouring Retry-After), 5xx and transport errors, a bounded number of times."""
+        for attempt in range(self.settings.retries + 1):
+            try:
+                return call()
+            except (HfHubHTTPError, httpx2.TransportError) as err:
+                status = getattr(getattr(err, "response", None), "status_code", None)
+                transient = isinstance(err, httpx2.TransportError) or status == 429 or (status or 0) >= 500
+                if not transient or attempt == self.settings.retries:
+                    raise
+                self._sleep(self._wait(err, attempt))
+        raise AssertionError("unreachable")
+
+    def _wait(self, err: Exception, attempt: int) -> float:
+        response = getattr(err, "response", None)
+        retry_after = response.headers.get("Retry-After") if response is not None else None
+        try:
+            wait = float(retry_after) if retry_after is not None else 0.5 * 2**attempt
+        except ValueError:
+            wait = 0.5 * 2**attempt
+        return min(max(wait, 0.0), self.settings.max_retry_wait)
+
+    @contextmanager
+    def _errors(self, repo_id: str, revision: str | None, filename: str | None = None) -> Iterator[None]:
+        where = f"{repo_id}@{revision}" if revision else repo_id
+        try:
+            yield
+        except GatedRepoError:
+            raise errors.GatedRepoError(
+                f"{repo_id} is gated: accept its licence at {self.settings.endpoint}/{repo_id}, then set HF_TOKEN "
+                "(or pass --token) with a token of that account."
+                + (" The token given was refused." if self.settings.token else "")
+            ) from None
+        except RevisionNotFoundError:
+            raise errors.RevisionNotFoundError(f"{repo_id} has no revision {revision!r}.") from None
+        except RepositoryNotFoundError:
+            raise errors.RepoNotFoundError(
+                f"{repo_id} was not found on {self.settings.endpoint}"
+                + ("." if self.settings.token else " (if it is private, set HF_TOKEN).")
+            ) from None
+        except EntryNotFoundError:
+            raise errors.MalformedCheckpointError(f"{where} has no file {filename!r}.") from None
+        except OfflineModeIsEnabled:
+            raise errors.OfflineCacheMissError(f"{where}: {filename} is not cached and HF_HUB_OFFLINE is set.") from None
+        except HfHubHTTPError as err:
+            status = getattr(err.response, "status_code", "?")
+            raise errors.NetworkError(f"{where}: the Hub answered HTTP {status} after retries.") from None
+        except httpx2.TimeoutException:
+            raise errors.NetworkError(
+                f"{where}: no answer from {self.settings.endpoint} within {self.settings.timeout:g}s after retries."
+            ) from None
+        except httpx2.HTTPError as err:
+            raise errors.NetworkError(f"{where}: cannot reach {self.settings.endpoint} ({type(err).__name__}).") from None
+
+
+def _total_size(content_range: str | None) -> int | None:
+    if content_range and "/" in content_range:
+        total = content_range.rsplit("/", 1)[1]
+        return int(total) if total.isdigit() else None
+    return None
+
+
+def read_json_file(path: Path, label: str, malformed: type[errors.HfmemError]) -> Any:
+    """Load a JSON file, refusing huge or invalid ones with the given error type."""
+    try:
+        if path.stat().st_size > MAX_JSON_BYTES:
+            raise malformed(f"{label} is larger than {MAX_JSON_BYTES:,} bytes.")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise malformed(f"{label} is not valid JSON.") from None
+    except OSError as err:
+        raise malformed(f"{label}: {err.strerror}.") from None

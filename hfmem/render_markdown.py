@@ -1,0 +1,40 @@
+"""Markdown rendering of a report, safe to paste into GitHub: every value from outside is escaped."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hfmem.render_table import _ARCH_ROWS
+from hfmem.units import count
+
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~@:-])")
+
+
+def escape(text: Any) -> str:
+    """Neutralise markdown, HTML and @mentions in untrusted text (model ids, paths, error messages)."""
+    flat = " ".join(str(text).split())
+    return _SPECIAL.sub(r"\\\1", flat).replace("&", "&amp;")
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render(report: dict[str, Any]) -> str:
+    arch, params, check = report["architecture"], report["parameters"], report["crosscheck"]
+    title = f"### {escape(report['model'])}" + (f" @ `{report['sha'][:12]}`" if report.get("sha") else "")
+    arch_rows = [[label, escape(arch.get(key))] for key, label in _ARCH_ROWS if arch.get(key) not in (None, 0)]
+    param_rows = [[escape(c), count(n)] for c, n in params["by_component"].items()]
+    param_rows.append(["**total**", f"**{count(params['total'])}**"])
+    if params["checkpoint_total"] is not None:
+        param_rows.append(["checkpoint", count(params["checkpoint_total"])])
+    out = [title, "", table(["architecture", ""], arch_rows), "", table(["component", "parameters"], param_rows), ""]
+    if check["status"] == "exact":
+        out.append("Meta model and checkpoint headers agree exactly.")
+    elif check["status"] != "unavailable":
+        out.append(f"Checkpoint − meta model = {check['difference']:+,}: " + escape(" ".join(check["explanations"])))
+    out += [f"> {escape(note)}" for note in report["notes"]]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,19 @@
+"""Number formatting shared by the renderers."""
+
+from __future__ import annotations
+
+GIB = 1024**3
+
+
+def count(n: int | None) -> str:
+    """68976648192 -> '68,976,648,192 (68.98B)'."""
+    if n is None:
+        return "-"
+    for scale, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if abs(n) >= scale:
+            return f"{n:,} ({n / scale:.2f}{suffix})"
+    return f"{n:,}"
+
+
+def gib(n_bytes: float | None) -> str:
+    return "-" if n_bytes is None else f"{n_bytes / GIB:,.1f} GiB"
