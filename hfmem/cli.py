@@ -32,7 +32,7 @@ class OutputFormat(str, Enum):
 @app.command(help="Exact architecture, parameter count and training memory fit of a Hugging Face model. "
                   "MODEL is a Hub id (org/name[@revision]), a local directory, a config.json, or example:NAME.")
 def model(
-    model: Annotated[str, typer.Argument(help="org/name[@revision], a directory, a config.json or example:NAME")],
+    model: Annotated[str, typer.Argument(metavar="MODEL", help="org/name[@revision], a directory, a config.json or example:NAME")],
     revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.")] = None,
     token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,

@@ -1,0 +1,65 @@
+"""Config reading: aliases across families, nested configs, and refusal of absurd or mistyped values."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hfmem.analysis import guard_config
+from hfmem.architecture import read_architecture
+from hfmem.errors import AbsurdConfigError, MalformedConfigError
+
+EXAMPLES = Path(__file__).parent.parent / "hfmem" / "examples"
+
+
+def _config(name: str) -> dict:
+    return json.loads((EXAMPLES / name / "config.json").read_text())
+
+
+def test_llama_2_70b_is_gqa():
+    arch = read_architecture(_config("Llama-2-70b-hf"))
+    assert (arch.num_layers, arch.hidden_size, arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim) == (
+        80, 8192, 64, 8, 128)
+    assert arch.attention_kind == "gqa" and arch.gated_mlp and not arch.is_moe
+
+
+def test_gpt2_aliases():
+    arch = read_architecture(_config("gpt2"))
+    assert (arch.num_layers, arch.hidden_size, arch.intermediate_size, arch.max_position_embeddings) == (12, 768, 3072, 1024)
+    assert arch.attention_kind == "mha" and not arch.gated_mlp and arch.tie_word_embeddings
+
+
+def test_mixtral_moe():
+    arch = read_architecture(_config("Mixtral-8x7B-v0.1"))
+    assert (arch.num_experts, arch.experts_per_token, arch.num_dense_layers) == (8, 2, 0)
+
+
+def test_nested_text_config_is_used():
+    arch = read_architecture({"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"],
+                              "vision_config": {"hidden_size": 1024},
+                              "text_config": {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+                                              "num_attention_heads": 32, "vocab_size": 32064}})
+    assert (arch.model_type, arch.hidden_size, arch.num_layers, arch.nested) == ("llama", 4096, 32, ("vision_config",))
+
+
+@pytest.mark.parametrize("change, error, message", [
+    ({"hidden_size": "8192"}, MalformedConfigError, "must be an integer"),
+    ({"hidden_size": -1}, MalformedConfigError, "must be positive"),
+    ({"num_hidden_layers": 0}, MalformedConfigError, "must be positive"),
+    ({"num_attention_heads": 7}, MalformedConfigError, "not a multiple"),
+    ({"hidden_size": 10**9}, AbsurdConfigError, "exceeds"),
+    ({"num_hidden_layers": 2000, "hidden_size": 100000, "intermediate_size": 1000000}, AbsurdConfigError, "parameters"),
+])
+def test_bad_values_are_refused(change, error, message):
+    with pytest.raises(error, match=message):
+        read_architecture(_config("Llama-2-70b-hf") | change)
+
+
+@pytest.mark.parametrize("config", [
+    {"text_config": {"num_hidden_layers": 10**7}},
+    {"vocab_size": 10**12},
+    {"num_local_experts": True},
+])
+def test_guard_checks_nested_dims_before_any_build(config):
+    with pytest.raises((AbsurdConfigError, MalformedConfigError)):
+        guard_config(config)
