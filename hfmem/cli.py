@@ -40,12 +40,12 @@ def model(
     details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
 ) -> None:
-    from hfmem.analysis import analyse
     from hfmem.hub import HubSettings
     from hfmem.modelref import parse_model_ref
+    from hfmem.report import build_report
 
     ref = parse_model_ref(model, revision)
-    report = analyse(ref, HubSettings.from_env(token=token, timeout=timeout)).to_dict()
+    report = build_report(ref, HubSettings.from_env(token=token, timeout=timeout))
     emit(report, output, details)
 
 
