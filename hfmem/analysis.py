@@ -143,14 +143,31 @@ _DIM_KEYS = {"num_hidden_layers": "num_layers", "n_layer": "num_layers", "n_embd
              "n_positions": "max_position_embeddings", "encoder_layers": "num_layers", "decoder_layers": "num_layers"}
 
 
+# Meta builds patch torch globals (accelerate's init_empty_weights), so threads take turns; holding one lock
+# across check-build-save also means concurrent fine-tunes sharing a config hash build it once.
+_BUILD_LOCK = threading.Lock()
+meta_builds = 0
+"""Meta-model builds this process has started (`hfmem scan` reports the count)."""
+
+
 def derive(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[str]) -> tuple[Architecture, Inventory]:
     """Architecture and exact inventory: meta build (cached by config hash), else headers, else config dims."""
-    from hfmem.meta_model import build_inventory, make_config
-
     guard_config(config)
     key = cache.config_hash(config, salt=_transformers_version())
     if hit := cache.load("inventories", key):
         return read_architecture(hit["normalised_config"]), Inventory.from_dict(hit["inventory"])
+    with _BUILD_LOCK:  # a thread that waited here finds the inventory another one just built
+        if hit := cache.load("inventories", key):
+            return read_architecture(hit["normalised_config"]), Inventory.from_dict(hit["inventory"])
+        return _derive_uncached(config, checkpoint, notes, key)
+
+
+def _derive_uncached(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[str],
+                     key: str) -> tuple[Architecture, Inventory]:
+    """Build (or fall back) and cache; called under _BUILD_LOCK."""
+    from hfmem.meta_model import build_inventory, make_config
+
+    global meta_builds
     try:
         normalised = _normalised(make_config(config))
     except errors.UnsupportedArchitectureError as err:
@@ -159,6 +176,7 @@ def derive(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[st
         inventory = inventory_from_checkpoint(checkpoint) if checkpoint else inventory_from_dims(architecture)
         return architecture, inventory
     architecture = read_architecture(normalised)  # also refuses absurd totals before the build
+    meta_builds += 1
     inventory = build_inventory(config)
     cache.save("inventories", key, {"normalised_config": normalised, "inventory": inventory.to_dict()})
     return architecture, inventory
