@@ -69,9 +69,14 @@ def _fail(message: str, code: int) -> int:
 
 def run(argv: list[str]) -> int:
     """Run the CLI on argv and return the exit status instead of raising."""
-    command = typer.main.get_command(app)
+    if argv[:1] == ["scan"]:
+        from hfmem.cli_scan import scan_app
+
+        command, argv, prog = typer.main.get_command(scan_app), argv[1:], "hfmem scan"
+    else:
+        command, prog = typer.main.get_command(app), "hfmem"
     try:
-        command.main(args=argv, prog_name="hfmem", standalone_mode=False)
+        command.main(args=argv, prog_name=prog, standalone_mode=False)
         return 0
     except errors.HfmemError as err:
         return _fail(str(err), err.exit_code)

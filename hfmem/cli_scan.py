@@ -1,0 +1,130 @@
+"""`hfmem scan`: analyse many models into append-only JSONL, with progress, resume, shards and exports.
+
+`hfmem.cli.run` dispatches `hfmem scan ...` here. The per-model work is `report.build_report`, the
+same seam as `hfmem MODEL`; `scan_settings` is where options that change a report (the estimate
+flags of `hfmem MODEL`) join the settings digest that `--resume` matches on.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from hfmem import errors
+
+scan_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+class ScanInterruptedError(errors.HfmemError):
+    """Ctrl-C during a scan: every finished model is already recorded."""
+
+    exit_code = 130
+
+
+@scan_app.command(help="Analyse many models: FILE lists one model per line (org/name[@revision], `#` comments, "
+                       "`-` for stdin) and/or --author/--search/--limit list them from the Hub. One JSONL record "
+                       "per model goes to --out as it finishes. Without a FILE or Hub listing, exports --out.")
+def scan(
+    file: Annotated[Optional[str], typer.Argument(metavar="FILE", help="Model list, or - for stdin.")] = None,
+    author: Annotated[Optional[str], typer.Option(help="List the Hub models of this user or organisation.")] = None,
+    search: Annotated[Optional[str], typer.Option(help="List the Hub models whose id contains this text.")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many models from the Hub listing.")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL results file (appended to).")] = Path("hfmem-scan.jsonl"),
+    resume: Annotated[bool, typer.Option("--resume", help="Continue --out: skip models recorded with the same settings.")] = False,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Models fetched at once.")] = 8,
+    shard: Annotated[Optional[str], typer.Option(metavar="K/N", help="Scan only shard K of N (1 <= K <= N).")] = None,
+    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the results as CSV.")] = None,
+    markdown_path: Annotated[Optional[Path], typer.Option("--markdown", help="Also write a markdown summary.")] = None,
+    fits: Annotated[Optional[list[str]], typer.Option("--fits", metavar="METHOD:GPU",
+                                                      help="Export only models that fit, e.g. qlora:rtx4090 (repeatable).")] = None,
+    list_only: Annotated[bool, typer.Option("--list-only", help="Print the models this job would scan and exit.")] = False,
+    token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
+                                                 show_default=False)] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
+) -> None:
+    from hfmem import scan as engine
+    from hfmem.hub import HubSettings
+    from hfmem.scan_export import parse_fit_filter
+
+    shard_k_n = engine.parse_shard(shard) if shard else None
+    filters = [parse_fit_filter(f) for f in fits or []]
+    hub = HubSettings.from_env(token=token, timeout=timeout)
+    settings = scan_settings(hub)
+    wanted: set[tuple[str, str]] | None = None
+    if file or author or search or limit is not None:
+        models = engine.select_shard(engine.collect_models(file, hub, author, search, limit), shard_k_n)
+        if list_only:
+            sys.stdout.write("".join(f"{m}\n" for m in models))
+            return
+        digest = engine.settings_digest(settings)
+        wanted = {(m, digest) for m in models}
+        stats = _scan(models, hub, settings, out, resume, concurrency)
+    elif not (csv_path or markdown_path):
+        raise errors.InvalidInputError("nothing to scan: give a FILE, --author, --search or --limit "
+                                       "(or --csv/--markdown to export an existing --out).")
+    elif not out.is_file():
+        raise errors.InvalidInputError(f"{out}: no such results file to export.")
+    else:
+        stats = None
+    records, _ = engine.read_records(out)
+    if wanted is not None:  # this scan's models and settings, not whatever else the file holds
+        records = [r for r in records if engine.record_key(r) in wanted]
+    _export(records, filters, csv_path, markdown_path)
+    failed = sum(r.get("status") != "ok" for r in records)
+    if stats is not None and failed:
+        raise engine.ScanFailuresError(f"{failed} of {len(records)} models failed; their records in {out} say why.")
+
+
+def scan_settings(hub: Any) -> dict[str, Any]:
+    """What a record's results depend on, stored in each record and digested for --resume; never the token."""
+    return {"endpoint": hub.endpoint, "offline": hub.offline}
+
+
+def _scan(models: list[str], hub: Any, settings: dict[str, Any], out: Path, resume: bool, concurrency: int) -> Any:
+    """Run the scan behind a progress bar on stderr and print a one-line summary."""
+    from hfmem import scan as engine
+    from hfmem.report import build_report
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    store = engine.ResultStore(out, resume)
+    columns = (SpinnerColumn(), TextColumn("scan"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[counts]}"), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=console, transient=False) as bar:
+            task = bar.add_task("scan", total=len(models), counts="")
+
+            def show(stats: engine.ScanStats) -> None:
+                bar.update(task, completed=stats.done + stats.skipped, counts=_counts(stats))
+
+            stats = engine.run_scan(models, lambda ref: build_report(ref, hub), settings, store, concurrency, show)
+    except KeyboardInterrupt:
+        raise ScanInterruptedError(f"interrupted; finished models are recorded in {out}, rerun with --resume.") from None
+    finally:
+        store.close()
+    console.print(f"hfmem: scanned {stats.total} models: {_counts(stats)}, {stats.builds} meta-model builds, "
+                  f"{stats.elapsed:.1f}s; results in {out}", markup=False)
+    return stats
+
+
+def _counts(stats: Any) -> str:
+    return (f"done {stats.ok} · failed {stats.failed} · cached {stats.cached} · skipped {stats.skipped} · "
+            f"{stats.rate:.1f} models/s")
+
+
+def _export(records: list[dict[str, Any]], filters: list, csv_path: Path | None, markdown_path: Path | None) -> None:
+    """Write the requested CSV and markdown files from the (filtered) records."""
+    from hfmem.scan_export import select, to_csv, to_markdown
+
+    chosen = select(records, filters)
+    for path, text in ((csv_path, lambda: to_csv(chosen)), (markdown_path, lambda: to_markdown(chosen, filters))):
+        if path is None:
+            continue
+        try:
+            path.write_text(text(), encoding="utf-8")
+        except OSError as err:
+            raise errors.InvalidInputError(f"cannot write {path}: {err.strerror}.") from None

@@ -1,0 +1,304 @@
+"""`hfmem scan`'s engine: read model lists, shard them, analyse models concurrently, append one JSONL record each.
+
+A record is written and flushed the moment its model finishes, so a crash or Ctrl-C loses only the
+models in flight; `--resume` skips every (model, settings digest) already recorded. Sharding hashes
+each model id, so N jobs given the same list cover it exactly once whatever order they read it in.
+Meta builds are shared through hfmem's cache by config hash (see analysis.derive).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable, Iterable
+
+from hfmem import analysis, cache, errors
+from hfmem.hub import HubClient, HubSettings
+from hfmem.modelref import ModelRef, parse_model_ref
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory lock, the rest works
+    fcntl = None  # type: ignore[assignment]
+
+RECORD_VERSION = 1
+DEFAULT_CONCURRENCY = 8  # models in flight; each makes ~3-4 requests, well inside the Hub's per-IP limits
+
+ReportFn = Callable[[ModelRef], dict[str, Any]]
+
+
+class ScanFailuresError(errors.HfmemError):
+    """The scan finished but some models could not be analysed (each has an error record)."""
+
+    exit_code = 1
+
+
+# -- model lists ---------------------------------------------------------------------------------
+def read_list(lines: Iterable[str]) -> list[str]:
+    """Model references from list lines: `#` starts a comment, blanks are skipped, repeats kept once."""
+    seen: dict[str, None] = {}
+    for line in lines:
+        text = line.split("#", 1)[0].strip()
+        if text:
+            seen.setdefault(text)
+    return list(seen)
+
+
+def load_list(path: str) -> list[str]:
+    """Read a list file, or standard input for `-`."""
+    if path == "-":
+        return read_list(sys.stdin)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return read_list(handle)
+    except (OSError, UnicodeDecodeError) as err:
+        raise errors.InvalidInputError(f"cannot read model list {path}: {getattr(err, 'strerror', None) or err}.") from None
+
+
+def list_hub_models(settings: HubSettings, author: str | None, search: str | None, limit: int | None) -> list[str]:
+    """Model ids from the Hub's list API (`HfApi.list_models`), sorted so every shard job sees one order."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+    import httpx2
+
+    if settings.offline:
+        raise errors.InvalidInputError("--author/--search/--limit need the Hub, but HF_HUB_OFFLINE is set.")
+    api = HfApi(endpoint=settings.endpoint, token=settings.token or False, library_name="hfmem")
+    try:
+        infos = HubClient(settings)._retry(lambda: list(api.list_models(author=author, search=search, limit=limit)))
+    except HfHubHTTPError as err:
+        status = getattr(err.response, "status_code", "?")
+        raise errors.NetworkError(f"listing models on {settings.endpoint}: the Hub answered HTTP {status}.") from None
+    except httpx2.HTTPError as err:
+        raise errors.NetworkError(f"listing models on {settings.endpoint} failed ({type(err).__name__}).") from None
+    return sorted({info.id for info in infos if info.id})
+
+
+# -- sharding ------------------------------------------------------------------------------------
+def parse_shard(text: str) -> tuple[int, int]:
+    """`K/N` (1 <= K <= N) -> (K, N)."""
+    k, _, n = text.partition("/")
+    if not (k.strip().isdigit() and n.strip().isdigit()) or not 1 <= int(k) <= int(n):
+        raise errors.InvalidInputError(f"--shard {text!r}: expected K/N with 1 <= K <= N, e.g. 3/8.")
+    return int(k), int(n)
+
+
+def shard_of(model: str, count: int) -> int:
+    """The 1-based shard a model belongs to: a stable hash of its reference, independent of list order."""
+    digest = hashlib.sha256(model.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+def select_shard(models: list[str], shard: tuple[int, int] | None) -> list[str]:
+    """The models shard K of N scans (all of them without --shard)."""
+    if shard is None:
+        return models
+    k, n = shard
+    return [m for m in models if shard_of(m, n) == k]
+
+
+# -- records and the JSONL store -----------------------------------------------------------------
+def settings_digest(settings: dict[str, Any]) -> str:
+    """A short stable digest of the settings a result depends on: half of the resume key."""
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def ok_record(model: str, settings: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    """The record of a model that was analysed: its report as `hfmem MODEL --format json` prints it."""
+    return {"record_version": RECORD_VERSION, "model": model, "settings_digest": settings_digest(settings),
+            "settings": settings, "status": "ok", "repo_id": report.get("model"), "revision": report.get("revision"),
+            "sha": report.get("sha"), "report": report, "error": None}
+
+
+def error_record(model: str, settings: dict[str, Any], err: Exception, ref: ModelRef | None = None) -> dict[str, Any]:
+    """The record of a model that failed: the error's class, exit code and one-line message."""
+    if isinstance(err, errors.HfmemError):
+        error = {"type": type(err).__name__, "exit_code": err.exit_code, "message": str(err)}
+    else:  # a bug in hfmem, recorded so the scan goes on
+        error = {"type": "InternalError", "exit_code": 70, "message": f"{type(err).__name__}: {err}"}
+    return {"record_version": RECORD_VERSION, "model": model, "settings_digest": settings_digest(settings),
+            "settings": settings, "status": "error", "repo_id": ref.name if ref else None,
+            "revision": ref.revision if ref else None, "sha": None,
+            "report": None, "error": error}
+
+
+def record_key(record: dict[str, Any]) -> tuple[str, str]:
+    """What --resume matches on: the model as listed and the settings digest."""
+    return record["model"], record["settings_digest"]
+
+
+def read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """All complete records in a JSONL file and the number of unreadable lines (a line cut by a kill)."""
+    records, bad = [], 0
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                try:
+                    record = json.loads(line)
+                    record_key(record)
+                except (ValueError, TypeError, KeyError):
+                    bad += line.strip() != b""
+                    continue
+                records.append(record)
+    except FileNotFoundError:
+        pass
+    except OSError as err:
+        raise errors.InvalidInputError(f"cannot read {path}: {err.strerror}.") from None
+    return records, bad
+
+
+class ResultStore:
+    """Append-only JSONL results: one line per record, written whole and flushed at once."""
+
+    def __init__(self, path: Path, resume: bool) -> None:
+        self.path = path
+        records, _ = read_records(path)
+        if records and not resume:
+            raise errors.InvalidInputError(
+                f"{path} already holds {len(records)} records; pass --resume to continue it, or choose another --out.")
+        self.recorded = {record_key(r) for r in records}
+        self._handle = self._open()
+
+    def _open(self) -> IO[bytes]:
+        """Open for appending, locked against a second scan, dropping a last line a kill cut short."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path, "ab+")
+        except OSError as err:
+            raise errors.InvalidInputError(f"cannot write {self.path}: {err.strerror}.") from None
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                raise errors.InvalidInputError(f"another scan is writing {self.path}.") from None
+        _drop_partial_line(handle)
+        return handle
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        self._handle.flush()
+        self.recorded.add(record_key(record))
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def _drop_partial_line(handle: IO[bytes]) -> None:
+    """Truncate after the last newline: a record without one was being written when the process died."""
+    size = handle.seek(0, os.SEEK_END)
+    if size == 0:
+        return
+    handle.seek(max(0, size - 1))
+    if handle.read(1) == b"\n":
+        return
+    pos = size
+    while pos > 0:
+        step = min(65536, pos)
+        handle.seek(pos - step)
+        chunk = handle.read(step)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            handle.truncate(pos - step + cut + 1)
+            return
+        pos -= step
+    handle.truncate(0)
+
+
+# -- running -------------------------------------------------------------------------------------
+@dataclass
+class ScanStats:
+    """Counts for the progress bar and the closing summary."""
+
+    total: int = 0
+    ok: int = 0
+    failed: int = 0
+    cached: int = 0
+    skipped: int = 0
+    builds: int = 0
+    started: float = field(default_factory=time.monotonic)
+    elapsed: float = 0.0
+
+    @property
+    def done(self) -> int:
+        """Models recorded by this run (analysed or failed)."""
+        return self.ok + self.failed
+
+    @property
+    def rate(self) -> float:
+        """Models recorded per second by this run."""
+        return self.done / self.elapsed if self.elapsed > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "ok": self.ok, "failed": self.failed, "cached": self.cached,
+                "skipped": self.skipped, "meta_builds": self.builds, "elapsed_s": round(self.elapsed, 3),
+                "models_per_s": round(self.rate, 3)}
+
+
+def run_scan(models: list[str], report_fn: ReportFn, settings: dict[str, Any], store: ResultStore,
+             concurrency: int = DEFAULT_CONCURRENCY,
+             progress: Callable[[ScanStats], None] | None = None) -> ScanStats:
+    """Analyse every model not yet recorded under these settings, `concurrency` at a time, recording each."""
+    digest = settings_digest(settings)
+    todo = [m for m in models if (m, digest) not in store.recorded]
+    stats = ScanStats(total=len(models), skipped=len(models) - len(todo))
+    builds_before = analysis.meta_builds
+
+    def tick() -> None:
+        stats.elapsed = time.monotonic() - stats.started
+        stats.builds = analysis.meta_builds - builds_before
+        if progress:
+            progress(stats)
+
+    tick()
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="hfmem-scan")
+    try:
+        futures = [pool.submit(analyse_one, m, report_fn, settings) for m in todo]
+        for future in as_completed(futures):
+            record, was_cached = future.result()
+            store.append(record)
+            stats.ok += record["status"] == "ok"
+            stats.failed += record["status"] == "error"
+            stats.cached += was_cached
+            tick()
+    finally:  # on Ctrl-C: queued models are dropped, the few in flight finish unrecorded
+        pool.shutdown(wait=False, cancel_futures=True)
+    return stats
+
+
+def analyse_one(model: str, report_fn: ReportFn, settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """One model's record, never raising for the model's own problems; also whether hfmem's cache answered."""
+    started = time.time()
+    ref = None
+    try:
+        ref = parse_model_ref(model)
+        report = report_fn(ref)
+    except Exception as err:  # every failure is the model's record, never the scan's end
+        return error_record(model, settings, err, ref), False
+    return ok_record(model, settings, report), _served_from_cache(report, started)
+
+
+def _served_from_cache(report: dict[str, Any], started: float) -> bool:
+    """True when the repo's config and headers came from hfmem's cache (an entry older than this model's start)."""
+    if report.get("source") != "hub" or not report.get("sha"):
+        return False
+    try:
+        return cache._path("repos", f"{report['model']}@{report['sha']}").stat().st_mtime < started
+    except OSError:
+        return False
+
+
+def collect_models(path: str | None, hub_settings: HubSettings, author: str | None, search: str | None,
+                   limit: int | None) -> list[str]:
+    """The models to scan: the list file's (in order), then the Hub listing's, each once."""
+    listed = load_list(path) if path else []
+    if author or search or limit is not None:
+        listed += list_hub_models(hub_settings, author, search, limit)
+    return list(dict.fromkeys(listed))
