@@ -1,0 +1,146 @@
+"""hfmem.scan and hfmem.scan_export pure parts: lists, shards, the JSONL store, filters and exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from hfmem import errors
+from hfmem.scan import (
+    ResultStore,
+    error_record,
+    ok_record,
+    parse_shard,
+    read_list,
+    read_records,
+    run_scan,
+    select_shard,
+    settings_digest,
+    shard_of,
+)
+from hfmem.scan_export import matches_fits, parse_fit_filter, select, to_csv, to_markdown
+
+SETTINGS = {"endpoint": "http://hub.test", "offline": False}
+
+
+def fake_report(model: str, total: int, fit: list[dict] | None = None) -> dict:
+    """The keys of build_report's dict the exports read."""
+    return {"model": model, "source": "hub", "revision": None, "sha": "a" * 40,
+            "architecture": {"model_type": "llama", "model_class": "LlamaForCausalLM"},
+            "parameters": {"total": total, "checkpoint_total": total, "checkpoint_bytes": 2 * total},
+            "crosscheck": {"status": "exact"}, "fit": fit or []}
+
+
+def test_read_list_skips_comments_blanks_and_repeats():
+    lines = ["# candidates\n", "org/a\n", "\n", "org/b@v1.0  # pinned tag\n", "  org/a \n", "org/c"]
+    assert read_list(lines) == ["org/a", "org/b@v1.0", "org/c"]
+
+
+@pytest.mark.parametrize("text", ["0/4", "5/4", "1", "a/b", "1/0", "-1/3"])
+def test_parse_shard_rejects(text):
+    with pytest.raises(errors.InvalidInputError):
+        parse_shard(text)
+
+
+def test_shards_partition_the_list_whatever_its_order():
+    models = [f"org/model-{i}" for i in range(300)]
+    parts = [select_shard(models, (k, 4)) for k in range(1, 5)]
+    assert sorted(m for part in parts for m in part) == sorted(models)
+    assert all(40 < len(part) < 110 for part in parts)
+    assert select_shard(models[::-1], (2, 4)) == parts[1][::-1]
+    assert shard_of("org/model-7", 4) == shard_of("org/model-7", 4)
+    assert parse_shard("3/8") == (3, 8)
+
+
+def test_settings_digest_is_order_independent():
+    assert settings_digest({"a": 1, "b": [1, 2]}) == settings_digest({"b": [1, 2], "a": 1})
+    assert settings_digest({"a": 1}) != settings_digest({"a": 2})
+
+
+def test_store_refuses_existing_records_without_resume(tmp_path):
+    path = tmp_path / "r.jsonl"
+    store = ResultStore(path, resume=False)
+    store.append(ok_record("org/a", SETTINGS, fake_report("org/a", 10)))
+    store.close()
+    with pytest.raises(errors.InvalidInputError, match="--resume"):
+        ResultStore(path, resume=False)
+
+
+def test_store_drops_a_line_cut_by_a_kill(tmp_path):
+    path = tmp_path / "r.jsonl"
+    good = json.dumps(ok_record("org/a", SETTINGS, fake_report("org/a", 10)))
+    path.write_text(good + "\n" + good[:40])
+    assert len(read_records(path)[0]) == 1 and read_records(path)[1] == 1
+    store = ResultStore(path, resume=True)
+    store.append(error_record("org/b", SETTINGS, errors.GatedRepoError("org/b is gated.")))
+    store.close()
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["model"] for line in lines] == ["org/a", "org/b"]
+
+
+def test_second_writer_is_refused(tmp_path):
+    path = tmp_path / "r.jsonl"
+    first = ResultStore(path, resume=False)
+    with pytest.raises(errors.InvalidInputError, match="another scan"):
+        ResultStore(path, resume=True)
+    first.close()
+
+
+def test_run_scan_records_each_model_once_and_never_stops(tmp_path):
+    def report_fn(ref):
+        if ref.name == "org/gated":
+            raise errors.GatedRepoError("org/gated is gated.")
+        if ref.name == "org/bug":
+            raise ZeroDivisionError("boom")
+        return fake_report(ref.name, 7)
+
+    models = ["org/a", "org/gated", "org/b@dev", "org/bug", "bad id!"]
+    store = ResultStore(tmp_path / "r.jsonl", resume=False)
+    stats = run_scan(models, report_fn, SETTINGS, store, concurrency=3)
+    store.close()
+    records = {r["model"]: r for r in read_records(tmp_path / "r.jsonl")[0]}
+    assert set(records) == set(models) and (stats.ok, stats.failed) == (2, 3)
+    assert records["org/gated"]["error"] == {"type": "GatedRepoError", "exit_code": 4, "message": "org/gated is gated."}
+    assert records["org/bug"]["error"]["type"] == "InternalError"
+    assert records["bad id!"]["error"]["exit_code"] == 2
+    assert records["org/b@dev"]["revision"] is None  # the report's own; fake_report has none
+
+    store = ResultStore(tmp_path / "r.jsonl", resume=True)
+    again = run_scan(models + ["org/c"], report_fn, SETTINGS, store)
+    other = run_scan(["org/a"], report_fn, SETTINGS | {"offline": True}, store)
+    store.close()
+    assert (again.skipped, again.ok, other.ok) == (5, 1, 1)
+    assert len(read_records(tmp_path / "r.jsonl")[0]) == 7
+
+
+def test_fit_filter_parses_and_matches():
+    assert str(parse_fit_filter("QLoRA:RTX4090")) == "qlora:rtx4090"
+    for bad in ("qlora", "qlora:", ":rtx4090", "q lora:x", "a:b:c"):
+        with pytest.raises(errors.InvalidInputError):
+            parse_fit_filter(bad)
+    fit = [{"method": "qlora", "gpu": "rtx4090", "fits": True}, {"method": "lora", "gpu": "rtx4090", "fits": False}]
+    record = ok_record("org/a", SETTINGS, fake_report("org/a", 10, fit))
+    assert matches_fits(record, [parse_fit_filter("qlora:rtx4090")])
+    assert not matches_fits(record, [parse_fit_filter("lora:rtx4090")])
+    assert not matches_fits(record, [parse_fit_filter("qlora:rtx4090"), parse_fit_filter("full:h100")])
+    assert not matches_fits(error_record("org/x", SETTINGS, errors.RepoNotFoundError("gone")),
+                            [parse_fit_filter("qlora:rtx4090")])
+
+
+def test_exports_deduplicate_and_filter():
+    fit = [{"method": "qlora", "gpu": "rtx4090", "fits": True}]
+    records = [ok_record("org/big", SETTINGS, fake_report("org/big", 70_000_000_000)),
+               ok_record("org/small", SETTINGS, fake_report("org/small", 1_000_000, fit)),
+               ok_record("org/small", SETTINGS, fake_report("org/small", 1_000_000, fit)),
+               error_record("org/gone", SETTINGS, errors.RepoNotFoundError("org/gone was | not found"))]
+    rows = list(csv.DictReader(io.StringIO(to_csv(select(records, [])))))
+    assert [r["model"] for r in rows] == ["org/big", "org/small", "org/gone"]
+    assert rows[1]["fits"] == "qlora:rtx4090" and rows[2]["error_type"] == "RepoNotFoundError"
+    filters = [parse_fit_filter("qlora:rtx4090")]
+    assert [r["model"] for r in select(records, filters)] == ["org/small"]
+    text = to_markdown(select(records, []), [])
+    assert "3 models: 2 analysed, 1 failed." in text and "was \\| not found" in text
+    assert text.index("org/big") < text.index("org/small")
