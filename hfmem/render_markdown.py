@@ -8,13 +8,20 @@ from typing import Any
 from hfmem.render_table import _ARCH_ROWS
 from hfmem.units import count
 
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~@:-])")
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
+# Control, zero-width and bidi-override characters: they could hide or reorder what a reviewer reads.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 
 
 def escape(text: Any) -> str:
-    """Neutralise markdown, HTML and @mentions in untrusted text (model ids, paths, error messages)."""
-    flat = " ".join(str(text).split())
-    return _SPECIAL.sub(r"\\\1", flat).replace("&", "&amp;")
+    """Neutralise markdown, HTML, @mentions and #references in untrusted text (model ids, paths, errors).
+
+    HTML goes as entities, so the result is inert in raw HTML blocks too; `@` and `#` get a zero-width
+    space after them, since GitHub links mentions and issue numbers even when backslash-escaped.
+    """
+    flat = " ".join(_INVISIBLE.sub(" ", str(text)).split())
+    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _SPECIAL.sub(r"\\\1", flat).replace("#", "#&#8203;").replace("@", "@&#8203;")
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
