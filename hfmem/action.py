@@ -1,0 +1,321 @@
+"""The GitHub Action's entry point (`python -m hfmem.action`, or the `hfmem-action` script).
+
+It reports on the listed Hub models and on the pull request's changed config.json files (base vs
+head), writes the table to `$GITHUB_STEP_SUMMARY`, the markdown and JSON files to the step outputs,
+keeps one sticky comment on the pull request (found by a hidden marker, updated in place), and
+exits non-zero when a `fail-on` condition holds. Inputs arrive as the runner sets them: `INPUT_NAME`
+(a `docker://` step keeps hyphens, `INPUT_MODELS-FILE`; action.yml maps them to underscores).
+Log lines are flattened (no workflow-command injection from file names) and never show a token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from hfmem import __version__, errors
+from hfmem.render_comment import Item, render
+
+MARKER = "<!-- hfmem-action: sticky fit table -->"
+COMMENT_BUDGET = 60_000  # characters: GitHub refuses comments over 65,536; the margin absorbs the footer
+SUMMARY_BUDGET = 900_000  # $GITHUB_STEP_SUMMARY takes up to 1 MiB per step
+_REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The action's inputs, validated."""
+
+    models: list[str]
+    config_globs: list[str]
+    gpus: list[str]
+    methods: list[str]
+    seq_len: int | None
+    batch_size: int
+    token: str
+    hf_token: str
+    fail_on: list[str]
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    base_sha: str | None
+    fork: bool
+
+
+@dataclass
+class Log:
+    """Lines for the job log: one line each, secrets replaced by ***."""
+
+    secrets: list[str] = field(default_factory=list)
+    write: Callable[[str], None] = lambda line: print(line, flush=True)
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
+
+    def __call__(self, message: str) -> None:
+        self.write("hfmem: " + self.redact(" ".join(message.split())))
+
+    def error(self, message: str) -> None:
+        """An error annotation (`::error::`), escaped as workflow commands require."""
+        text = "hfmem: " + self.redact(" ".join(message.split()))
+        self.write("::error::" + text.replace("%", "%25"))
+
+
+# -- inputs ----------------------------------------------------------------------------------------
+def get_input(env: Mapping[str, str], name: str) -> str:
+    """An input as the runner passes it: INPUT_MODELS-FILE (docker) or INPUT_MODELS_FILE (composite)."""
+    upper = "INPUT_" + name.upper()
+    return (env.get(upper) or env.get(upper.replace("-", "_")) or "").strip()
+
+
+def split_list(text: str) -> list[str]:
+    """Items separated by newlines or commas; `#` starts a comment; blanks and repeats dropped."""
+    from hfmem.scan import read_list
+
+    return read_list(part for line in text.splitlines() for part in line.split(","))
+
+
+def positive_int(name: str, text: str) -> int | None:
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise errors.InvalidInputError(f"input {name}: expected a positive integer, got {text!r}.")
+    return int(text)
+
+
+def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
+    """Validate every input before any network request."""
+    from hfmem.modelref import parse_model_ref
+    from hfmem.scan import load_list, read_list
+
+    models = read_list(get_input(env, "models").splitlines())
+    if models_file := get_input(env, "models-file"):
+        models += [m for m in load_list(str(workspace / models_file)) if m not in models]
+    for model in models:
+        if parse_model_ref(model).kind != "hub":  # raises InvalidInputError on a malformed id
+            raise errors.InvalidInputError(f"input models: {model!r} is not a Hub model id (use config-paths for files).")
+    globs = split_list(get_input(env, "config-paths"))
+    if not models and not globs:
+        raise errors.InvalidInputError("give at least one of the inputs models, models-file or config-paths.")
+    fail_on = [f.lower() for f in split_list(get_input(env, "fail-on") or "error")]
+    for condition in fail_on:
+        if condition not in {"none", "error", "regression"} and ":" not in condition:
+            raise errors.InvalidInputError(
+                f"input fail-on: {condition!r}; expected none, error, regression or METHOD:GPU (e.g. qlora:rtx4090).")
+    return Inputs(
+        models=models, config_globs=globs, gpus=split_list(get_input(env, "gpus")),
+        methods=[m.lower() for m in split_list(get_input(env, "methods"))],
+        seq_len=positive_int("seq-len", get_input(env, "seq-len")),
+        batch_size=positive_int("batch-size", get_input(env, "batch-size")) or 1,
+        token=get_input(env, "token") or env.get("GITHUB_TOKEN", ""),
+        hf_token=get_input(env, "hf-token"), fail_on=[c for c in fail_on if c != "none"],
+    )
+
+
+def read_event(env: Mapping[str, str]) -> PullRequest | None:
+    """The pull request of a pull_request(_target) event, or None for other events."""
+    path = env.get("GITHUB_EVENT_PATH")
+    if not path:
+        return None
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise errors.InvalidInputError(f"cannot read the event file $GITHUB_EVENT_PATH ({type(err).__name__}).") from None
+    pr = event.get("pull_request") if isinstance(event, dict) else None
+    if not isinstance(pr, dict) or not isinstance(pr.get("number"), int):
+        return None
+    base, head = pr.get("base") or {}, pr.get("head") or {}
+    base_repo, head_repo = (base.get("repo") or {}).get("full_name"), (head.get("repo") or {}).get("full_name")
+    return PullRequest(pr["number"], base.get("sha"), fork=bool(head_repo and base_repo and head_repo != base_repo))
+
+
+# -- analysis --------------------------------------------------------------------------------------
+ReportFn = Callable[[Any], dict[str, Any]]
+
+
+def analyse(ref: Any, report_fn: ReportFn, paths: Mapping[str, str]) -> tuple[dict[str, Any] | None, str | None]:
+    """(report, None) or (None, one-line error); `paths` maps local file paths to the names users know."""
+    try:
+        return report_fn(ref), None
+    except errors.HfmemError as err:
+        message = str(err)
+    except Exception as err:  # a bug in hfmem: recorded for this row, the others still run
+        if os.environ.get("HFMEM_DEBUG"):
+            raise
+        message = f"internal error ({type(err).__name__}); rerun with HFMEM_DEBUG=1 and report it."
+    for path, shown in paths.items():
+        message = message.replace(path, shown)
+    return None, message
+
+
+def build_items(inputs: Inputs, pr: PullRequest | None, workspace: Path, report_fn: ReportFn, log: Log) -> list[Item]:
+    """Reports for every listed model, then for the matched config files (head, and base when changed)."""
+    from hfmem import pr_configs
+    from hfmem.modelref import ModelRef, parse_model_ref
+
+    items = [Item(model, "model", *analyse(parse_model_ref(model), report_fn, {})) for model in inputs.models]
+    if not inputs.config_globs:
+        return items
+    files, diffed = pr_configs.collect(inputs.config_globs, workspace, pr.base_sha if pr else None)
+    if pr and not diffed:
+        log("the base commit of the pull request is not in this clone, so config files are shown without a diff; "
+            "check out with `fetch-depth: 0`.")
+    if not files:
+        log("config-paths matched no " + ("added or changed " if diffed else "") + "config files.")
+    with tempfile.TemporaryDirectory(prefix="hfmem-base-") as tmp:
+        for n, file in enumerate(files):
+            if file.status == "outside":
+                items.append(Item(file.path, "config", file.status, head_error="resolves outside the workspace; not read."))
+                continue
+            head = analyse(ModelRef("config", file.path, path=file.absolute), report_fn, {str(file.absolute): file.path})
+            base: tuple[dict[str, Any] | None, str | None] = (None, None)
+            if file.base is not None:
+                copy = Path(tmp) / f"base-{n}.json"
+                copy.write_bytes(file.base)
+                base = analyse(ModelRef("config", file.path, path=copy), report_fn, {str(copy): f"{file.path} (base)"})
+            items.append(Item(file.path, "config", file.status, *head, *base))
+    return items
+
+
+def failures(items: list[Item], fail_on: list[str]) -> list[str]:
+    """One line per violated `fail-on` condition and item."""
+    from hfmem.render_diff import fit_by_key, regressions
+
+    found = []
+    for condition in fail_on:
+        for item in items:
+            if condition == "error" and item.head_error:
+                found.append(item.head_error if item.label in item.head_error else f"{item.label}: {item.head_error}")
+            elif condition == "regression":
+                found += [f"{item.label}: {m} no longer fits {g}" for m, g in regressions(item.base, item.head)]
+            elif ":" in condition and item.head is not None:
+                method, gpu = condition.split(":", 1)
+                fits = {(m.lower(), g.lower()): ok for (m, g), ok in fit_by_key(item.head).items()}.get((method, gpu))
+                if fits is not True:
+                    found.append(f"{item.label}: {'does not fit' if fits is False else 'no estimate for'} {gpu} with {method}")
+    return found
+
+
+# -- outputs -----------------------------------------------------------------------------------------
+def settings_line(inputs: Inputs) -> str:
+    from hfmem.render_diff import cell
+
+    parts = [f"sequence length {inputs.seq_len or 'default'}", f"micro-batch {inputs.batch_size}",
+             "methods: " + (", ".join(inputs.methods) or "default"), "GPUs: " + (", ".join(inputs.gpus) or "default")]
+    return cell(" · ".join(parts), 1000)
+
+
+def footer(env: Mapping[str, str]) -> str:
+    sha = env.get("GITHUB_SHA", "")
+    at = f" for commit {sha[:7]}" if len(sha) == 40 and all(c in "0123456789abcdef" for c in sha) else ""
+    return f"<sub>hfmem {__version__}{at}</sub>"
+
+
+def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], log: Log) -> tuple[Path, Path]:
+    """report.md and report.json under $RUNNER_TEMP/hfmem, the job summary, and the step outputs."""
+    out_dir = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "hfmem"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    markdown, report = out_dir / "report.md", out_dir / "report.json"
+    markdown.write_text(summary, encoding="utf-8")
+    report.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if env.get("GITHUB_STEP_SUMMARY"):
+        with open(env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
+            handle.write(summary + "\n")
+    else:
+        log(f"GITHUB_STEP_SUMMARY is not set; the table is in {markdown}.")
+    if env.get("GITHUB_OUTPUT"):
+        with open(env["GITHUB_OUTPUT"], "a", encoding="utf-8") as handle:
+            handle.write(f"markdown={markdown}\njson={report}\n")
+    return markdown, report
+
+
+def post_comment(env: Mapping[str, str], inputs: Inputs, pr: PullRequest | None, body: str, log: Log) -> int:
+    """Create or update the sticky comment; 0, or the exit code of a GitHub failure other than a fork's 403."""
+    from hfmem.github_api import GitHub, GitHubApiError
+
+    if pr is None:
+        log(f"not a pull request event ({env.get('GITHUB_EVENT_NAME') or 'unknown'}): the table is in the job summary only.")
+        return 0
+    if not inputs.token:
+        log("no GitHub token (input `token`): the table is in the job summary only.")
+        return 0
+    repository = env.get("GITHUB_REPOSITORY", "")
+    if not _REPOSITORY.match(repository):
+        raise errors.InvalidInputError(f"GITHUB_REPOSITORY {repository!r} is not owner/name.")
+    github = GitHub(env.get("GITHUB_API_URL") or "https://api.github.com", inputs.token, repository)
+    try:
+        done, comment = github.upsert_comment(pr.number, MARKER, body)
+    except GitHubApiError as err:
+        if err.status == 403:
+            why = "a pull request from a fork gets a read-only token" if pr.fork else "the token lacks pull-requests: write"
+            log(f"cannot comment on pull request #{pr.number} (HTTP 403: {why}); the table is in the job summary only.")
+            return 0
+        log.error(str(err))
+        return err.exit_code
+    finally:
+        github.close()
+    log(f"{done} the comment on pull request #{pr.number}: {comment.get('html_url') or comment.get('id')}")
+    return 0
+
+
+def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | None = None) -> int:
+    """The whole Action; returns the exit status (one line on any error, never a traceback)."""
+    log = log or Log()
+    log.secrets += [get_input(env, "token"), get_input(env, "hf-token"), env.get("GITHUB_TOKEN", "")]
+    try:
+        workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
+        inputs = read_inputs(env, workspace)
+        pr = read_event(env)
+        if report_fn is None:
+            report_fn = default_report_fn(inputs)
+        items = build_items(inputs, pr, workspace, report_fn, log)
+        problems = failures(items, inputs.fail_on)
+        settings = settings_line(inputs)
+        summary = log.redact(render(items, settings, SUMMARY_BUDGET, footer=footer(env)))
+        body = log.redact(render(items, settings, COMMENT_BUDGET, header=MARKER, footer=footer(env)))
+        data = {"hfmem_version": __version__, "pull_request": pr.number if pr else None,
+                "inputs": {k: v for k, v in inputs.__dict__.items() if k not in {"token", "hf_token"}},
+                "items": [item.to_dict() for item in items], "failures": problems}
+        write_outputs(env, summary, json.loads(log.redact(json.dumps(data))), log)
+        status = post_comment(env, inputs, pr, body, log)
+        if problems:
+            shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            log.error(f"fail-on ({', '.join(inputs.fail_on)}): {shown}")
+            return errors.DoesNotFitError.exit_code
+        return status
+    except errors.HfmemError as err:
+        log.error(str(err))
+        return err.exit_code
+    except Exception as err:  # a bug: still one line
+        if env.get("HFMEM_DEBUG"):
+            raise
+        log.error(f"internal error ({type(err).__name__}); rerun with HFMEM_DEBUG=1 and report it.")
+        return 70
+
+
+def default_report_fn(inputs: Inputs) -> ReportFn:
+    """build_report with the Hub settings (hf-token) and the training settings of the inputs."""
+    from hfmem.hub import HubSettings
+    from hfmem.report import build_report
+
+    hub = HubSettings.from_env(token=inputs.hf_token or None)
+    return lambda ref: build_report(ref, hub)
+
+
+def main() -> None:
+    sys.exit(run(os.environ))
+
+
+if __name__ == "__main__":
+    main()

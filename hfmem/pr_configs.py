@@ -1,0 +1,104 @@
+"""Local config.json files for the Action: expand the `config-paths` globs in the workspace and, on a pull
+request, fetch each file's base version with `git show <base sha>:<path>` so the report can diff them.
+
+Git runs with an argument list (never a shell) and a validated sha; matches that resolve outside the
+workspace (symlinks, `..`) are refused, so a pull request cannot make the Action read other files.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from hfmem.errors import InvalidInputError
+from hfmem.hub import MAX_JSON_BYTES
+
+_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+MAX_CONFIGS = 1000  # a glob matching more than this is a mistake, not a model list
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """One matched config: `path` relative to the workspace, its base version and how it changed.
+
+    status: "added" (not in the base commit), "modified", "no-base" (no pull request, or the
+    base commit not fetched) or "outside" (resolves outside the workspace: not read).
+    """
+
+    path: str
+    absolute: Path
+    status: str
+    base: bytes | None = None
+
+
+def match_configs(globs: list[str], workspace: Path) -> list[tuple[str, Path | None]]:
+    """(relative path, resolved file or None when it escapes the workspace) for every glob match, sorted."""
+    root = workspace.resolve()
+    found: dict[str, Path | None] = {}
+    for pattern in globs:
+        if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+            raise InvalidInputError(f"config-paths {pattern!r}: use a glob relative to the workspace, without '..'.")
+        for rel in glob.glob(pattern, root_dir=root, recursive=True):
+            target = (root / rel).resolve()
+            inside = target.is_relative_to(root)
+            if (not inside or target.is_file()) and rel not in found:
+                found[rel] = target if inside else None
+    if len(found) > MAX_CONFIGS:
+        raise InvalidInputError(f"config-paths match {len(found):,} files; at most {MAX_CONFIGS:,} are analysed.")
+    return sorted(found.items())
+
+
+def base_available(workspace: Path, sha: str) -> bool:
+    """True when the base commit is in the clone (a shallow checkout usually lacks it: use fetch-depth: 0)."""
+    if not _SHA.match(sha):
+        raise InvalidInputError(f"base sha {sha!r} from the event is not a commit id.")
+    return _git(workspace, "cat-file", "-e", f"{sha}^{{commit}}") is not None
+
+
+def base_version(workspace: Path, sha: str, rel: str) -> bytes | None:
+    """The file's bytes at the base commit, None when it did not exist there; refuses oversized blobs."""
+    spec = f"{sha}:./{Path(rel).as_posix()}"
+    size = _git(workspace, "cat-file", "-s", spec)
+    if size is None:
+        return None
+    if int(size) > MAX_JSON_BYTES:
+        raise InvalidInputError(f"{rel} at the base commit is larger than {MAX_JSON_BYTES:,} bytes.")
+    return _git(workspace, "cat-file", "blob", spec, text=False)
+
+
+def collect(globs: list[str], workspace: Path, base_sha: str | None) -> tuple[list[ConfigFile], bool]:
+    """Matched configs with their base versions; on a pull request only the added or modified ones.
+
+    Returns (files, diffed): diffed is False when there is no base to compare with, and then every
+    matched file is listed with status "no-base".
+    """
+    matches = match_configs(globs, workspace)
+    diffed = base_sha is not None and base_available(workspace, base_sha)
+    files = []
+    for rel, target in matches:
+        if target is None:
+            files.append(ConfigFile(rel, workspace / rel, "outside"))
+            continue
+        if not diffed:
+            files.append(ConfigFile(rel, target, "no-base"))
+            continue
+        base = base_version(workspace, base_sha, rel)
+        if base is None:
+            files.append(ConfigFile(rel, target, "added"))
+        elif base != target.read_bytes():
+            files.append(ConfigFile(rel, target, "modified", base))
+    return files, diffed
+
+
+def _git(cwd: Path, *args: str, text: bool = True) -> str | bytes | None:
+    """Run git; its output, or None when it fails (missing object, not a repository)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.decode().strip() if text else done.stdout

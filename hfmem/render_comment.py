@@ -1,0 +1,119 @@
+"""The Action's markdown: the pull-request comment and the job summary, from one list of report items.
+
+Sections: base vs head for each changed config file, the fit matrix (one row per model and method,
+one column per GPU), then what could not be analysed. Rows past the first few are folded into
+`<details>`; if the text still exceeds the budget (GitHub refuses comments over 65,536 characters),
+trailing rows are left out with a note. Only fixed text goes inside HTML tags; every value from
+outside is escaped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hfmem.render_diff import cell, fit_by_key, memory_by_method, render_diff
+from hfmem.render_markdown import table
+from hfmem.units import count, gib
+
+VISIBLE_DIFFS = 3
+VISIBLE_MODELS = 10
+
+
+@dataclass
+class Item:
+    """One model or config file: its head report (and base report for a changed config) or the errors."""
+
+    label: str
+    kind: str  # "model" or "config"
+    status: str = "listed"  # configs: added, modified, no-base, outside (see pr_configs.ConfigFile)
+    head: dict[str, Any] | None = None
+    head_error: str | None = None
+    base: dict[str, Any] | None = None
+    base_error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.head is not None and self.status in {"added", "modified"}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def columns(items: list[Item]) -> tuple[list[str], list[str]]:
+    """Methods and GPUs in first-seen order across every report (the fit matrix's rows and columns)."""
+    methods: dict[str, None] = {}
+    gpus: dict[str, None] = {}
+    for item in items:
+        for method in memory_by_method(item.head):
+            methods.setdefault(method)
+        for method, gpu in fit_by_key(item.head):
+            methods.setdefault(method)
+            gpus.setdefault(gpu)
+    return list(methods), list(gpus)
+
+
+def matrix_rows(item: Item, methods: list[str], gpus: list[str]) -> list[list[str]]:
+    """One row per method: model and parameters on the first, then peak memory and ✅/❌ per GPU."""
+    memory, fits = memory_by_method(item.head), fit_by_key(item.head)
+    first = [cell(item.label), count((item.head or {}).get("parameters", {}).get("total"))]
+    if not methods:
+        return [first]
+    rows = []
+    for i, method in enumerate(methods):
+        verdicts = ["✅" if fits.get((method, g)) else "❌" if (method, g) in fits else "—" for g in gpus]
+        rows.append((first if i == 0 else ["", ""]) + [cell(method), gib(memory.get(method))] + verdicts)
+    return rows
+
+
+def _fold(summary: str, blocks: list[str]) -> list[str]:
+    """`blocks` inside <details>; blank lines around so GitHub renders the markdown within."""
+    return ["<details><summary>" + summary + "</summary>", "", *blocks, "", "</details>", ""] if blocks else []
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def render(items: list[Item], settings: str, budget: int, header: str = "", footer: str = "") -> str:
+    """The whole markdown, at most `budget` characters: as many items as fit, in section order."""
+    diffs = [i for i in items if i.changed]
+    listed = [i for i in items if i.head is not None]
+    failed = [i for i in items if i.head is None]
+    units = len(diffs) + len(listed) + len(failed)
+
+    def build(keep: int) -> str:
+        shown_diffs = diffs[:keep]
+        shown_listed = listed[:max(0, keep - len(diffs))]
+        shown_failed = failed[:max(0, keep - len(diffs) - len(listed))]
+        out = ([header] if header else []) + ["## hfmem: will it train?", "", settings, ""]
+        if diffs:
+            out += [f"### Config changes in this pull request ({len(diffs)})", ""]
+            blocks = [render_diff(i.label, i.status, i.base, i.head, i.base_error, i.head_error) for i in shown_diffs]
+            out += blocks[:VISIBLE_DIFFS]
+            out += _fold(f"{_plural(len(blocks) - VISIBLE_DIFFS, 'more changed config')}", blocks[VISIBLE_DIFFS:])
+        if listed:
+            methods, gpus = columns(listed)
+            headers = ["model", "parameters"] + (["method", "peak memory / GPU"] + [cell(g) for g in gpus] if methods else [])
+            rows = [matrix_rows(i, methods, gpus) for i in shown_listed]
+            visible = [r for group in rows[:VISIBLE_MODELS] for r in group]
+            folded = [r for group in rows[VISIBLE_MODELS:] for r in group]
+            out += [f"### Fit matrix ({_plural(len(listed), 'model')})", ""]
+            out += [table(headers, visible), ""] if visible else []
+            out += _fold(_plural(len(rows) - VISIBLE_MODELS, "more model"), [table(headers, folded)] if folded else [])
+        if failed:
+            out += [f"### Could not analyse ({len(failed)})", ""]
+            rows = [[cell(i.label), cell(i.head_error or "not analysed")] for i in shown_failed]
+            out += [table(["model or file", "error"], rows), ""] if rows else []
+        if keep < units:
+            out += [f"_{_plural(units - keep, 'more row')} left out to stay under GitHub's size limit; "
+                    "the job summary and the JSON output have everything._", ""]
+        if footer:
+            out += [footer, ""]
+        return "\n".join(out)
+
+    low, high = 0, units
+    while low < high:  # the largest number of items whose rendering fits the budget
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if len(build(mid)) <= budget else (low, mid - 1)
+    return build(low)

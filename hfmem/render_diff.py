@@ -1,0 +1,99 @@
+"""Base vs head markdown for one config.json changed in a pull request: what the architecture change costs.
+
+Rows: the architecture fields that changed, the exact parameter count, peak memory per training
+method, and every (method, GPU) whose fit verdict changed. Everything from the pull request (paths,
+error texts) goes through `render_markdown.escape`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfmem.render_markdown import escape, table
+from hfmem.render_table import _ARCH_ROWS
+from hfmem.units import count, gib
+
+MAX_CELL = 200  # characters of untrusted text per cell, before escaping
+
+
+def cell(text: Any, limit: int = MAX_CELL) -> str:
+    """Escaped, one-line, and cut to `limit` characters so one hostile value cannot fill a comment."""
+    flat = " ".join(str(text).split())
+    return escape(flat if len(flat) <= limit else flat[:limit - 1] + "…")
+
+
+def memory_by_method(report: dict[str, Any] | None) -> dict[str, float]:
+    """Peak bytes per GPU for each estimated method, from the report's `estimates[]`."""
+    found = {}
+    for estimate in (report or {}).get("estimates") or []:
+        if isinstance(estimate, dict) and isinstance(estimate.get("method"), str):
+            peak = estimate.get("peak_bytes", estimate.get("total_bytes"))
+            if isinstance(peak, (int, float)):
+                found[estimate["method"]] = peak
+    return found
+
+
+def fit_by_key(report: dict[str, Any] | None) -> dict[tuple[str, str], bool]:
+    """(method, GPU) -> fits, from the report's `fit[]`."""
+    found = {}
+    for entry in (report or {}).get("fit") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("method"), str) and isinstance(entry.get("gpu"), str):
+            found[(entry["method"], entry["gpu"])] = entry.get("fits") is True
+    return found
+
+
+def regressions(base: dict[str, Any] | None, head: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(method, GPU) pairs that fit at the base commit and no longer fit at head."""
+    before, after = fit_by_key(base), fit_by_key(head)
+    return [key for key, fits in before.items() if fits and after.get(key) is False]
+
+
+def _signed(delta: float, unit: Any) -> str:
+    return ("+" if delta > 0 else "−" if delta < 0 else "±") + unit(abs(delta))
+
+
+def _change(before: float | None, after: float | None, unit: Any) -> str:
+    if before is None or after is None:
+        return ""
+    percent = f" ({(after - before) / before:+.1%})" if before else ""
+    return _signed(after - before, unit) + percent if after != before else "unchanged"
+
+
+def _verdict(fits: bool | None) -> str:
+    return "—" if fits is None else "✅ fits" if fits else "❌ does not fit"
+
+
+def render_diff(path: str, status: str, base: dict[str, Any] | None, head: dict[str, Any] | None,
+                base_error: str | None = None, head_error: str | None = None) -> str:
+    """A heading and a base | head | change table for one changed config file."""
+    label = {"added": "new file", "modified": "changed"}.get(status, status)
+    out = [f"#### {cell(path)} ({label})", ""]
+    if base_error or head_error:
+        rows = [[side, cell(err)] for side, err in (("base", base_error), ("head", head_error)) if err]
+        out += [table(["version", "error"], rows), ""]
+    if head is None:
+        return "\n".join(out)
+    rows = []
+    base_arch, head_arch = (base or {}).get("architecture") or {}, head.get("architecture") or {}
+    for key, name in _ARCH_ROWS:
+        before, after = base_arch.get(key), head_arch.get(key)
+        if base is not None and before != after:
+            numeric = all(isinstance(v, int) and not isinstance(v, bool) for v in (before, after))
+            rows.append([name, cell(before), cell(after), _change(before, after, lambda n: f"{n:,}") if numeric else ""])
+    base_total = base["parameters"]["total"] if base else None
+    head_total = head["parameters"]["total"]
+    rows.append(["**parameters**", count(base_total), f"**{count(head_total)}**", _change(base_total, head_total, count)])
+    base_memory, head_memory = memory_by_method(base), memory_by_method(head)
+    for method in dict.fromkeys([*head_memory, *base_memory]):
+        before, after = base_memory.get(method), head_memory.get(method)
+        rows.append([f"memory, {cell(method)}", gib(before), gib(after), _change(before, after, gib)])
+    before_fit, after_fit = fit_by_key(base), fit_by_key(head)
+    changed = [key for key in after_fit if base is not None and before_fit.get(key) != after_fit[key]]
+    for method, gpu in changed:
+        was, now = before_fit.get((method, gpu)), after_fit[(method, gpu)]
+        note = "**no longer fits**" if was and not now else "now fits" if now and was is False else ""
+        rows.append([f"{cell(method)} on {cell(gpu)}", _verdict(was), _verdict(now), note])
+    if base is not None and after_fit and not changed:
+        rows.append(["fit", "", "", "unchanged on every GPU"])
+    out += [table(["", "base", "head", "change"], rows), ""]
+    return "\n".join(out)
