@@ -164,7 +164,7 @@ def build_items(inputs: Inputs, pr: PullRequest | None, workspace: Path, report_
     from hfmem import pr_configs
     from hfmem.modelref import ModelRef, parse_model_ref
 
-    items = [Item(model, "model", *analyse(parse_model_ref(model), report_fn, {})) for model in inputs.models]
+    items = [Item(model, "model", "listed", *analyse(parse_model_ref(model), report_fn, {})) for model in inputs.models]
     if not inputs.config_globs:
         return items
     files, diffed = pr_configs.collect(inputs.config_globs, workspace, pr.base_sha if pr else None)
@@ -298,7 +298,7 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
         log.error(str(err))
         return err.exit_code
     except Exception as err:  # a bug: still one line
-        if env.get("HFMEM_DEBUG"):
+        if os.environ.get("HFMEM_DEBUG"):
             raise
         log.error(f"internal error ({type(err).__name__}); rerun with HFMEM_DEBUG=1 and report it.")
         return 70

@@ -27,6 +27,7 @@ class Fault:
     status: int
     times: int = 1
     body: dict[str, Any] = field(default_factory=lambda: {"message": "Server Error"})
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -76,7 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
             if fault:
                 fault.times -= 1
         if fault:
-            return self._send(fault.status, fault.body)
+            return self._send(fault.status, fault.body, fault.headers)
         token = auth.removeprefix("Bearer ") if auth and auth.startswith("Bearer ") else None
         if token not in {state.token, *state.read_only_tokens}:
             return self._send(401, {"message": "Bad credentials"})

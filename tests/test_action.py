@@ -1,0 +1,282 @@
+"""The GitHub Action end to end: action.yml's run step as the runner executes it (a subprocess with the
+runner's environment), against the local GitHub API server and the test Hub, on a real git repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from github_server import Fault, GitHubServer, GitHubState
+from hfmem import action
+from hfmem.hub import HubSettings
+from hfmem.modelref import ModelRef, parse_model_ref
+from hfmem.report import build_report
+from tiny_models import tiny_config
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "ghs_ACTIONsecret_0123456789abcdef"
+READ_ONLY = "ghs_FORKreadonly_0123456789abcdef"
+HF_TOKEN = "hf_test_granted"
+HOSTILE_DIR = "x](http:"
+HOSTILE_FILE = "evil)<img src=x onerror=alert(1)> @everyone.json"
+HOSTILE = f"configs/{HOSTILE_DIR}/{HOSTILE_FILE}"
+LAYERS = (1, 2, 3, 4, 6)  # the tiny Llama configs these tests write
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false",
+                           *args], cwd=repo, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def write_config(repo: Path, rel: str, layers: int) -> None:
+    path = repo / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(tiny_config("meta-llama/Meta-Llama-3-8B", layers), indent=1))
+
+
+@pytest.fixture(scope="module")
+def warm_cache(hub_server, tmp_path_factory) -> Path:
+    """hfmem's cache holding the meta-model inventories of every config used here, built once for real, so
+    each run of the step takes about a second instead of importing transformers' model code again."""
+    root = tmp_path_factory.mktemp("warm")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HFMEM_CACHE_DIR", str(root / "hfmem"))
+        build_report(parse_model_ref("hfmem-test/tiny-llama"),
+                     HubSettings(endpoint=hub_server.url, token=None, cache_dir=str(root / "hf"), offline=False))
+        for layers in LAYERS:
+            write_config(root, f"{layers}/config.json", layers)
+            build_report(ModelRef("config", "warm", path=root / f"{layers}/config.json"), HubSettings.from_env())
+    for entry in (root / "hfmem" / "repos").glob("*"):
+        entry.unlink()  # the runs still fetch config.json and headers from the test Hub
+    return root / "hfmem"
+
+
+@pytest.fixture
+def hub_env(hub, warm_cache, monkeypatch):
+    """The test Hub's environment (see conftest.hub), with the warm inventory cache."""
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(warm_cache))
+    return hub
+
+
+@pytest.fixture
+def pr_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A repository whose pull request changes one config, adds two (one hostile-named) and keeps one."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_config(repo, "configs/llama/config.json", 2)
+    write_config(repo, "configs/same/config.json", 3)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    base = git(repo, "rev-parse", "HEAD")
+    write_config(repo, "configs/llama/config.json", 4)
+    write_config(repo, "configs/new/config.json", 1)
+    write_config(repo, HOSTILE, 1)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "head")
+    return repo, base
+
+
+@pytest.fixture
+def github():
+    state = GitHubState(repository="acme/models", token=TOKEN, read_only_tokens={READ_ONLY})
+    with GitHubServer(state) as url:
+        yield state, url
+
+
+def make_env(tmp_path: Path, repo: Path, api_url: str, base: str | None, *, token: str = TOKEN,
+             fork: bool = False) -> dict[str, str]:
+    """The environment the runner gives a step of a pull_request workflow (without the INPUT_s)."""
+    event = {"pull_request": {"number": 7, "base": {"sha": base, "repo": {"full_name": "acme/models"}},
+                              "head": {"repo": {"full_name": "mallory/models" if fork else "acme/models"}}}}
+    (tmp_path / "event.json").write_text(json.dumps(event))
+    (tmp_path / "runner").mkdir(exist_ok=True)
+    return {
+        **os.environ, "GITHUB_ACTIONS": "true", "GITHUB_API_URL": api_url, "GITHUB_TOKEN": token,
+        "GITHUB_REPOSITORY": "acme/models", "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(tmp_path / "event.json"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "output"), "GITHUB_WORKSPACE": str(repo), "RUNNER_TEMP": str(tmp_path / "runner"),
+        "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567",
+    }
+
+
+def run_step(env: dict[str, str], inputs: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run action.yml's `hfmem` step as the runner would: inputs (with defaults) expanded into its env, bash."""
+    spec = yaml.safe_load((ROOT / "action.yml").read_text())
+    assert set(inputs) <= set(spec["inputs"]), "unknown input"
+
+    def expand(text: str, values: dict[str, str]) -> str:
+        text = re.sub(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}", lambda m: values[m[1]], str(text))
+        text = text.replace("${{ github.token }}", env["GITHUB_TOKEN"])
+        text = text.replace("${{ steps.install.outputs.python }}", sys.executable)
+        assert "${{" not in text, text
+        return text
+
+    values = {name: expand(inputs.get(name, meta.get("default", "")), {}) for name, meta in spec["inputs"].items()}
+    step = next(s for s in spec["runs"]["steps"] if s.get("id") == "hfmem")
+    assert step["shell"] == "bash"
+    step_env = {name: expand(value, values) for name, value in step["env"].items()}
+    return subprocess.run(["bash", "-c", step["run"]], env={**env, **step_env}, cwd=env["GITHUB_WORKSPACE"],
+                          capture_output=True, text=True, timeout=180)
+
+
+def sticky(state: GitHubState) -> list[dict]:
+    return [c for c in state.comments.get(7, []) if c["body"].startswith(action.MARKER)]
+
+
+def test_two_runs_leave_one_updated_comment(hub_env, github, pr_repo, tmp_path):
+    state, url = github
+    repo, base = pr_repo
+    for i in range(105):  # the sticky comment lands on page 2 of the listing
+        state.add_comment(7, f"review comment {i}", {"login": "alice", "type": "User"})
+    env = make_env(tmp_path, repo, url, base)
+    inputs = {"models": "hfmem-test/tiny-llama\n# a comment line\n", "config-paths": "configs/**/*.json",
+              "hf-token": HF_TOKEN, "fail-on": "none"}
+
+    first = run_step(env, inputs)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "created the comment on pull request #7" in first.stdout
+    [comment] = sticky(state)
+    body = comment["body"]
+    assert "### Config changes in this pull request (3)" in body
+    assert "#### configs/llama/config.json (changed)" in body and "#### configs/new/config.json (new file)" in body
+    assert "| layers | 2 | 4 | +2 (+100.0%) |" in body
+    assert "configs/same/config.json" not in body  # unchanged in the PR
+    assert "| hfmem\\-test/tiny\\-llama |" in body
+    assert "<sub>hfmem" in body and "for commit 0123456" in body
+
+    write_config(repo, "configs/llama/config.json", 6)  # a new push to the PR
+    git(repo, "commit", "-qam", "more layers")
+    second = run_step(env, inputs)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "updated the comment on pull request #7" in second.stdout
+    [updated] = sticky(state)
+    assert updated["id"] == comment["id"] and "| layers | 2 | 6 | +4 (+200.0%) |" in updated["body"]
+    assert len(state.comments[7]) == 106
+    posts = [p for m, p, _ in state.requests if m == "POST"]
+    assert len(posts) == 1
+
+    outputs = dict(line.split("=", 1) for line in (tmp_path / "output").read_text().splitlines())
+    assert Path(outputs["markdown"]).read_text().startswith("## hfmem: will it train?")
+    data = json.loads(Path(outputs["json"]).read_text())
+    assert [i["label"] for i in data["items"]][0] == "hfmem-test/tiny-llama" and data["pull_request"] == 7
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.count("## hfmem: will it train?") == 2
+    everything = first.stdout + first.stderr + second.stdout + second.stderr + summary + json.dumps(state.comments)
+    everything += Path(outputs["json"]).read_text()
+    assert TOKEN not in everything and HF_TOKEN not in everything
+    assert all(auth == f"Bearer {TOKEN}" for _, _, auth in state.requests)
+
+
+def test_hostile_names_cannot_inject(hub_env, github, pr_repo, tmp_path):
+    state, url = github
+    repo, base = pr_repo
+    (repo / "configs" / HOSTILE_DIR / "broken @here.json").write_text("{ not json <script>")
+    env = make_env(tmp_path, repo, url, base)
+    lines: list[str] = []
+    status = action.run({**env, "INPUT_CONFIG-PATHS": "configs/**/*.json", "INPUT_FAIL-ON": "none"},
+                        log=action.Log(write=lines.append))
+    assert status == 0, lines
+    body = sticky(state)[0]["body"]
+    visible = body.replace(action.MARKER, "")
+    for bad in ("<img", "<script", "](http", "@everyone", "@here", "onerror=alert(1)>"):
+        assert bad not in visible, bad
+    assert "evil\\)&lt;img src=x onerror=alert\\(1\\)&gt; @&#8203;everyone.json" in visible
+    assert "is not valid JSON" in visible and str(repo) not in visible  # errors name the file as in the repo
+    assert set(re.findall(r"</?(\w+)", visible)) <= {"details", "summary", "sub"}
+
+
+def test_fork_gets_summary_only(hub_env, github, pr_repo, tmp_path):
+    state, url = github
+    repo, base = pr_repo
+    env = make_env(tmp_path, repo, url, base, token=READ_ONLY, fork=True)
+    lines: list[str] = []
+    status = action.run({**env, "INPUT_CONFIG_PATHS": "configs/llama/config.json"}, log=action.Log(write=lines.append))
+    assert status == 0
+    assert any("cannot comment on pull request #7 (HTTP 403: a pull request from a fork gets a read-only token); "
+               "the table is in the job summary only." in line for line in lines), lines
+    assert state.comments.get(7) is None
+    assert "configs/llama/config.json (changed)" in (tmp_path / "summary.md").read_text()
+    assert READ_ONLY not in "\n".join(lines)
+
+
+def test_push_event_is_summary_only_without_diff(hub_env, github, pr_repo, tmp_path):
+    state, url = github
+    repo, _ = pr_repo
+    env = make_env(tmp_path, repo, url, None)
+    (tmp_path / "event.json").write_text(json.dumps({"ref": "refs/heads/main", "after": "0" * 40}))
+    lines: list[str] = []
+    status = action.run({**env, "GITHUB_EVENT_NAME": "push", "INPUT_CONFIG_PATHS": "configs/*/config.json"},
+                        log=action.Log(write=lines.append))
+    assert status == 0 and not state.requests
+    assert "hfmem: not a pull request event (push): the table is in the job summary only." in lines
+    summary = (tmp_path / "summary.md").read_text()
+    assert "Config changes" not in summary and "configs/same/config.json" in summary
+
+
+def test_shallow_clone_shows_configs_without_diff(hub_env, github, pr_repo, tmp_path):
+    state, url = github
+    repo, _ = pr_repo
+    env = make_env(tmp_path, repo, url, "f" * 40)  # a base commit the clone does not have
+    lines: list[str] = []
+    assert action.run({**env, "INPUT_CONFIG_PATHS": "configs/llama/*.json"}, log=action.Log(write=lines.append)) == 0
+    assert any("check out with `fetch-depth: 0`" in line for line in lines)
+    assert "configs/llama/config.json" in sticky(state)[0]["body"]
+
+
+def test_symlink_out_of_the_workspace_is_not_read(hub_env, github, pr_repo, tmp_path):
+    state, url = github
+    repo, base = pr_repo
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"model_type": "llama", "api_key": "SECRET-VALUE"}))
+    (repo / "configs" / "link.json").symlink_to(secret)
+    env = make_env(tmp_path, repo, url, base)
+    lines: list[str] = []
+    assert action.run({**env, "INPUT_CONFIG_PATHS": "configs/*.json", "INPUT_FAIL_ON": "error"},
+                      log=action.Log(write=lines.append)) == 12
+    assert "| configs/link.json | resolves outside the workspace; not read. |" in sticky(state)[0]["body"]
+    assert lines[-1].startswith("::error::hfmem: fail-on (error): configs/link.json: resolves outside")
+
+
+def test_github_faults(hub_env, github, pr_repo, tmp_path):
+    state, url = github
+    repo, base = pr_repo
+    env = {**make_env(tmp_path, repo, url, base), "INPUT_CONFIG_PATHS": "configs/llama/config.json"}
+    state.faults.append(Fault(r"^GET ", 500, times=1, headers={"Retry-After": "0"}))
+    lines: list[str] = []
+    assert action.run(env, log=action.Log(write=lines.append)) == 0  # retried
+    assert len(sticky(state)) == 1
+    state.faults.append(Fault(r"^PATCH ", 422, times=1, body={"message": "Validation Failed",
+                                                             "errors": [{"message": "body is invalid"}]}))
+    assert action.run(env, log=action.Log(write=lines.append)) == 13
+    assert lines[-1] == ("::error::hfmem: GitHub API: PATCH /repos/acme/models/issues/comments/"
+                         f"{sticky(state)[0]['id']} answered HTTP 422: Validation Failed (body is invalid)")
+    state.faults.append(Fault(r"^GET ", 503, times=10, headers={"Retry-After": "0"}))
+    assert action.run(env, log=action.Log(write=lines.append)) == 13
+    assert "answered HTTP 503 after retries" in lines[-1]
+    assert TOKEN not in "\n".join(lines)
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ({}, "give at least one of the inputs models, models-file or config-paths."),
+    ({"INPUT_MODELS": "org/../x"}, "'org/../x' is not a valid Hub model id"),
+    ({"INPUT_MODELS": "./local"}, "./local: no such file or directory."),
+    ({"INPUT_MODELS": "a/b", "INPUT_SEQ_LEN": "2k"}, "input seq-len: expected a positive integer, got '2k'."),
+    ({"INPUT_MODELS": "a/b", "INPUT_FAIL_ON": "sometimes"}, "input fail-on: 'sometimes'"),
+    ({"INPUT_MODELS_FILE": "missing.txt"}, "cannot read model list"),
+    ({"INPUT_CONFIG_PATHS": "../*.json"}, "use a glob relative to the workspace"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, inputs, message):
+    lines: list[str] = []
+    env = {"GITHUB_WORKSPACE": str(tmp_path), "RUNNER_TEMP": str(tmp_path), **inputs}
+    assert action.run(env, report_fn=lambda ref: pytest.fail("no analysis on bad input"),
+                      log=action.Log(write=lines.append)) == 2
+    assert len(lines) == 1 and lines[0].startswith("::error::hfmem: ") and message in lines[0]
