@@ -95,8 +95,14 @@ def _fetch(ref: ModelRef, settings: HubSettings) -> tuple[dict, Checkpoint | Non
     """config.json and checkpoint headers for a Hub ref, from hfmem's cache when the commit is known."""
     if ref.pinned and (hit := cache.load("repos", f"{ref.name}@{ref.revision}")):
         return _from_cached(hit)
+    ref_key = f"{ref.name}@{ref.revision or 'main'}"
+    if settings.offline and (known := cache.load("refs", ref_key)):
+        if hit := cache.load("repos", f"{known['repo_id']}@{known['sha']}"):
+            return _from_cached(hit)
     client = HubClient(settings)
     repo = client.resolve(ref.name, ref.revision)
+    if not settings.offline:  # remember where the revision pointed, for HF_HUB_OFFLINE runs
+        cache.save("refs", ref_key, {"repo_id": repo.repo_id, "sha": repo.sha})
     if hit := cache.load("repos", f"{repo.repo_id}@{repo.sha}"):
         return _from_cached(hit)
     threading.Thread(target=_preload_transformers, daemon=True).start()
