@@ -102,8 +102,8 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
     models = read_list(get_input(env, "models").splitlines())
     if models_file := get_input(env, "models-file"):
         models += [m for m in load_list(str(workspace / models_file)) if m not in models]
-    for model in models:
-        if parse_model_ref(model).kind != "hub":  # raises InvalidInputError on a malformed id
+    for model in models:  # the list may come from the pull request: no local paths, only ids (or examples)
+        if parse_model_ref(model).kind != "hub" and not model.startswith("example:"):
             raise errors.InvalidInputError(f"input models: {model!r} is not a Hub model id (use config-paths for files).")
     globs = split_list(get_input(env, "config-paths"))
     if not models and not globs:

@@ -72,7 +72,7 @@ def _fold(summary: str, blocks: list[str]) -> list[str]:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
+    return f"{n} {word}" if n == 1 else f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
 
 
 def render(items: list[Item], settings: str, budget: int, header: str = "", footer: str = "") -> str:
@@ -106,8 +106,8 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
             rows = [[cell(i.label), cell(i.head_error or "not analysed")] for i in shown_failed]
             out += [table(["model or file", "error"], rows), ""] if rows else []
         if keep < units:
-            out += [f"_{_plural(units - keep, 'more row')} left out to stay under GitHub's size limit; "
-                    "the job summary and the JSON output have everything._", ""]
+            out += [f"_{_plural(units - keep, 'more entry')} left out to stay under GitHub's size limit; "
+                    "the JSON report has them all._", ""]
         if footer:
             out += [footer, ""]
         return "\n".join(out)

@@ -280,3 +280,41 @@ def test_bad_input_is_one_line_exit_2(tmp_path, inputs, message):
     assert action.run(env, report_fn=lambda ref: pytest.fail("no analysis on bad input"),
                       log=action.Log(write=lines.append)) == 2
     assert len(lines) == 1 and lines[0].startswith("::error::hfmem: ") and message in lines[0]
+
+
+def fake_report_fn(ref) -> dict:
+    """Reports without the meta build: fits everywhere up to 3 layers, nowhere above (configs), fits (models)."""
+    layers = json.loads(ref.path.read_text())["num_hidden_layers"] if ref.path else 2
+    fits = layers <= 3
+    return {"model": ref.name, "architecture": {"num_layers": layers}, "parameters": {"total": 1000 * layers},
+            "estimates": [{"method": "qlora", "peak_bytes": layers * 2**30}],
+            "fit": [{"method": "qlora", "gpu": "rtx4090", "fits": fits}]}
+
+
+def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):
+    state, url = github
+    repo, base = pr_repo
+    env = {**make_env(tmp_path, repo, url, base), "INPUT_CONFIG_PATHS": "configs/llama/config.json",
+           "INPUT_MODELS": "org/fits"}
+    lines: list[str] = []
+    assert action.run({**env, "INPUT_FAIL_ON": "regression"}, fake_report_fn, action.Log(write=lines.append)) == 12
+    assert lines[-1] == "::error::hfmem: fail-on (regression): configs/llama/config.json: qlora no longer fits rtx4090"
+    assert "| qlora on rtx4090 | ✅ fits | ❌ does not fit | **no longer fits** |" in sticky(state)[0]["body"]
+    assert action.run({**env, "INPUT_FAIL_ON": "QLoRA:RTX4090"}, fake_report_fn, action.Log(write=lines.append)) == 12
+    assert lines[-1].endswith("fail-on (qlora:rtx4090): configs/llama/config.json: does not fit rtx4090 with qlora")
+    assert action.run({**env, "INPUT_FAIL_ON": "full:rtx4090"}, fake_report_fn, action.Log(write=lines.append)) == 12
+    assert "org/fits: no estimate for rtx4090 with full" in lines[-1]
+    assert action.run({**env, "INPUT_FAIL_ON": "none"}, fake_report_fn, action.Log(write=lines.append)) == 0
+    assert len(sticky(state)) == 1
+
+
+def test_many_models_comment_stays_under_the_limit(github, tmp_path):
+    state, url = github
+    env = make_env(tmp_path, tmp_path, url, None)
+    models = "\n".join(f"org/model-{i}" for i in range(2500))
+    lines: list[str] = []
+    assert action.run({**env, "INPUT_MODELS": models}, fake_report_fn, action.Log(write=lines.append)) == 0, lines
+    body = sticky(state)[0]["body"]
+    assert len(body) < 65_536 and "<details><summary>" in body and "more entries left out" in body
+    summary = (tmp_path / "summary.md").read_text()
+    assert "org/model\\-2499" in summary and "left out" not in summary

@@ -1,0 +1,86 @@
+"""The Action's markdown: fit matrix, base vs head diffs, folding into <details> and the size cap."""
+
+from __future__ import annotations
+
+import re
+
+from hfmem.render_comment import Item, render
+from hfmem.render_diff import regressions, render_diff
+
+GIB = 1024**3
+GPUS = ("rtx4090", "a100-80gb", "h100-80gb")
+LIMIT = 65_536
+
+
+def report(name: str, params: int, layers: int = 32, peak_gib: dict[str, float] | None = None) -> dict:
+    """A report shaped like build_report's, with estimates[] and fit[] for three methods and GPUs."""
+    peak_gib = peak_gib or {"full": params * 16 / GIB, "lora": params * 2.2 / GIB, "qlora": params * 0.7 / GIB}
+    capacity = {"rtx4090": 24, "a100-80gb": 80, "h100-80gb": 80}
+    return {
+        "model": name, "architecture": {"num_layers": layers, "hidden_size": 4096},
+        "parameters": {"total": params},
+        "estimates": [{"method": m, "peak_bytes": g * GIB} for m, g in peak_gib.items()],
+        "fit": [{"method": m, "gpu": gpu, "fits": g <= capacity[gpu]} for m, g in peak_gib.items() for gpu in GPUS],
+    }
+
+
+def models(n: int) -> list[Item]:
+    return [Item(f"org/model-{i:04d}", "model", head=report(f"org/model-{i:04d}", 7_000_000_000 + i)) for i in range(n)]
+
+
+def test_fit_matrix_rows_and_columns():
+    body = render(models(1), "settings", LIMIT)
+    assert "| model | parameters | method | peak memory / GPU | rtx4090 | a100\\-80gb | h100\\-80gb |" in body
+    assert "| org/model\\-0000 | 7,000,000,000 (7.00B) | full | 104.3 GiB | ❌ | ❌ | ❌ |" in body
+    assert "|  |  | qlora | 4.6 GiB | ✅ | ✅ | ✅ |" in body
+    assert "<details>" not in body
+
+
+def test_extra_models_fold_into_details():
+    body = render(models(14), "settings", LIMIT)
+    visible, folded = body.split("<details><summary>4 more models</summary>")
+    assert visible.count("| org/model") == 10 and folded.count("| org/model") == 4
+    assert "\n\n| model | parameters" in folded and folded.rstrip().endswith("</details>")
+    assert "left out" not in body
+
+
+def test_many_models_stay_under_githubs_limit():
+    body = render(models(3000), "settings", 60_000, header="<!-- marker -->", footer="<sub>footer</sub>")
+    assert len(body) <= 60_000 < LIMIT
+    assert body.startswith("<!-- marker -->\n") and body.rstrip().endswith("<sub>footer</sub>")
+    shown = len(re.findall(r"\| org/model-\d+|\| org/model\\-\d+", body))
+    assert 50 < shown < 3000
+    assert f"_{3000 - shown} more entries left out to stay under GitHub's size limit; the JSON report has them all._" in body
+    assert body.count("<details>") == body.count("</details>") == 1
+
+
+def test_huge_error_text_is_cut():
+    items = [Item("org/x", "model", head_error="boom " * 10_000)]
+    body = render(items, "s", LIMIT)
+    assert len(body) < 2_000 and "boom boom" in body and "…" in body
+
+
+def test_diff_shows_what_the_change_costs():
+    base = report("c", 6_000_000_000, layers=28, peak_gib={"full": 90.0, "qlora": 20.0})
+    head = report("c", 7_000_000_000, layers=32, peak_gib={"full": 105.0, "qlora": 26.0})
+    text = render_diff("configs/c/config.json", "modified", base, head)
+    assert text.startswith("#### configs/c/config.json (changed)\n")
+    assert "| layers | 28 | 32 | +4 (+14.3%) |" in text
+    assert "| **parameters** | 6,000,000,000 (6.00B) | **7,000,000,000 (7.00B)** | +1,000,000,000 (1.00B) (+16.7%) |" in text
+    assert "| memory, full | 90.0 GiB | 105.0 GiB | +15.0 GiB (+16.7%) |" in text
+    assert "| qlora on rtx4090 | ✅ fits | ❌ does not fit | **no longer fits** |" in text
+    assert regressions(base, head) == [("qlora", "rtx4090")]
+    assert regressions(head, base) == []
+    assert "now fits" in render_diff("p", "modified", head, base)
+
+
+def test_diff_of_a_new_file_and_of_errors():
+    added = render_diff("configs/n.json", "added", None, report("n", 1_000_000))
+    assert "(new file)" in added and "| **parameters** | - | **1,000,000 (1.00M)** |  |" in added
+    broken = render_diff("configs/b.json", "modified", None, report("b", 10), base_error="configs/b.json (base) is not valid JSON.")
+    assert "| base | configs/b.json \\(base\\) is not valid JSON. |" in broken
+
+
+def test_unchanged_fit_is_one_row():
+    same = report("s", 1_000_000)
+    assert "| fit |  |  | unchanged on every GPU |" in render_diff("p", "modified", same, same)
