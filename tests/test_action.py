@@ -318,3 +318,17 @@ def test_many_models_comment_stays_under_the_limit(github, tmp_path):
     assert len(body) < 65_536 and "<details><summary>" in body and "more entries left out" in body
     summary = (tmp_path / "summary.md").read_text()
     assert "org/model\\-2499" in summary and "left out" not in summary
+
+
+def test_action_yml_and_example_agree_with_the_entry_point():
+    spec = yaml.safe_load((ROOT / "action.yml").read_text())
+    assert spec["runs"]["using"] == "composite"
+    step = next(s for s in spec["runs"]["steps"] if s.get("id") == "hfmem")
+    for name in set(spec["inputs"]) - {"python-version", "torch-index-url"}:  # those two are for the install step
+        assert step["env"]["INPUT_" + name.upper().replace("-", "_")] == f"${{{{ inputs.{name} }}}}"
+    assert set(spec["outputs"]) == {"markdown", "json"}
+    example = yaml.safe_load((ROOT / "examples" / "workflow.yml").read_text())
+    uses = next(s for s in example["jobs"]["fit"]["steps"] if s.get("id") == "hfmem")
+    assert set(uses["with"]) <= set(spec["inputs"])
+    assert example["permissions"]["pull-requests"] == "write"
+    assert not (ROOT / ".github" / "workflows" / "workflow.yml").exists()
