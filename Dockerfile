@@ -6,7 +6,7 @@
 # GPU build is needed and the image stays small); --build-arg TORCH_INDEX_URL=... picks another index.
 # No USER instruction: GitHub runs Docker actions as root to reach $GITHUB_WORKSPACE; for batch jobs,
 # `docker run --user 1000:1000` works too, since the caches live in the world-writable /cache.
-FROM python:3.12-slim
+FROM python:3.12-slim-bookworm
 
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
@@ -16,6 +16,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     HF_HOME=/cache/huggingface \
     HFMEM_CACHE_DIR=/cache/hfmem
+
+# git: the Action's diff mode runs `git show <base sha>:<path>` in the mounted workspace, which belongs to
+# another user (hence safe.directory). Debian's git is left unpinned (DL3008): a pinned version leaves the
+# mirror with the next point release and breaks the build, while the base image tag fixes the release.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git \
+    && rm -rf /var/lib/apt/lists/* \
+    && git config --system --add safe.directory '*'
 
 RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" \
     && mkdir -p /cache \
