@@ -1,0 +1,5 @@
+"""`python -m hfmem` runs the CLI."""
+
+from hfmem.cli import main
+
+main()
