@@ -167,12 +167,11 @@ def build_items(inputs: Inputs, pr: PullRequest | None, workspace: Path, report_
     items = [Item(model, "model", "listed", *analyse(parse_model_ref(model), report_fn, {})) for model in inputs.models]
     if not inputs.config_globs:
         return items
-    files, diffed = pr_configs.collect(inputs.config_globs, workspace, pr.base_sha if pr else None)
-    if pr and not diffed:
-        log("the base commit of the pull request is not in this clone, so config files are shown without a diff; "
-            "check out with `fetch-depth: 0`.")
+    files, why = pr_configs.collect(inputs.config_globs, workspace, pr.base_sha if pr else None)
+    if pr and why:
+        log(f"config files are shown without a base vs head diff: {why}.")
     if not files:
-        log("config-paths matched no " + ("added or changed " if diffed else "") + "config files.")
+        log("config-paths matched no " + ("" if why else "added or changed ") + "config files.")
     with tempfile.TemporaryDirectory(prefix="hfmem-base-") as tmp:
         for n, file in enumerate(files):
             if file.status == "outside":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,11 +52,15 @@ def match_configs(globs: list[str], workspace: Path) -> list[tuple[str, Path | N
     return sorted(found.items())
 
 
-def base_available(workspace: Path, sha: str) -> bool:
-    """True when the base commit is in the clone (a shallow checkout usually lacks it: use fetch-depth: 0)."""
+def missing_base(workspace: Path, sha: str) -> str | None:
+    """Why the base commit cannot be read (None when it can): no git, or a shallow clone without it."""
     if not _SHA.match(sha):
         raise InvalidInputError(f"base sha {sha!r} from the event is not a commit id.")
-    return _git(workspace, "cat-file", "-e", f"{sha}^{{commit}}") is not None
+    if shutil.which("git") is None:
+        return "git is not installed"
+    if _git(workspace, "cat-file", "-e", f"{sha}^{{commit}}") is None:
+        return f"the base commit {sha[:12]} is not in this clone (check out with `fetch-depth: 0`)"
+    return None
 
 
 def base_version(workspace: Path, sha: str, rel: str) -> bytes | None:
@@ -69,28 +74,25 @@ def base_version(workspace: Path, sha: str, rel: str) -> bytes | None:
     return _git(workspace, "cat-file", "blob", spec, text=False)
 
 
-def collect(globs: list[str], workspace: Path, base_sha: str | None) -> tuple[list[ConfigFile], bool]:
-    """Matched configs with their base versions; on a pull request only the added or modified ones.
+def collect(globs: list[str], workspace: Path, base_sha: str | None) -> tuple[list[ConfigFile], str | None]:
+    """Matched configs with their base versions; on a pull request, only the added or modified ones.
 
-    Returns (files, diffed): diffed is False when there is no base to compare with, and then every
-    matched file is listed with status "no-base".
+    Returns (files, why): why says why there is no diff (None when diffed against the base, and then
+    unchanged files are left out); without a diff every matched file is listed with status "no-base".
     """
     matches = match_configs(globs, workspace)
-    diffed = base_sha is not None and base_available(workspace, base_sha)
+    why = missing_base(workspace, base_sha) if base_sha is not None else "not a pull request"
     files = []
     for rel, target in matches:
         if target is None:
             files.append(ConfigFile(rel, workspace / rel, "outside"))
-            continue
-        if not diffed:
+        elif why is not None:
             files.append(ConfigFile(rel, target, "no-base"))
-            continue
-        base = base_version(workspace, base_sha, rel)
-        if base is None:
+        elif (base := base_version(workspace, base_sha, rel)) is None:
             files.append(ConfigFile(rel, target, "added"))
         elif base != target.read_bytes():
             files.append(ConfigFile(rel, target, "modified", base))
-    return files, diffed
+    return files, why
 
 
 def _git(cwd: Path, *args: str, text: bool = True) -> str | bytes | None:

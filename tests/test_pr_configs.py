@@ -1,0 +1,61 @@
+"""pr_configs: which local config files the Action reports on, and their base versions from git."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hfmem import pr_configs
+from hfmem.errors import InvalidInputError
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false",
+                           *args], cwd=repo, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, str]:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "config.json").write_text('{"v": 1}')
+    (tmp_path / "b.json").write_text('{"v": 1}')
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    base = git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "a" / "config.json").write_text('{"v": 2}')
+    (tmp_path / "c.json").write_text('{"v": 3}')
+    return tmp_path, base
+
+
+def test_changed_and_added_only(repo):
+    root, base = repo
+    files, why = pr_configs.collect(["**/*.json"], root, base)
+    assert why is None
+    assert [(f.path, f.status, f.base) for f in files] == [("a/config.json", "modified", b'{"v": 1}'), ("c.json", "added", None)]
+
+
+def test_without_a_pull_request_every_match(repo):
+    root, _ = repo
+    files, why = pr_configs.collect(["*.json", "a/*.json"], root, None)
+    assert why == "not a pull request" and [f.path for f in files] == ["a/config.json", "b.json", "c.json"]
+    assert {f.status for f in files} == {"no-base"}
+
+
+def test_reasons_for_no_diff(repo, monkeypatch):
+    root, _ = repo
+    assert "is not in this clone" in pr_configs.collect(["*.json"], root, "e" * 40)[1]
+    monkeypatch.setattr(pr_configs.shutil, "which", lambda name: None)
+    assert pr_configs.collect(["*.json"], root, "e" * 40)[1] == "git is not installed"
+
+
+@pytest.mark.parametrize("pattern", ["../*.json", "/etc/*.json", "a/../../x.json"])
+def test_globs_stay_in_the_workspace(repo, pattern):
+    with pytest.raises(InvalidInputError, match="relative to the workspace"):
+        pr_configs.collect([pattern], repo[0], None)
+
+
+def test_base_sha_is_validated(repo):
+    with pytest.raises(InvalidInputError, match="not a commit id"):
+        pr_configs.collect(["*.json"], repo[0], "--output=/tmp/x")
