@@ -221,22 +221,24 @@ def footer(env: Mapping[str, str]) -> str:
     return f"<sub>hfmem {__version__}{at}</sub>"
 
 
-def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], log: Log) -> tuple[Path, Path]:
+def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], log: Log) -> None:
     """report.md and report.json under $RUNNER_TEMP/hfmem, the job summary, and the step outputs."""
     out_dir = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "hfmem"
-    out_dir.mkdir(parents=True, exist_ok=True)
     markdown, report = out_dir / "report.md", out_dir / "report.json"
-    markdown.write_text(summary, encoding="utf-8")
-    report.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    writes = [(markdown, "w", summary), (report, "w", json.dumps(data, indent=2) + "\n")]
     if env.get("GITHUB_STEP_SUMMARY"):
-        with open(env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as handle:
-            handle.write(summary + "\n")
+        writes.append((Path(env["GITHUB_STEP_SUMMARY"]), "a", summary + "\n"))
     else:
         log(f"GITHUB_STEP_SUMMARY is not set; the table is in {markdown}.")
     if env.get("GITHUB_OUTPUT"):
-        with open(env["GITHUB_OUTPUT"], "a", encoding="utf-8") as handle:
-            handle.write(f"markdown={markdown}\njson={report}\n")
-    return markdown, report
+        writes.append((Path(env["GITHUB_OUTPUT"]), "a", f"markdown={markdown}\njson={report}\n"))
+    for path, mode, text in writes:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, mode, encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as err:
+            raise errors.HfmemError(f"cannot write {path}: {err.strerror or type(err).__name__}.") from None
 
 
 def post_comment(env: Mapping[str, str], inputs: Inputs, pr: PullRequest | None, body: str, log: Log) -> int:

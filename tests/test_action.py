@@ -332,3 +332,12 @@ def test_action_yml_and_example_agree_with_the_entry_point():
     assert set(uses["with"]) <= set(spec["inputs"])
     assert example["permissions"]["pull-requests"] == "write"
     assert not (ROOT / ".github" / "workflows" / "workflow.yml").exists()
+
+
+def test_unwritable_summary_is_one_line(tmp_path):
+    lines: list[str] = []
+    env = {"GITHUB_WORKSPACE": str(tmp_path), "RUNNER_TEMP": str(tmp_path), "INPUT_MODELS": "org/a",
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "summary.md")}
+    (tmp_path / "no").write_text("a file, not a folder")
+    assert action.run(env, fake_report_fn, action.Log(write=lines.append)) == 1
+    assert len(lines) == 1 and lines[0].startswith("::error::hfmem: cannot write ")
