@@ -7,15 +7,24 @@ flags of `hfmem MODEL`) join the settings digest that `--resume` matches on.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from hfmem import errors
+
+if TYPE_CHECKING:
+    from hfmem.hub import HubSettings
+    from hfmem.scan import ScanStats
+    from hfmem.scan_export import FitFilter
+
+RATE_LIMIT_WAIT_S = 300.0
+"""Longest 429 Retry-After a scan sleeps through: the Hub's rate-limit window is 5 minutes."""
 
 scan_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
@@ -53,7 +62,7 @@ def scan(
 
     shard_k_n = engine.parse_shard(shard) if shard else None
     filters = [parse_fit_filter(f) for f in fits or []]
-    hub = HubSettings.from_env(token=token, timeout=timeout)
+    hub = dataclasses.replace(HubSettings.from_env(token=token, timeout=timeout), max_retry_wait=RATE_LIMIT_WAIT_S)
     settings = scan_settings(hub)
     wanted: set[tuple[str, str]] | None = None
     if file or author or search or limit is not None:
@@ -80,12 +89,13 @@ def scan(
         raise engine.ScanFailuresError(f"{failed} of {len(records)} models failed; their records in {out} say why.")
 
 
-def scan_settings(hub: Any) -> dict[str, Any]:
+def scan_settings(hub: HubSettings) -> dict[str, Any]:
     """What a record's results depend on, stored in each record and digested for --resume; never the token."""
     return {"endpoint": hub.endpoint, "offline": hub.offline}
 
 
-def _scan(models: list[str], hub: Any, settings: dict[str, Any], out: Path, resume: bool, concurrency: int) -> Any:
+def _scan(models: list[str], hub: HubSettings, settings: dict[str, Any], out: Path, resume: bool,
+          concurrency: int) -> ScanStats:
     """Run the scan behind a progress bar on stderr and print a one-line summary."""
     from hfmem import scan as engine
     from hfmem.report import build_report
@@ -98,7 +108,7 @@ def _scan(models: list[str], hub: Any, settings: dict[str, Any], out: Path, resu
         with Progress(*columns, console=console, transient=False) as bar:
             task = bar.add_task("scan", total=len(models), counts="")
 
-            def show(stats: engine.ScanStats) -> None:
+            def show(stats: ScanStats) -> None:
                 bar.update(task, completed=stats.done + stats.skipped, counts=_counts(stats))
 
             stats = engine.run_scan(models, lambda ref: build_report(ref, hub), settings, store, concurrency, show)
@@ -111,12 +121,12 @@ def _scan(models: list[str], hub: Any, settings: dict[str, Any], out: Path, resu
     return stats
 
 
-def _counts(stats: Any) -> str:
+def _counts(stats: ScanStats) -> str:
     return (f"done {stats.ok} · failed {stats.failed} · cached {stats.cached} · skipped {stats.skipped} · "
             f"{stats.rate:.1f} models/s")
 
 
-def _export(records: list[dict[str, Any]], filters: list, csv_path: Path | None, markdown_path: Path | None) -> None:
+def _export(records: list[dict[str, Any]], filters: list[FitFilter], csv_path: Path | None, markdown_path: Path | None) -> None:
     """Write the requested CSV and markdown files from the (filtered) records."""
     from hfmem.scan_export import select, to_csv, to_markdown
 

@@ -1,0 +1,160 @@
+"""`hfmem scan` end to end against the fake Hub: one record per model, failures recorded, shared builds,
+429s honoured, kill + resume equal to an uninterrupted scan, Hub listing, shards and exports."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hfmem.cli import run
+from hfmem.scan import read_records
+from hubserver import sha_of
+from scan_repos import ORG, add_scan_repos
+
+SECRET = "hf_scan_test_secret_token"
+
+
+def by_model(path: Path) -> dict[str, dict]:
+    """The records of a JSONL file by model, asserting every line is whole and no model repeats."""
+    records, bad = read_records(path)
+    assert bad == 0
+    models = [r["model"] for r in records]
+    assert len(models) == len(set(models)), "duplicate records"
+    return {r["model"]: r for r in records}
+
+
+def write_list(tmp_path: Path, models: list[str]) -> Path:
+    path = tmp_path / "models.txt"
+    path.write_text("# generated candidates\n" + "\n".join(models) + "\n")
+    return path
+
+
+def test_scan_records_every_model_once(hub, tmp_path, capsys):
+    repos = add_scan_repos(hub, 200)
+    hub.inject(f"/api/models/{ORG}/ft-0003*", status=429, retry_after=1, times=2)
+    hub.inject(f"*/{ORG}/ft-0011/resolve/*", latency=0.3, times=None)
+    out = tmp_path / "out.jsonl"
+    code = run(["scan", str(write_list(tmp_path, repos.models)), "-o", str(out), "--token", SECRET,
+                "--csv", str(tmp_path / "out.csv"), "--markdown", str(tmp_path / "out.md"), "--concurrency", "16"])
+    captured = capsys.readouterr()
+    records = by_model(out)
+    assert set(records) == set(repos.models)
+    for model, record in records.items():
+        expected = repos.failures.get(model)
+        if expected is None:
+            repo_id, _, ref = model.partition("@")
+            assert record["status"] == "ok" and record["sha"] == sha_of(repo_id, ref or "main"), model
+            assert record["report"]["parameters"]["total"] == record["report"]["parameters"]["checkpoint_total"]
+        else:
+            assert record["status"] == "error" and expected in ("*", record["error"]["type"]), (model, record["error"])
+    assert records[f"{ORG}/ft-0003"]["status"] == "ok"  # two 429s waited out
+    assert code == 1 and captured.err.strip().endswith(f"{len(repos.failures)} of {len(records)} models failed; "
+                                                      f"their records in {out} say why.")
+    assert f"{repos.distinct_configs} meta-model builds" in captured.err
+    assert SECRET not in captured.err + captured.out + out.read_text()
+    rows = list(csv.DictReader((tmp_path / "out.csv").open()))
+    assert len(rows) == len(records) and sum(r["status"] == "error" for r in rows) == len(repos.failures)
+    assert f"{len(records)} models: {len(records) - len(repos.failures)} analysed" in (tmp_path / "out.md").read_text()
+
+
+def test_fits_filter_on_real_reports(hub, tmp_path):
+    repos = add_scan_repos(hub, 6)
+    out = tmp_path / "out.jsonl"
+    run(["scan", str(write_list(tmp_path, repos.models)), "-o", str(out)])
+    fits = {f"{ORG}/ft-0001": True, f"{ORG}/ft-0002": False}
+    lines = []
+    for record in by_model(out).values():  # the memory model's fit[] entries, added to real reports
+        if record["model"] in fits:
+            record["report"]["fit"] = [{"method": "qlora", "gpu": "rtx4090", "fits": fits[record["model"]]},
+                                       {"method": "full", "gpu": "rtx4090", "fits": False}]
+        lines.append(json.dumps(record))
+    with_fit = tmp_path / "with_fit.jsonl"
+    with_fit.write_text("\n".join(lines) + "\n")
+    assert run(["scan", "-o", str(with_fit), "--csv", str(tmp_path / "fit.csv"), "--fits", "QLoRA:RTX4090"]) == 0
+    rows = list(csv.DictReader((tmp_path / "fit.csv").open()))
+    assert [(r["model"], r["fits"]) for r in rows] == [(f"{ORG}/ft-0001", "qlora:rtx4090")]
+
+
+def test_listing_shards_and_concatenated_parts(hub, tmp_path, capsys):
+    add_scan_repos(hub, 30)
+    assert run(["scan", "--author", ORG, "--list-only"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert listed == sorted(listed) and len(listed) == 34  # 30 fine-tunes + 4 broken repos; not gated-hidden
+    parts = []
+    for k in (1, 2, 3):
+        assert run(["scan", "--author", ORG, "--shard", f"{k}/3", "--list-only"]) == 0
+        parts.append(capsys.readouterr().out.split())
+    assert sorted(m for p in parts for m in p) == listed and all(parts)
+    assert run(["scan", "--search", "ft-002", "--limit", "5", "--list-only"]) == 0
+    assert capsys.readouterr().out.split() == [f"{ORG}/ft-002{i}" for i in range(5)]
+
+    models = write_list(tmp_path, [f"{ORG}/ft-{i:04d}" for i in range(12)])
+    for k in (1, 2):
+        run(["scan", str(models), "--shard", f"{k}/2", "-o", str(tmp_path / f"part-{k}.jsonl")])
+    (tmp_path / "all.jsonl").write_bytes(b"".join((tmp_path / f"part-{k}.jsonl").read_bytes() for k in (1, 2)))
+    assert set(by_model(tmp_path / "all.jsonl")) == {f"{ORG}/ft-{i:04d}" for i in range(12)}
+    assert run(["scan", "-o", str(tmp_path / "all.jsonl"), "--markdown", str(tmp_path / "all.md")]) == 0
+    assert "12 models: 11 analysed, 1 failed." in (tmp_path / "all.md").read_text()  # ft-0007 is gated
+
+
+def test_refuses_to_append_without_resume_and_bad_options(hub, tmp_path, capsys):
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"model": "a/b", "settings_digest": "x", "status": "ok"}\n')
+    assert run(["scan", str(write_list(tmp_path, ["a/b"])), "-o", str(out)]) == 2
+    assert run(["scan", str(tmp_path / "models.txt"), "--shard", "4/3"]) == 2
+    assert run(["scan", str(tmp_path / "models.txt"), "--fits", "qlora"]) == 2
+    assert run(["scan", str(tmp_path / "nope.txt")]) == 2
+    assert run(["scan"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 5 and all(line.startswith("hfmem: error: ") for line in lines)
+    assert "--resume" in lines[0] and "K/N" in lines[1] and "METHOD:GPU" in lines[2]
+
+
+def _start_scan(list_path: Path, out: Path, *extra: str) -> subprocess.Popen:
+    """`hfmem scan` in a real subprocess (it inherits the environment pointing at the fake Hub)."""
+    code = "import sys; from hfmem.cli import run; sys.exit(run(sys.argv[1:]))"
+    return subprocess.Popen([sys.executable, "-c", code, "scan", str(list_path), "-o", str(out), "--concurrency", "4",
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_records(process: subprocess.Popen, out: Path, count: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= count:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"scan ended or stalled before {count} records: {process.communicate()}")
+
+
+def test_killed_and_resumed_scan_equals_an_uninterrupted_one(hub, tmp_path):
+    repos = add_scan_repos(hub, 80)
+    hub.inject("*/resolve/*", latency=0.05, times=None)  # slow enough to interrupt midway
+    models = write_list(tmp_path, repos.models)
+    out = tmp_path / "resumed.jsonl"
+
+    first = _start_scan(models, out)
+    _wait_for_records(first, out, 10)
+    first.send_signal(signal.SIGINT)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 130 and err.strip().splitlines()[-1].endswith("rerun with --resume.")
+    interrupted = len(by_model(out))
+
+    second = _start_scan(models, out, "--resume")
+    _wait_for_records(second, out, interrupted + 10)
+    second.kill()  # SIGKILL: perhaps mid-line
+    second.wait(timeout=10)
+    with out.open("ab") as handle:
+        handle.write(b'{"model": "cut-off-by-the-kill')  # as if the kill hit mid-write
+
+    hub.clear_faults()
+    assert run(["scan", str(models), "-o", str(out), "--resume", "--concurrency", "16"]) == 1
+    assert run(["scan", str(models), "-o", str(tmp_path / "straight.jsonl"), "--concurrency", "16"]) == 1
+    resumed, straight = by_model(out), by_model(tmp_path / "straight.jsonl")
+    assert len(resumed) == len(repos.models) and resumed == straight
