@@ -93,6 +93,21 @@ class Architecture:
     """Dtype the checkpoint is stored in, per the config (`torch_dtype`/`dtype`)."""
     nested: tuple[str, ...] = ()
     """Sub-configs present besides the text model (e.g. "vision_config")."""
+    hidden_act: str = "silu"
+    """The MLP activation as transformers names it (ACT2FN key); decides what the MLP saves for backward."""
+    norm: str = "rmsnorm"
+    """"rmsnorm" or "layernorm"."""
+    parallel_block: bool = False
+    """Attention and MLP read the same normed input (GPT-J, Falcon, Phi, GPT-NeoX parallel residual)."""
+    attention_dropout: float = 0.0
+    hidden_dropout: float = 0.0
+    """Dropout on the attention and MLP outputs (GPT-2 resid_pdrop, Phi resid_pdrop, Falcon hidden_dropout)."""
+    embedding_dropout: float = 0.0
+    partial_rotary_factor: float = 1.0
+    qk_norm: bool = False
+    """Per-head RMSNorm on queries and keys (Qwen3, OLMo-2, Gemma-3)."""
+    position_embedding: str = "rope"
+    """"rope", "learned", "alibi", "relative" (T5) or "none"."""
 
     @property
     def attention_kind(self) -> str:
@@ -256,9 +271,60 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
         tie_word_embeddings=bool(config.get("tie_word_embeddings", cfg.get("tie_word_embeddings", True))),
         dtype=_dtype(config if ("torch_dtype" in config or "dtype" in config) else cfg),
         nested=nested,
+        **_layer_details(cfg),
     )
     check_plausible(arch)
     return arch
+
+
+_ACT_KEYS = ("hidden_activation", "hidden_act", "activation_function", "activation", "hidden_activation_fn", "dense_act_fn")
+_LAYERNORM_TYPES = {"gpt2", "gptj", "gpt_neox", "bert", "falcon", "phi", "bloom", "opt", "openai-gpt", "roberta", "starcoder2",
+                    "mpt", "gpt_bigcode", "whisper", "bart", "codegen", "stablelm", "persimmon", "xglm", "gpt_neo",
+                    "cohere", "olmo", "mamba", "electra", "distilbert", "albert", "xlm-roberta", "deberta", "deberta-v2"}
+
+
+def _float(cfg: dict[str, Any], *keys: str) -> float:
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return 0.0
+
+
+def _layer_details(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The per-layer details that decide activation memory: activation, norm, dropout, parallel block, RoPE share."""
+    model_type = cfg.get("model_type")
+    act = next((cfg[k] for k in _ACT_KEYS if isinstance(cfg.get(k), str)), "silu")
+    if model_type == "gemma" and isinstance(cfg.get("hidden_activation"), str):
+        act = cfg["hidden_activation"]
+    if isinstance(cfg.get("feed_forward_proj"), str):  # T5: "gated-gelu" -> gelu_new, "relu" -> relu
+        act = "gelu_new" if "gelu" in cfg["feed_forward_proj"] else cfg["feed_forward_proj"].removeprefix("gated-")
+    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0)))
+    if model_type in {"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "openai-gpt", "whisper", "bart", "gpt_neo", "xglm"}:
+        position = "learned"
+    elif model_type in {"bloom", "mpt"} or cfg.get("alibi"):
+        position = "alibi"
+    elif model_type in {"t5", "mt5", "umt5", "longt5"}:
+        position = "relative"
+    elif model_type in {"mamba", "mamba2"}:
+        position = "none"
+    else:
+        position = "rope"
+    parallel = bool(cfg.get("parallel_attn") or cfg.get("use_parallel_residual")) or model_type in {"phi", "gptj", "cohere", "codegen"}
+    if model_type == "falcon" and cfg.get("parallel_attn") is False:
+        parallel = False
+    return {
+        "hidden_act": str(act),
+        "norm": "layernorm" if model_type in _LAYERNORM_TYPES else "rmsnorm",
+        "parallel_block": parallel,
+        "attention_dropout": _float(cfg, "attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "dropout_rate"),
+        "hidden_dropout": _float(cfg, "hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "dropout_rate", "dropout"),
+        "embedding_dropout": _float(cfg, "embd_pdrop", "embedding_dropout", "hidden_dropout_prob"),
+        "partial_rotary_factor": float(partial) if isinstance(partial, (int, float)) and 0 < partial <= 1 else 1.0,
+        "qk_norm": bool(cfg.get("qk_layernorm") or cfg.get("use_qk_norm")) or model_type in {"qwen3", "qwen3_moe", "olmo2", "gemma3", "gemma3_text", "olmoe"},
+        "position_embedding": position,
+    }
 
 
 def _is_gated(cfg: dict[str, Any]) -> bool:

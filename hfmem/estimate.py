@@ -1,0 +1,334 @@
+"""Training memory estimate per GPU: model state + activations + overhead, with its assumptions as data.
+
+Public API (pure functions, no torch):
+
+    estimate(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> Estimate
+    Estimate.to_dict() -> {
+        "method", "num_gpus", "settings": {...}, "parameters": {...},
+        "per_gpu_bytes": {"weights", "gradients", "optimizer", "activations", "overhead", "total",
+                          "master_weights", "optimizer_states", "sharding_buffers",
+                          "activations_stored", "activation_transient", "loss_peak", "recompute",
+                          "optimizer_step_transient", "gradient_activation_overlap",
+                          "allocated_peak", "reserved_peak",
+                          "cuda_context", "fragmentation"},
+        "cpu_bytes", "activations": {...per-layer figures...},
+        "rule_of_thumb": {...}, "assumptions": {...}, "notes": [...]}
+
+How the total is formed (all per GPU):
+    allocated_peak = weights + gradients + optimizer + sharding_buffers + activations
+                     + optimizer_step_transient - gradient_activation_overlap
+                   = weights + optimizer + sharding_buffers
+                     + max(activations + gradients alive in forward, gradients + optimizer_step_transient)
+    total = allocated_peak + fragmentation + cuda_context        (= reserved_peak + cuda_context)
+where `optimizer` is ZeRO's K·Ψ (states + fp32 master weights), `activations` is what backward
+keeps at the end of the forward pass plus the largest transient (the loss's fp32 buffers, a
+checkpointed layer's recompute, QLoRA's dequantised weight), and the overlap removes the gradients
+that are not yet allocated while all activations are alive: with gradients set to None after each
+step (the HF default), backward allocates gradients as it frees activations, so the peak is
+max(activations + first gradients, gradients). Accumulating over several micro-batches (or ZeRO's
+preallocated gradient partitions) keeps gradients alive: no overlap. `fragmentation` is the
+allocator's reserved-but-unused share and `cuda_context` the CUDA context: both explicit settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+from hfmem.activations import ActivationEstimate, LayerModules, Trainability, estimate_activations, layer_modules
+from hfmem.architecture import Architecture
+from hfmem.meta_model import Inventory
+from hfmem.model_state import (
+    NF4_BYTES_PER_PARAM,
+    ModelState,
+    ParameterSplit,
+    largest_quantized_matrix,
+    lora_targets,
+    model_state_bytes,
+    parameter_split,
+)
+from hfmem.settings import TrainingSettings
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One estimate: settings, parameter split, per-GPU bytes by term, activations, assumptions."""
+
+    settings: TrainingSettings
+    seq_len: int
+    split: ParameterSplit
+    state: ModelState
+    activations: ActivationEstimate
+    per_gpu_bytes: dict[str, int]
+    assumptions: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    model: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.per_gpu_bytes["total"]
+
+    @property
+    def settings_compute_bytes(self) -> int:
+        return 4 if self.settings.dtype == "fp32" else 2
+
+    def fits(self, usable_bytes: int) -> bool:
+        return self.total <= usable_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        settings = self.settings.to_dict() | {"seq_len": self.seq_len}
+        return {
+            "model": self.model,
+            "method": self.settings.method,
+            "num_gpus": self.settings.num_gpus,
+            "settings": settings,
+            "parameters": self.split.to_dict(),
+            "per_gpu_bytes": dict(self.per_gpu_bytes),
+            "per_gpu_gib": {k: round(v / GIB, 3) for k, v in self.per_gpu_bytes.items()},
+            "cpu_bytes": self.state.cpu_bytes,
+            "bytes_per_param": self.state.bytes_per_param,
+            "activations": self.activations.to_dict(),
+            "rule_of_thumb": rule_of_thumb(self),
+            "assumptions": self.assumptions,
+            "notes": list(self.notes),
+        }
+
+
+class Context:
+    """What every estimate of one model shares (parameter splits, layer modules), computed once."""
+
+    def __init__(self, arch: Architecture, inventory: Inventory) -> None:
+        self.arch = arch
+        self.inventory = inventory
+        self._splits: dict[tuple, ParameterSplit] = {}
+        self.layer_cache: dict = {}
+        self._trainability: dict[tuple, Trainability] = {}
+
+    @cached_property
+    def modules(self) -> tuple[LayerModules, LayerModules]:
+        return layer_modules(self.arch, self.inventory)
+
+    def split(self, settings: TrainingSettings) -> ParameterSplit:
+        key = (settings.method, settings.lora_rank, settings.lora_targets)
+        if key not in self._splits:
+            self._splits[key] = parameter_split(self.arch, self.inventory, settings)
+        return self._splits[key]
+
+    @cached_property
+    def layer_parameters(self) -> int:
+        """Parameters of the largest decoder layer (what ZeRO-3 / FSDP gather at a time)."""
+        arch, by = self.arch, self.inventory.by_component
+        layers = max(1, arch.num_layers + arch.encoder_layers)
+        common = sum(by.get(k, 0) for k in ("attention", "norms", "ssm", "other")) / layers
+        dense = by.get("mlp", 0) / layers
+        moe_layers = arch.num_layers - arch.num_dense_layers if arch.is_moe else 0
+        experts = (by.get("experts", 0) + by.get("router", 0)) / moe_layers if moe_layers else 0
+        return round(common + dense + experts)
+
+    @cached_property
+    def root_parameters(self) -> int:
+        by = self.inventory.by_component
+        return sum(by.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
+
+    @cached_property
+    def dequant_elements(self) -> int:
+        return largest_quantized_matrix(self.inventory)
+
+
+def trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
+    """What gets gradients and how LoRA adapters hold their inputs, for the settings."""
+    key = (settings.method, settings.dtype, settings.adapter_dtype, settings.lora_targets, settings.lora_rank,
+           settings.lora_dropout, settings.gradient_checkpointing != "off")
+    if key not in ctx._trainability:
+        ctx._trainability[key] = _trainability(ctx, settings)
+    return ctx._trainability[key]
+
+
+def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
+    if settings.method == "full":
+        return Trainability()
+    groups = lora_targets(ctx.inventory, settings.lora_targets)
+    p = 4 if settings.dtype == "fp32" else 2
+    autocast = settings.dtype in {"bf16", "fp16"}
+    fp32_adapters = settings.adapter_dtype == "fp32" and p < 4
+    if not fp32_adapters:
+        copy, out = 0.0, p
+    elif settings.method == "qlora":
+        copy, out = (0.0 if autocast else 4.0), (p if autocast else 4.0)  # bnb's LoRA skips the cast under autocast
+    else:
+        copy, out = (float(p) if autocast else 4.0), (p if autocast else 4.0)
+    return Trainability(
+        trainable=frozenset(),
+        lora=frozenset(g.name for g in groups),
+        lora_rank=settings.lora_rank,
+        adapter_input_bytes=copy,
+        adapter_output_bytes=out,
+        lora_dropout=settings.lora_dropout,
+        input_requires_grad=settings.gradient_checkpointing != "off",
+    )
+
+
+def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> ActivationEstimate:
+    """The activation estimate for validated settings at `seq_len`."""
+    p = 4 if settings.dtype == "fp32" else 2
+    workspace = ctx.dequant_elements * p if settings.method == "qlora" else 0
+    return estimate_activations(
+        ctx.arch, ctx.inventory,
+        micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
+        attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
+        trained=trainability(ctx, settings), dequant_workspace=workspace, modules=ctx.modules,
+        cache=ctx.layer_cache,
+    )
+
+
+def state_for(ctx: Context, settings: TrainingSettings) -> ModelState:
+    """The per-GPU model state for validated settings."""
+    return model_state_bytes(
+        ctx.split(settings), settings, hidden_size=ctx.arch.hidden_size,
+        layer_parameters=ctx.layer_parameters, root_parameters=ctx.root_parameters,
+    )
+
+
+def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState, act: ActivationEstimate) -> dict[str, int]:
+    """Per-GPU bytes by term, and the total (see the module docstring for how they add up)."""
+    activations = act.peak
+    full_grads = split.trainable * state.bytes_per_param["gradients"]
+    shard = state.gradients / full_grads if full_grads else 0.0
+    early = min(state.gradients, round(split.largest_trainable * state.bytes_per_param["gradients"] * shard))
+    grads_in_forward = state.gradients if state.gradients_persist else early
+    backward_peak = activations + grads_in_forward
+    step_peak = state.gradients + state.step_transient
+    overlap = activations + state.gradients + state.step_transient - max(backward_peak, step_peak)
+    allocated = state.weights + state.optimizer + state.sharding_buffers + max(backward_peak, step_peak)
+    fragmentation = round(allocated * settings.overhead.fragmentation)
+    context = round(settings.overhead.cuda_context_gib * GIB)
+    return {
+        "weights": state.weights,
+        "gradients": state.gradients,
+        "optimizer": state.optimizer,
+        "activations": activations,
+        "overhead": fragmentation + context,
+        "total": allocated + fragmentation + context,
+        "master_weights": state.master_weights,
+        "optimizer_states": state.optimizer_states,
+        "sharding_buffers": state.sharding_buffers,
+        "activations_stored": act.stored,
+        "activation_transient": act.transient,
+        "loss_peak": act.loss_peak,
+        "recompute": act.recompute,
+        "optimizer_step_transient": state.step_transient,
+        "gradient_activation_overlap": overlap,
+        "allocated_peak": allocated,
+        "reserved_peak": allocated + fragmentation,
+        "cuda_context": context,
+        "fragmentation": fragmentation,
+    }
+
+
+def estimate(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> Estimate:
+    """Estimate training memory per GPU for the model and settings (InvalidInputError on bad settings)."""
+    return estimate_in(Context(arch, inventory), settings)
+
+
+def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
+    """`estimate` with a shared Context (the fit search reuses one for many settings)."""
+    s = settings.validated()
+    seq = s.resolved_seq_len(ctx.arch.max_position_embeddings)
+    split = ctx.split(s)
+    state = state_for(ctx, s)
+    act = activations_for(ctx, s, seq)
+    per_gpu = combine(s, split, state, act)
+    notes = state.notes + act.notes + method_notes(ctx, s)
+    return Estimate(
+        settings=s, seq_len=seq, split=split, state=state, activations=act, per_gpu_bytes=per_gpu,
+        assumptions=assumptions(ctx, s, seq, act, state), notes=tuple(dict.fromkeys(notes)),
+        model={"model_type": ctx.arch.model_type, "architecture": ctx.arch.architecture,
+               "parameters": ctx.inventory.total, "num_layers": ctx.arch.num_layers},
+    )
+
+
+def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
+    """Method-specific assumptions worth a line."""
+    notes = []
+    if s.method in {"lora", "qlora"}:
+        notes.append("LoRA: 'all-linear' adapts every nn.Linear/Conv1D except the output head (PEFT's rule); "
+                     "alpha does not change memory; the frozen path's activations are still kept for backward")
+        if any(g.kind == "experts" for g in lora_targets(ctx.inventory, s.lora_targets)):
+            notes.append("LoRA on MoE experts: each expert of the fused 3-D tensors gets its own r·(in+out) adapter, "
+                         "as transformers 4's per-expert Linears (PEFT target_parameters on transformers 5)")
+    if s.method == "qlora":
+        notes.append(f"QLoRA: NF4 (block 64, double quantisation) = {NF4_BYTES_PER_PARAM:.4f} bytes/param for "
+                     "nn.Linear weights; embeddings, norms, biases and lm_head stay in the compute dtype; "
+                     "one weight at a time is dequantised to the compute dtype (workspace)")
+        if any(g.kind == "experts" for g in ctx.inventory.linears):
+            notes.append("QLoRA on MoE: transformers 5's fused expert tensors are assumed quantised like "
+                         "transformers 4's per-expert nn.Linear layers (bitsandbytes quantises nn.Linear only)")
+    if s.method == "full" and s.dtype in {"bf16", "fp16"}:
+        notes.append("mixed precision: 16-bit weights and gradients, fp32 master weights and optimizer states "
+                     "(ZeRO/DeepSpeed, FSDP mixed precision); use dtype bf16-pure for a bf16-only optimizer state")
+    return tuple(notes)
+
+
+def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEstimate, state: ModelState) -> dict[str, Any]:
+    """Every setting an estimate rests on, as data for the renderers."""
+    return {
+        "method": s.method,
+        "dtype": s.dtype,
+        "compute_bytes": 4 if s.dtype == "fp32" else 2,
+        "optimizer": s.resolved_optimizer,
+        "micro_batch_size": s.micro_batch_size,
+        "gradient_accumulation_steps": s.gradient_accumulation_steps,
+        "seq_len": seq,
+        "seq_len_source": "setting" if s.seq_len is not None else (
+            "model maximum" if ctx.arch.max_position_embeddings and ctx.arch.max_position_embeddings < 2048 else "default 2048"),
+        "gradient_checkpointing": s.gradient_checkpointing,
+        "attention": s.attention,
+        "attention_kernel_used": act.attention,
+        "sharding": s.resolved_sharding,
+        "zero_stage": s.zero_stage,
+        "num_gpus": s.num_gpus,
+        "offload_optimizer": s.offload_optimizer,
+        "offload_params": s.offload_params,
+        "optimizer_in_backward": s.optimizer_in_backward,
+        "lora": None if s.method == "full" else {
+            "rank": s.lora_rank, "targets": list(s.lora_targets), "dropout": s.lora_dropout,
+            "adapter_dtype": s.adapter_dtype, "alpha": "irrelevant to memory",
+            "adapted_layers": sorted({g.name for g in lora_targets(ctx.inventory, s.lora_targets)}),
+        },
+        "quantization": {"format": "nf4", "block_size": 64, "double_quant": True,
+                         "bytes_per_param": NF4_BYTES_PER_PARAM} if s.method == "qlora" else None,
+        "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation,
+                     "meaning": "cuda_context: CUDA context and libraries outside PyTorch's allocator; "
+                                "fragmentation: reserved-but-unused share of the allocated peak"},
+        "dropout_masks": "1 byte per element (CUDA bool masks)",
+        "padding": "none (full-length or packed sequences; no padding mask)",
+        "kv_cache": "off in training (use_cache=False; with the config default and no checkpointing, transformers "
+                    "would also keep every layer's K and V)",
+        "bytes_per_param": state.bytes_per_param,
+    }
+
+
+def rule_of_thumb(est: Estimate) -> dict[str, Any]:
+    """The seed rule '≈ 6 × params(B) GB' next to the model state this estimate counts per parameter."""
+    params = est.split.total
+    bpp = est.state.bytes_per_param
+    trained = bpp["weights"] + bpp["gradients"] + bpp["master_weights"] + bpp["optimizer_states"]
+    frozen = est.split.frozen_16bit * est.settings_compute_bytes + est.split.frozen_quantized * NF4_BYTES_PER_PARAM
+    state = est.split.trainable * trained + frozen
+    per_param = state / params if params else 0.0
+    return {
+        "seed_rule_gb": round(6 * params / 1e9, 2),
+        "model_state_gb": round(state / 1e9, 2),
+        "model_state_bytes_per_param": round(per_param, 3),
+        "explanation": "mixed-precision AdamW keeps 16 bytes per parameter of model state (2 weights + 2 gradients "
+                       "+ 4 fp32 master + 8 fp32 moments; ZeRO paper), not 6: the rule of thumb undercounts it "
+                       f"{16 / 6:.2f}x, before activations",
+    }
+
+
+def with_settings(settings: TrainingSettings, **changes: Any) -> TrainingSettings:
+    """A copy of the settings with some fields changed (validated later)."""
+    return replace(settings, **changes)

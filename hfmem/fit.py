@@ -1,0 +1,290 @@
+"""Fit matrices: for each method and GPU, does it train on one GPU, how big a batch and sequence, how many GPUs.
+
+Public API (pure functions, no torch):
+
+    fit_matrix(arch, inventory, settings, gpus, methods=("full", "lora", "qlora"), max_gpus=1024) -> list[Fit]
+    fit_one(arch, inventory, settings, gpu, method) -> Fit
+    Fit.to_dict() -> {
+        "gpu": {name, usable_gib, usable_bytes, vendor_memory, vendor_unit, ...},
+        "method": "full" | "lora" | "qlora",
+        "status": "fits" | "fits_with_mitigation" | "multi_gpu" | "does_not_fit",
+        "single_gpu": {"fits", "total_bytes", "headroom_bytes", "per_gpu_bytes": {...}},
+        "max_micro_batch_size": int (0: not even 1), "max_seq_len": int (0: none),
+        "max_seq_len_capped": bool (the model's maximum fits),
+        "multi_gpu": {"num_gpus", "sharding", "offload_optimizer", "offload_params", "total_bytes"} | None,
+        "mitigation": {"name", "description", "settings_changes", "total_bytes"} | None,
+        "mitigations": [ ...every single-GPU mitigation that works, cheapest first... ],
+        "settings": {...}, "assumptions": {...}}
+
+The search uses the estimate's own terms. Memory grows with micro-batch and sequence, so both are
+binary searches (on one GPU, at the given sequence / micro-batch). Multi-GPU tries counts
+1..max_gpus with the cheapest sharding first: DDP, ZeRO-1, ZeRO-2, ZeRO-3 (FSDP full shard is the
+same memory class), then ZeRO-3 with optimizer and then parameter offload; per sharding the smallest
+count is found by binary search (per-GPU memory does not grow with the count). Model state and
+activations are cached separately, since the one depends only on sharding and count and the other
+only on batch and sequence, so a full matrix costs a few hundred small evaluations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hfmem.activations import ActivationEstimate
+from hfmem.architecture import Architecture
+from hfmem.errors import InvalidInputError
+from hfmem.estimate import Context, activations_for, combine, estimate_in, state_for
+from hfmem.gpus import Gpu
+from hfmem.meta_model import Inventory
+from hfmem.model_state import ModelState
+from hfmem.settings import METHODS, TrainingSettings
+
+# Cheapest first: each step shards or moves more and costs more communication.
+SHARDING_LADDER: tuple[tuple[str, bool, bool], ...] = (
+    ("ddp", False, False),
+    ("zero1", False, False),
+    ("zero2", False, False),
+    ("zero3", False, False),
+)
+OFFLOAD_LADDER: tuple[tuple[str, bool, bool], ...] = (
+    ("zero3", True, False),
+    ("zero3", True, True),
+)
+MAX_MICRO_BATCH = 1 << 16
+MAX_SEQ = 1 << 21
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The fit of one method on one GPU."""
+
+    gpu: Gpu
+    method: str
+    status: str
+    single_gpu: dict[str, Any]
+    max_micro_batch_size: int
+    max_seq_len: int
+    max_seq_len_capped: bool
+    multi_gpu: dict[str, Any] | None
+    mitigation: dict[str, Any] | None
+    mitigations: tuple[dict[str, Any], ...]
+    settings: dict[str, Any]
+    assumptions: dict[str, Any]
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.single_gpu["fits"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu.to_dict(),
+            "method": self.method,
+            "status": self.status,
+            "single_gpu": self.single_gpu,
+            "max_micro_batch_size": self.max_micro_batch_size,
+            "max_seq_len": self.max_seq_len,
+            "max_seq_len_capped": self.max_seq_len_capped,
+            "multi_gpu": self.multi_gpu,
+            "mitigation": self.mitigation,
+            "mitigations": list(self.mitigations),
+            "settings": self.settings,
+            "assumptions": self.assumptions,
+        }
+
+
+class _Planner:
+    """Memoised totals for one model: model state by (settings sans batch/seq), activations by (b, s)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._states: dict[tuple, ModelState] = {}
+        self._acts: dict[tuple, ActivationEstimate] = {}
+        self.memo: dict[tuple, Any] = {}
+
+    @staticmethod
+    def _state_key(s: TrainingSettings) -> tuple:
+        return (s.method, s.dtype, s.resolved_optimizer, s.resolved_sharding, s.num_gpus, s.offload_optimizer,
+                s.offload_params, s.lora_rank, s.lora_targets, s.adapter_dtype, s.optimizer_in_backward,
+                s.gradient_accumulation_steps > 1)
+
+    @staticmethod
+    def _act_key(s: TrainingSettings, seq: int) -> tuple:
+        return (s.method, s.dtype, s.micro_batch_size, seq, s.attention, s.gradient_checkpointing, s.lora_rank,
+                s.lora_targets, s.adapter_dtype, s.lora_dropout)
+
+    def total(self, s: TrainingSettings, seq: int) -> tuple[int, dict[str, int]]:
+        """Total bytes per GPU and the per-term figures, for validated settings `s` at `seq`."""
+        sk = self._state_key(s)
+        state = self._states.get(sk)
+        if state is None:
+            state = self._states[sk] = state_for(self.ctx, s)
+        ak = self._act_key(s, seq)
+        act = self._acts.get(ak)
+        if act is None:
+            act = self._acts[ak] = activations_for(self.ctx, s, seq)
+        per_gpu = combine(s, self.ctx.split(s), state, act)
+        return per_gpu["total"], per_gpu
+
+
+def _largest(lo: int, hi: int, fits: Any) -> int:
+    """Largest x in [lo, hi] with fits(x), assuming monotone; lo - 1 if none."""
+    if not fits(lo):
+        return lo - 1
+    step = lo
+    while step * 2 <= hi and fits(step * 2):
+        step *= 2
+    low, high = step, min(hi, step * 2)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _smallest(lo: int, hi: int, fits: Any) -> int | None:
+    """Smallest x in [lo, hi] with fits(x), assuming fits is monotone (False ... True); None if none."""
+    if not fits(hi):
+        return None
+    low, high = lo, hi
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[str, Any]]]:
+    """Single-GPU changes that cut memory, cheapest (least intrusive) first."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    b, ga = base.micro_batch_size, base.gradient_accumulation_steps
+    if base.gradient_checkpointing == "off":
+        out.append(("gradient_checkpointing", "turn on full gradient checkpointing (recompute each layer in backward)",
+                    {"gradient_checkpointing": "full"}))
+    if b > 1:
+        out.append(("smaller_micro_batch", f"micro-batch 1 with gradient accumulation {b * ga} (same effective batch)",
+                    {"micro_batch_size": 1, "gradient_accumulation_steps": b * ga}))
+        if base.gradient_checkpointing == "off":
+            out.append(("checkpointing_and_smaller_micro_batch",
+                        f"gradient checkpointing and micro-batch 1 with gradient accumulation {b * ga}",
+                        {"gradient_checkpointing": "full", "micro_batch_size": 1, "gradient_accumulation_steps": b * ga}))
+    gc = {"gradient_checkpointing": "full"}
+    if base.method == "full" and base.resolved_optimizer in {"adamw", "paged_adamw"}:
+        out.append(("8bit_optimizer", "8-bit paged AdamW (bitsandbytes) and gradient checkpointing",
+                    {"optimizer": "paged_adamw_8bit"} | gc))
+    out.append(("zero3_offload", "DeepSpeed ZeRO-3 with optimizer offload to CPU (ZeRO-Offload) and checkpointing",
+                {"sharding": "zero3", "offload_optimizer": True} | gc))
+    if base.method == "full":
+        out.append(("lora", "LoRA instead of a full fine-tune, with checkpointing", {"method": "lora"} | gc))
+    if base.method != "qlora":
+        out.append(("qlora", "QLoRA (4-bit NF4 base, paged 8-bit AdamW) with checkpointing",
+                    {"method": "qlora", "optimizer": None} | gc))
+    out.append(("zero3_offload_params", "DeepSpeed ZeRO-3 with optimizer and parameter offload (ZeRO-Infinity, "
+                "slowest) and checkpointing", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True} | gc))
+    return out
+
+
+def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpu: Gpu, method: str,
+            *, max_gpus: int = 1024, _planner: _Planner | None = None) -> Fit:
+    """The fit of `method` on `gpu` for the settings (their method field is replaced by `method`)."""
+    planner = _planner or _Planner(Context(arch, inventory))
+    ctx = planner.ctx
+    single = replace(settings, method=method, num_gpus=1, sharding=None, offload_optimizer=False,
+                     offload_params=False, optimizer=settings.optimizer if method == settings.method or settings.optimizer not in {None, "paged_adamw_8bit"} else None)
+    single = single.validated()
+    seq = single.resolved_seq_len(arch.max_position_embeddings)
+    limit = gpu.usable_bytes
+    total, per_gpu = planner.total(single, seq)
+    fits = total <= limit
+
+    base_key = planner._state_key(single) + planner._act_key(single, seq)
+
+    def total_of(tag: tuple, make: Any) -> int:
+        """Memoised total of a variant of `single` (GPU-independent, so shared by the whole matrix)."""
+        key = base_key + tag
+        value = planner.memo.get(key)
+        if value is None:
+            trial, trial_seq = make()
+            value = planner.memo[key] = planner.total(trial, trial_seq)[0]
+        return value
+
+    def fits_batch(b: int) -> bool:
+        return total_of(("b", b), lambda: (replace(single, micro_batch_size=b), seq)) <= limit
+
+    def fits_seq(s_len: int) -> bool:
+        return total_of(("s", s_len), lambda: (single, s_len)) <= limit
+
+    max_b = _largest(1, MAX_MICRO_BATCH, fits_batch) if fits_batch(1) else 0
+    seq_cap = arch.max_position_embeddings or MAX_SEQ
+    max_s = _largest(1, seq_cap, fits_seq) if fits_seq(1) else 0
+    capped = max_s == seq_cap
+
+    multi = None
+    for ladder in (SHARDING_LADDER, OFFLOAD_LADDER):  # offload only when no plain sharding reaches max_gpus
+        best: tuple[int, int] | None = None
+        for rank, (sharding, off_opt, off_par) in enumerate(ladder):
+            def fits_n(n: int, sharding: str = sharding, off_opt: bool = off_opt, off_par: bool = off_par) -> bool:
+                return total_of(("n", n, sharding, off_opt, off_par), lambda: (replace(
+                    single, num_gpus=n, sharding=sharding, offload_optimizer=off_opt, offload_params=off_par), seq)) <= limit
+
+            n_min = _smallest(1, max_gpus, fits_n)
+            if n_min is not None and (best is None or n_min < best[0]):
+                best = (n_min, rank)
+        if best is None:
+            continue
+        n_min, rank = best
+        sharding, off_opt, off_par = ladder[rank]
+        if n_min == 1 and fits:
+            sharding = "none"
+        trial = replace(single, num_gpus=n_min, sharding=sharding, offload_optimizer=off_opt, offload_params=off_par)
+        multi = {"num_gpus": n_min, "sharding": sharding, "offload_optimizer": off_opt, "offload_params": off_par,
+                 "total_bytes": planner.total(trial, seq)[0],
+                 "equivalent": {"zero3": "FSDP full shard", "zero2": "FSDP shard-grad-op"}.get(sharding)}
+        break
+
+    mitigations = []
+    if not fits:
+        for name, description, changes in _mitigation_candidates(single):
+            trial = replace(single, **changes)
+            try:
+                trial = trial.validated()
+            except InvalidInputError:
+                continue
+            t_total, _ = planner.total(trial, trial.resolved_seq_len(arch.max_position_embeddings))
+            if t_total <= limit:
+                mitigations.append({"name": name, "description": description,
+                                    "settings_changes": {k: v for k, v in changes.items()}, "total_bytes": t_total})
+    if fits:
+        status = "fits"
+    elif mitigations:
+        status = "fits_with_mitigation"
+    elif multi is not None:
+        status = "multi_gpu"
+    else:
+        status = "does_not_fit"
+    akey = ("assumptions",) + planner._state_key(single) + planner._act_key(single, seq)
+    if akey not in planner.memo:
+        planner.memo[akey] = estimate_in(ctx, single).assumptions
+    return Fit(
+        gpu=gpu, method=method, status=status,
+        single_gpu={"fits": fits, "total_bytes": total, "headroom_bytes": limit - total, "per_gpu_bytes": per_gpu},
+        max_micro_batch_size=max_b, max_seq_len=max_s, max_seq_len_capped=capped,
+        multi_gpu=multi, mitigation=mitigations[0] if mitigations else None, mitigations=tuple(mitigations),
+        settings=single.to_dict() | {"seq_len": seq}, assumptions=planner.memo[akey],
+    )
+
+
+def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpus: tuple[Gpu, ...] | list[Gpu],
+               methods: tuple[str, ...] | list[str] = METHODS, *, max_gpus: int = 1024) -> list[Fit]:
+    """Fits for every method x GPU, methods outer, GPUs in the given order."""
+    for m in methods:
+        if m not in METHODS:
+            raise InvalidInputError(f"method must be one of {', '.join(METHODS)}; got {m!r}.")
+    if not gpus:
+        raise InvalidInputError("no GPUs to fit against.")
+    planner = _Planner(Context(arch, inventory))
+    return [fit_one(arch, inventory, settings, gpu, method, max_gpus=max_gpus, _planner=planner)
+            for method in methods for gpu in gpus]

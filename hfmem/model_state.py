@@ -1,0 +1,284 @@
+"""Model state per GPU: weights, gradients, optimizer states and master weights, sharded and offloaded.
+
+Byte counts per parameter follow the ZeRO paper's accounting (Rajbhandari et al. 2019): mixed
+precision keeps 16-bit weights (2) and gradients (2) plus an fp32 master copy (4) and AdamW's two
+fp32 moments (8): K = 12 bytes of optimizer state, 16 in all. Pure bf16 keeps the moments in bf16
+and no master copy (8 in all); fp32 keeps everything in fp32 (16). ZeRO stage 1 shards the K
+bytes over N GPUs, stage 2 also the gradients, stage 3 also the weights (FSDP full shard = stage 3,
+shard-grad-op = stage 2). Sharding adds its own buffers: DDP's gradient buckets (a full copy of the
+gradients unless gradient_as_bucket_view), ZeRO's reduce bucket and fp32 gradient partition, the
+gathered parameters of the layers being computed (and FSDP's root unit: embeddings and head).
+Pure functions; no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hfmem.architecture import Architecture
+from hfmem.meta_model import Inventory, LinearGroup
+from hfmem.settings import TrainingSettings
+
+GIB = 1 << 30
+
+NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
+"""QLoRA NF4 with block size 64 and double quantisation: 4 bits + an 8-bit absmax per 64 weights +
+an fp32 second-level constant per 256 blocks = 4.127 bits (Dettmers et al. 2023: 0.127 bits/param)."""
+NF4_NO_DOUBLE_QUANT_BYTES = 0.5 + 4 / 64
+
+BNB_8BIT_BLOCK = 256
+"""bitsandbytes' blockwise 8-bit optimizers keep one fp32 absmax per 256 values of each state."""
+
+DEEPSPEED_REDUCE_BUCKET_ELEMENTS = None
+"""None: Hugging Face's "auto" value, hidden_size² elements (DeepSpeed's own default is 5e8)."""
+
+
+@dataclass(frozen=True)
+class ParameterSplit:
+    """How a model's parameters are held for a training method."""
+
+    total: int
+    trainable: int
+    frozen_16bit: int
+    """Frozen parameters kept in the compute dtype (LoRA base; QLoRA's embeddings, norms, head)."""
+    frozen_quantized: int
+    """Frozen parameters stored in NF4 (QLoRA's linear weights)."""
+    trainable_matrices: tuple[tuple[int, int, int], ...]
+    """(rows, cols, count) of trainable matrices, for Adafactor's factored states."""
+    trainable_vectors: int
+    """Trainable parameters outside matrices (norms, biases), for Adafactor."""
+    largest_trainable: int
+    """Size of the largest single trainable tensor (optimizer-in-backward keeps one gradient)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("trainable_matrices")
+        return data
+
+
+def lora_targets(inventory: Inventory, targets: tuple[str, ...]) -> tuple[LinearGroup, ...]:
+    """The linear groups a LoRA config adapts: names match the leaf module name (PEFT's suffix rule).
+
+    "all-linear" is every nn.Linear / Conv1D except the output head, as PEFT does; fused MoE expert
+    tensors are adapted per expert, like transformers 4's per-expert Linears (and PEFT's
+    target_parameters on transformers 5).
+    """
+    every = "all-linear" in targets
+    names = {t.rsplit(".", 1)[-1] for t in targets if t != "all-linear"}
+    chosen = []
+    for g in inventory.linears:
+        leaf = g.name.rsplit(".", 1)[-1]
+        if g.component == "head":
+            if "lm_head" in names or g.name in names:
+                chosen.append(g)
+            continue
+        if every or leaf in names or g.name in names or (g.kind == "experts" and _expert_alias(leaf) & names):
+            chosen.append(g)
+    return tuple(chosen)
+
+
+def _expert_alias(leaf: str) -> set[str]:
+    """A fused gate_up_proj tensor answers to the names of the Linears it replaced."""
+    if leaf == "gate_up_proj":
+        return {"gate_up_proj", "gate_proj", "up_proj", "w1", "w3"}
+    if leaf == "down_proj":
+        return {"down_proj", "w2"}
+    return {leaf}
+
+
+def lora_parameters(groups: tuple[LinearGroup, ...], rank: int) -> int:
+    """Trainable LoRA parameters: r·(in + out) per adapted matrix (A is r×in, B is out×r)."""
+    return sum(g.count * rank * (g.in_features + g.out_features) for g in groups)
+
+
+def quantized_parameters(inventory: Inventory) -> int:
+    """Weights bitsandbytes 4-bit replaces: nn.Linear / Conv1D weights (not biases), lm_head excluded;
+    fused expert tensors counted as quantized (assumption: as transformers 4's per-expert Linears)."""
+    return sum(g.count * g.in_features * g.out_features for g in inventory.linears if g.component != "head")
+
+
+def largest_quantized_matrix(inventory: Inventory) -> int:
+    """Elements of the largest quantized weight: QLoRA dequantizes one at a time into the compute dtype."""
+    return max((g.in_features * g.out_features for g in inventory.linears if g.component != "head"), default=0)
+
+
+def parameter_split(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> ParameterSplit:
+    """Trainable vs frozen (16-bit or NF4) parameter counts for the settings' method."""
+    total = inventory.total
+    if settings.method == "full":
+        head_tied = inventory.by_component.get("head", 0) == 0
+        matrices = tuple((g.out_features, g.in_features, g.count) for g in inventory.linears
+                         if not (g.component == "head" and head_tied))
+        embed = inventory.by_component.get("embeddings", 0)
+        embed_rows = (arch.vocab_size, arch.hidden_size, max(1, round(embed / max(1, arch.vocab_size * arch.hidden_size))))
+        in_matrices = sum(r * c * n for r, c, n in matrices)
+        vectors = max(0, total - in_matrices - embed)
+        largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
+        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest)
+    groups = lora_targets(inventory, settings.lora_targets)
+    r = settings.lora_rank
+    trainable = lora_parameters(groups, r)
+    matrices = tuple(m for g in groups for m in ((r, g.in_features, g.count), (g.out_features, r, g.count)))
+    largest = max((max(r * g.in_features, r * g.out_features) for g in groups), default=0)
+    if settings.method == "lora":
+        return ParameterSplit(total + trainable, trainable, total, 0, matrices, 0, largest)
+    quantized = quantized_parameters(inventory)
+    return ParameterSplit(total + trainable, trainable, total - quantized, quantized, matrices, 0, largest)
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """Bytes per GPU (and per host, for offload) of the model's state."""
+
+    weights: int
+    gradients: int
+    master_weights: int
+    optimizer_states: int
+    sharding_buffers: int
+    cpu_bytes: int
+    gradients_persist: bool
+    """True when gradients stay allocated through the forward pass (ZeRO's partitions, accumulation)."""
+    step_transient: int
+    """Allocated only inside optimizer.step(), when activations are gone (DeepSpeed's fp32 gradient partition)."""
+    bytes_per_param: dict[str, float]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def optimizer(self) -> int:
+        """ZeRO's K·Ψ: optimizer states plus the fp32 master copy."""
+        return self.master_weights + self.optimizer_states
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["optimizer"] = self.optimizer
+        data["notes"] = list(self.notes)
+        return data
+
+
+def _weight_bytes(dtype: str) -> int:
+    return 4 if dtype == "fp32" else 2
+
+
+def optimizer_state_bytes(optimizer: str, state_bytes: int, split: ParameterSplit) -> float:
+    """Optimizer state bytes for the trainable parameters (`state_bytes`: 4 fp32 or 2 bf16 per value)."""
+    n = split.trainable
+    if optimizer in {"adamw", "paged_adamw"}:
+        return 2 * state_bytes * n
+    if optimizer in {"adamw_8bit", "paged_adamw_8bit"}:
+        return n * (2 + 2 * 4 / BNB_8BIT_BLOCK)
+    if optimizer in {"sgd_momentum", "lion"}:
+        return state_bytes * n
+    if optimizer == "sgd":
+        return 0.0
+    if optimizer == "adafactor":
+        # HF Adafactor (beta1=None): factored second moment, row + column vectors per matrix, in fp32.
+        factored = sum((rows + cols) * count for rows, cols, count in split.trainable_matrices)
+        return 4 * (factored + split.trainable_vectors)
+    raise ValueError(f"unknown optimizer {optimizer!r}")
+
+
+def model_state_bytes(
+    split: ParameterSplit,
+    settings: TrainingSettings,
+    *,
+    hidden_size: int,
+    layer_parameters: int,
+    root_parameters: int,
+) -> ModelState:
+    """Per-GPU model state for the split and settings (sharding, offload, optimizer, dtype).
+
+    layer_parameters: parameters of one decoder layer (ZeRO-3/FSDP gather two at a time);
+    root_parameters: those outside the decoder layers (FSDP's root unit: embeddings, head, final norm).
+    """
+    n = settings.num_gpus
+    sharding = settings.resolved_sharding
+    stage = settings.zero_stage or 0
+    compute = _weight_bytes(settings.dtype)
+    mixed = settings.dtype in {"bf16", "fp16"}
+    if settings.method == "full":
+        train_w = compute
+    else:
+        train_w = 4 if settings.adapter_dtype == "fp32" or settings.dtype == "fp32" else compute
+    master = 4 if (mixed and train_w < 4) else 0
+    state = 4 if (master or train_w == 4) else 2
+    optimizer = settings.resolved_optimizer
+    notes: list[str] = []
+
+    weights = split.trainable * train_w + split.frozen_16bit * compute + split.frozen_quantized * NF4_BYTES_PER_PARAM
+    grads = split.trainable * train_w
+    masters = split.trainable * master
+    states = optimizer_state_bytes(optimizer, state, split)
+    per_param = {
+        "weights": float(train_w), "gradients": float(train_w), "master_weights": float(master),
+        "optimizer_states": states / split.trainable if split.trainable else 0.0,
+    }
+    if settings.optimizer_in_backward:
+        grads = split.largest_trainable * train_w
+        notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
+
+    buffers = 0.0
+    step = 0.0
+    cpu = 0.0
+    persist = False
+    reduce_bucket = (DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size)
+    reduce_bucket = min(reduce_bucket, split.trainable) * train_w
+    gathered = min(2 * layer_parameters, split.total) * compute
+    if split.frozen_quantized and split.total:
+        gathered = gathered * (weights / max(1, split.total * compute))  # gathered in their stored (4-bit) form
+    if sharding == "ddp":
+        buffers += grads  # DDP's reducer keeps the gradients again in its flat buckets
+        notes.append("DDP: gradient buckets hold a second copy of the gradients (gradient_as_bucket_view=False)")
+    elif sharding in {"zero1", "zero2", "zero3"}:
+        persist = True
+        masters /= n
+        states /= n
+        step += split.trainable * 4 / n if (master or state == 4) and train_w < 4 else 0  # fp32 grad partition
+        buffers += reduce_bucket
+        if stage >= 2:
+            grads /= n
+        if stage >= 3:
+            weights /= n
+            buffers += gathered
+        notes.append(f"ZeRO-{stage}: reduce bucket (hidden² elements, HF 'auto')"
+                     + (", two layers' parameters gathered" if stage >= 3 else "")
+                     + "; the fp32 gradient partition exists only during the optimizer step")
+    elif sharding in {"fsdp_full_shard", "fsdp_shard_grad_op"}:
+        masters /= n
+        states /= n
+        grads /= n
+        unit_grads = min(layer_parameters, split.trainable) * train_w
+        if sharding == "fsdp_full_shard":
+            weights /= n
+            buffers += gathered + unit_grads + root_parameters * compute
+            notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, "
+                         "the root unit (embeddings, head, final norm) gathered for the whole step")
+        else:
+            buffers += unit_grads
+            notes.append("FSDP shard-grad-op: parameters stay unsharded between forward and backward")
+
+    if settings.offload_optimizer:
+        cpu += masters + states
+        masters = 0.0
+        states = 0.0
+        if stage >= 2 or sharding.startswith("fsdp"):
+            cpu += grads * (4 / train_w if train_w < 4 else 1)
+            grads = reduce_bucket if sharding.startswith("zero") else 0.0
+        notes.append("optimizer offload: optimizer states and fp32 master weights (and gradient partitions) on the CPU")
+    if settings.offload_params:
+        cpu += weights
+        weights = 0.0
+        notes.append("parameter offload: sharded weights on the CPU, only the gathered layers on the GPU")
+
+    return ModelState(
+        weights=round(weights),
+        gradients=round(grads),
+        master_weights=round(masters),
+        optimizer_states=round(states),
+        sharding_buffers=round(buffers),
+        cpu_bytes=round(cpu),
+        gradients_persist=persist or settings.gradient_accumulation_steps > 1,
+        step_transient=round(step) if not settings.offload_optimizer else 0,
+        bytes_per_param=per_param,
+        notes=tuple(notes),
+    )

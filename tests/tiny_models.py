@@ -1,0 +1,43 @@
+"""Scaled-down versions of real architectures (same head/kv/expert ratios, small hidden and vocab) for CPU tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
+
+# model id -> overrides that shrink it while keeping its shape (GQA/MQA ratio, gating, MoE top-k, MLA ranks).
+TINY: dict[str, dict[str, Any]] = {
+    "meta-llama/Meta-Llama-3-8B": dict(hidden_size=256, intermediate_size=896, num_attention_heads=8, num_key_value_heads=2, head_dim=32),
+    "mistralai/Mistral-7B-v0.1": dict(hidden_size=256, intermediate_size=896, num_attention_heads=8, num_key_value_heads=2, head_dim=32, sliding_window=4096),
+    "mistralai/Mixtral-8x7B-v0.1": dict(hidden_size=256, intermediate_size=896, num_attention_heads=8, num_key_value_heads=2, head_dim=32),
+    "Qwen/Qwen2.5-0.5B": dict(hidden_size=224, intermediate_size=1216, num_attention_heads=7, num_key_value_heads=1, head_dim=32),
+    "google/gemma-2b": dict(hidden_size=256, intermediate_size=2048, num_attention_heads=4, num_key_value_heads=1, head_dim=64),
+    "microsoft/phi-2": dict(hidden_size=256, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=8),
+    "openai-community/gpt2": dict(n_embd=256, n_head=4, n_positions=1024),
+    "tiiuae/falcon-7b": dict(hidden_size=256, num_attention_heads=4, ffn_hidden_size=1024),
+    "deepseek-ai/DeepSeek-V3": dict(
+        hidden_size=256, intermediate_size=640, moe_intermediate_size=64, num_attention_heads=4, num_key_value_heads=4,
+        q_lora_rank=64, kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=32, qk_head_dim=48, v_head_dim=32, head_dim=16,
+        n_routed_experts=8, num_experts_per_tok=2, n_group=2, topk_group=1, first_k_dense_replace=1,
+    ),
+}
+VOCAB = 1024
+
+
+def tiny_config(model_id: str, layers: int, **extra: Any) -> dict[str, Any]:
+    """The fixture config of `model_id` shrunk by TINY, with `layers` decoder layers and a small vocabulary."""
+    config = json.loads((CONFIGS / model_id / "config.json").read_text())
+    config.update(TINY[model_id])
+    key = "n_layer" if "n_layer" in config else "num_hidden_layers"
+    config[key] = layers
+    if isinstance(config.get("layer_types"), list):
+        config["layer_types"] = config["layer_types"][:layers]
+    config["vocab_size"] = VOCAB
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        if isinstance(config.get(name), int) and config[name] >= VOCAB:
+            config[name] = 0 if name != "pad_token_id" else None
+    config.update(extra)
+    return config
