@@ -188,8 +188,8 @@ def build_items(inputs: Inputs, pr: PullRequest | None, workspace: Path, report_
 
 
 def failures(items: list[Item], fail_on: list[str]) -> list[str]:
-    """One line per violated `fail-on` condition and item."""
-    from hfmem.render_diff import fit_by_key, regressions
+    """One line per violated `fail-on` condition and item (METHOD:GPU: the settings as given fit one GPU)."""
+    from hfmem.render_diff import fit_entries, fits, regressions
 
     found = []
     for condition in fail_on:
@@ -200,10 +200,16 @@ def failures(items: list[Item], fail_on: list[str]) -> list[str]:
                 found += [f"{item.label}: {m} no longer fits {g}" for m, g in regressions(item.base, item.head)]
             elif ":" in condition and item.head is not None:
                 method, gpu = condition.split(":", 1)
-                fits = {(m.lower(), g.lower()): ok for (m, g), ok in fit_by_key(item.head).items()}.get((method, gpu))
-                if fits is not True:
-                    found.append(f"{item.label}: {'does not fit' if fits is False else 'no estimate for'} {gpu} with {method}")
+                entries = {(m.lower(), _gpu_key(g)): e for (m, g), e in fit_entries(item.head).items()}
+                ok = fits(entries.get((method, _gpu_key(gpu))))
+                if ok is not True:
+                    found.append(f"{item.label}: {'does not fit' if ok is False else 'no estimate for'} {gpu} with {method}")
     return found
+
+
+def _gpu_key(name: str) -> str:
+    """GPU names compared as the catalogue does: case, spaces, dashes and underscores ignored."""
+    return re.sub(r"[\s_\-]+", "", name.lower())
 
 
 # -- outputs -----------------------------------------------------------------------------------------

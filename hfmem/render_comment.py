@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hfmem.render_diff import cell, fit_by_key, memory_by_method, render_diff
+from hfmem.render_diff import cell, fit_entries, memory_by_method, render_diff, verdict
 from hfmem.render_markdown import table
 from hfmem.units import count, gib
 
@@ -47,21 +47,21 @@ def columns(items: list[Item]) -> tuple[list[str], list[str]]:
     for item in items:
         for method in memory_by_method(item.head):
             methods.setdefault(method)
-        for method, gpu in fit_by_key(item.head):
+        for method, gpu in fit_entries(item.head):
             methods.setdefault(method)
             gpus.setdefault(gpu)
     return list(methods), list(gpus)
 
 
 def matrix_rows(item: Item, methods: list[str], gpus: list[str]) -> list[list[str]]:
-    """One row per method: model and parameters on the first, then peak memory and ✅/❌ per GPU."""
-    memory, fits = memory_by_method(item.head), fit_by_key(item.head)
+    """One row per method: model and parameters on the first, then peak memory and a verdict per GPU."""
+    memory, entries = memory_by_method(item.head), fit_entries(item.head)
     first = [cell(item.label), count((item.head or {}).get("parameters", {}).get("total"))]
     if not methods:
         return [first]
     rows = []
     for i, method in enumerate(methods):
-        verdicts = ["✅" if fits.get((method, g)) else "❌" if (method, g) in fits else "—" for g in gpus]
+        verdicts = [verdict(entries.get((method, g))) for g in gpus]
         rows.append((first if i == 0 else ["", ""]) + [cell(method), gib(memory.get(method))] + verdicts)
     return rows
 

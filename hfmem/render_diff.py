@@ -22,30 +22,57 @@ def cell(text: Any, limit: int = MAX_CELL) -> str:
     return escape(flat if len(flat) <= limit else flat[:limit - 1] + "…")
 
 
-def memory_by_method(report: dict[str, Any] | None) -> dict[str, float]:
-    """Peak bytes per GPU for each estimated method, from the report's `estimates[]`."""
-    found = {}
+def memory_by_method(report: dict[str, Any] | None) -> dict[str, int]:
+    """Peak bytes per GPU of each estimated method: `estimates[].per_gpu_bytes.total`, else the fit's single-GPU total."""
+    found: dict[str, int] = {}
+    for entry in fit_entries(report).values():
+        total = (entry.get("single_gpu") or {}).get("total_bytes")
+        if isinstance(total, int):
+            found.setdefault(entry["method"], total)
     for estimate in (report or {}).get("estimates") or []:
-        if isinstance(estimate, dict) and isinstance(estimate.get("method"), str):
-            peak = estimate.get("peak_bytes", estimate.get("total_bytes"))
-            if isinstance(peak, (int, float)):
-                found[estimate["method"]] = peak
+        total = (estimate.get("per_gpu_bytes") or {}).get("total") if isinstance(estimate, dict) else None
+        if isinstance(estimate.get("method"), str) and isinstance(total, int):
+            found[estimate["method"]] = total
     return found
 
 
-def fit_by_key(report: dict[str, Any] | None) -> dict[tuple[str, str], bool]:
-    """(method, GPU) -> fits, from the report's `fit[]`."""
+def gpu_name(entry: dict[str, Any]) -> str:
+    gpu = entry.get("gpu")
+    return str(gpu.get("name") if isinstance(gpu, dict) else gpu)
+
+
+def fit_entries(report: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(method, GPU name) -> the report's `fit[]` entry."""
     found = {}
     for entry in (report or {}).get("fit") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("method"), str) and isinstance(entry.get("gpu"), str):
-            found[(entry["method"], entry["gpu"])] = entry.get("fits") is True
+        if isinstance(entry, dict) and isinstance(entry.get("method"), str) and entry.get("gpu"):
+            found[(entry["method"], gpu_name(entry))] = entry
     return found
+
+
+def fits(entry: dict[str, Any] | None) -> bool | None:
+    """Whether the settings as given train on one GPU (None: not estimated)."""
+    return None if entry is None else (entry.get("single_gpu") or {}).get("fits") is True
+
+
+def verdict(entry: dict[str, Any] | None) -> str:
+    """A short cell: ✅ fits, ⚠️ fits with the cheapest change, ❌ (N× sharding when several GPUs would do)."""
+    if entry is None:
+        return "—"
+    if fits(entry):
+        return "✅"
+    mitigation, multi = entry.get("mitigation"), entry.get("multi_gpu")
+    if entry.get("status") == "fits_with_mitigation" and isinstance(mitigation, dict):
+        return "⚠️ " + cell(str(mitigation.get("name", "")).replace("_", " "), 40)
+    if isinstance(multi, dict) and multi.get("num_gpus"):
+        return f"❌ {multi['num_gpus']}× {cell(multi.get('sharding', ''), 20)}"
+    return "❌"
 
 
 def regressions(base: dict[str, Any] | None, head: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """(method, GPU) pairs that fit at the base commit and no longer fit at head."""
-    before, after = fit_by_key(base), fit_by_key(head)
-    return [key for key, fits in before.items() if fits and after.get(key) is False]
+    """(method, GPU) pairs that fit one GPU at the base commit and no longer do at head."""
+    before, after = fit_entries(base), fit_entries(head)
+    return [key for key, entry in before.items() if fits(entry) and fits(after.get(key)) is False]
 
 
 def _signed(delta: float, unit: Any) -> str:
@@ -57,10 +84,6 @@ def _change(before: float | None, after: float | None, unit: Any) -> str:
         return ""
     percent = f" ({(after - before) / before:+.1%})" if before else ""
     return _signed(after - before, unit) + percent if after != before else "unchanged"
-
-
-def _verdict(fits: bool | None) -> str:
-    return "—" if fits is None else "✅ fits" if fits else "❌ does not fit"
 
 
 def render_diff(path: str, status: str, base: dict[str, Any] | None, head: dict[str, Any] | None,
@@ -87,12 +110,13 @@ def render_diff(path: str, status: str, base: dict[str, Any] | None, head: dict[
     for method in dict.fromkeys([*head_memory, *base_memory]):
         before, after = base_memory.get(method), head_memory.get(method)
         rows.append([f"memory, {cell(method)}", gib(before), gib(after), _change(before, after, gib)])
-    before_fit, after_fit = fit_by_key(base), fit_by_key(head)
-    changed = [key for key in after_fit if base is not None and before_fit.get(key) != after_fit[key]]
+    before_fit, after_fit = fit_entries(base), fit_entries(head)
+    changed = [key for key in after_fit if base is not None and verdict(before_fit.get(key)) != verdict(after_fit[key])]
     for method, gpu in changed:
-        was, now = before_fit.get((method, gpu)), after_fit[(method, gpu)]
+        was, now = fits(before_fit.get((method, gpu))), fits(after_fit[(method, gpu)])
         note = "**no longer fits**" if was and not now else "now fits" if now and was is False else ""
-        rows.append([f"{cell(method)} on {cell(gpu)}", _verdict(was), _verdict(now), note])
+        rows.append([f"{cell(method)} on {cell(gpu)}", verdict(before_fit.get((method, gpu))),
+                     verdict(after_fit[(method, gpu)]), note])
     if base is not None and after_fit and not changed:
         rows.append(["fit", "", "", "unchanged on every GPU"])
     out += [table(["", "base", "head", "change"], rows), ""]

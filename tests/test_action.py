@@ -287,8 +287,9 @@ def fake_report_fn(ref) -> dict:
     layers = json.loads(ref.path.read_text())["num_hidden_layers"] if ref.path else 2
     fits = layers <= 3
     return {"model": ref.name, "architecture": {"num_layers": layers}, "parameters": {"total": 1000 * layers},
-            "estimates": [{"method": "qlora", "peak_bytes": layers * 2**30}],
-            "fit": [{"method": "qlora", "gpu": "rtx4090", "fits": fits}]}
+            "estimates": [{"method": "qlora", "per_gpu_bytes": {"total": layers * 2**30}}],
+            "fit": [{"method": "qlora", "gpu": {"name": "RTX 4090"}, "status": "fits" if fits else "does_not_fit",
+                     "single_gpu": {"fits": fits}}]}
 
 
 def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):
@@ -298,8 +299,8 @@ def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):
            "INPUT_MODELS": "org/fits"}
     lines: list[str] = []
     assert action.run({**env, "INPUT_FAIL_ON": "regression"}, fake_report_fn, action.Log(write=lines.append)) == 12
-    assert lines[-1] == "::error::hfmem: fail-on (regression): configs/llama/config.json: qlora no longer fits rtx4090"
-    assert "| qlora on rtx4090 | ✅ fits | ❌ does not fit | **no longer fits** |" in sticky(state)[0]["body"]
+    assert lines[-1] == "::error::hfmem: fail-on (regression): configs/llama/config.json: qlora no longer fits RTX 4090"
+    assert "| qlora on RTX 4090 | ✅ | ❌ | **no longer fits** |" in sticky(state)[0]["body"]
     assert action.run({**env, "INPUT_FAIL_ON": "QLoRA:RTX4090"}, fake_report_fn, action.Log(write=lines.append)) == 12
     assert lines[-1].endswith("fail-on (qlora:rtx4090): configs/llama/config.json: does not fit rtx4090 with qlora")
     assert action.run({**env, "INPUT_FAIL_ON": "full:rtx4090"}, fake_report_fn, action.Log(write=lines.append)) == 12

@@ -13,14 +13,22 @@ LIMIT = 65_536
 
 
 def report(name: str, params: int, layers: int = 32, peak_gib: dict[str, float] | None = None) -> dict:
-    """A report shaped like build_report's, with estimates[] and fit[] for three methods and GPUs."""
+    """A report shaped like build_report's, with estimates[] and fit[] (as hfmem.estimate/fit write them)."""
     peak_gib = peak_gib or {"full": params * 16 / GIB, "lora": params * 2.2 / GIB, "qlora": params * 0.7 / GIB}
     capacity = {"rtx4090": 24, "a100-80gb": 80, "h100-80gb": 80}
+
+    def entry(method: str, gpu: str, peak: float) -> dict:
+        ok = peak <= capacity[gpu]
+        return {"gpu": {"name": gpu, "usable_gib": capacity[gpu]}, "method": method,
+                "status": "fits" if ok else "multi_gpu", "single_gpu": {"fits": ok, "total_bytes": int(peak * GIB)},
+                "multi_gpu": None if ok else {"num_gpus": -int(-peak // capacity[gpu]), "sharding": "zero3"},
+                "mitigation": None}
+
     return {
         "model": name, "architecture": {"num_layers": layers, "hidden_size": 4096},
         "parameters": {"total": params},
-        "estimates": [{"method": m, "peak_bytes": g * GIB} for m, g in peak_gib.items()],
-        "fit": [{"method": m, "gpu": gpu, "fits": g <= capacity[gpu]} for m, g in peak_gib.items() for gpu in GPUS],
+        "estimates": [{"method": m, "per_gpu_bytes": {"total": int(g * GIB)}} for m, g in peak_gib.items()],
+        "fit": [entry(m, gpu, g) for m, g in peak_gib.items() for gpu in GPUS],
     }
 
 
@@ -31,7 +39,7 @@ def models(n: int) -> list[Item]:
 def test_fit_matrix_rows_and_columns():
     body = render(models(1), "settings", LIMIT)
     assert "| model | parameters | method | peak memory / GPU | rtx4090 | a100\\-80gb | h100\\-80gb |" in body
-    assert "| org/model\\-0000 | 7,000,000,000 (7.00B) | full | 104.3 GiB | ❌ | ❌ | ❌ |" in body
+    assert "| org/model\\-0000 | 7,000,000,000 (7.00B) | full | 104.3 GiB | ❌ 5× zero3 | ❌ 2× zero3 | ❌ 2× zero3 |" in body
     assert "|  |  | qlora | 4.6 GiB | ✅ | ✅ | ✅ |" in body
     assert "<details>" not in body
 
@@ -68,7 +76,7 @@ def test_diff_shows_what_the_change_costs():
     assert "| layers | 28 | 32 | +4 (+14.3%) |" in text
     assert "| **parameters** | 6,000,000,000 (6.00B) | **7,000,000,000 (7.00B)** | +1,000,000,000 (1.00B) (+16.7%) |" in text
     assert "| memory, full | 90.0 GiB | 105.0 GiB | +15.0 GiB (+16.7%) |" in text
-    assert "| qlora on rtx4090 | ✅ fits | ❌ does not fit | **no longer fits** |" in text
+    assert "| qlora on rtx4090 | ✅ | ❌ 2× zero3 | **no longer fits** |" in text
     assert regressions(base, head) == [("qlora", "rtx4090")]
     assert regressions(head, base) == []
     assert "now fits" in render_diff("p", "modified", head, base)
@@ -84,3 +92,13 @@ def test_diff_of_a_new_file_and_of_errors():
 def test_unchanged_fit_is_one_row():
     same = report("s", 1_000_000)
     assert "| fit |  |  | unchanged on every GPU |" in render_diff("p", "modified", same, same)
+
+
+def test_verdicts():
+    from hfmem.render_diff import verdict
+
+    assert verdict(None) == "—"
+    assert verdict({"single_gpu": {"fits": True}, "status": "fits"}) == "✅"
+    assert verdict({"single_gpu": {"fits": False}, "status": "fits_with_mitigation",
+                    "mitigation": {"name": "gradient_checkpointing"}}) == "⚠️ gradient checkpointing"
+    assert verdict({"single_gpu": {"fits": False}, "status": "does_not_fit", "multi_gpu": None}) == "❌"
