@@ -21,10 +21,12 @@ from typing import Any, Callable, Mapping
 
 from hfmem import __version__, errors
 from hfmem.render_comment import Item, render
+from hfmem.settings import METHODS
 
 MARKER = "<!-- hfmem-action: sticky fit table -->"
 COMMENT_BUDGET = 60_000  # characters: GitHub refuses comments over 65,536; the margin absorbs the footer
 SUMMARY_BUDGET = 900_000  # $GITHUB_STEP_SUMMARY takes up to 1 MiB per step
+DEFAULT_GPUS = ("T4", "RTX 4090", "A100 40GB", "H100 80GB", "H200 141GB")  # 15 to 141 GiB, five columns
 _REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -108,19 +110,57 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
     globs = split_list(get_input(env, "config-paths"))
     if not models and not globs:
         raise errors.InvalidInputError("give at least one of the inputs models, models-file or config-paths.")
-    fail_on = [f.lower() for f in split_list(get_input(env, "fail-on") or "error")]
-    for condition in fail_on:
-        if condition not in {"none", "error", "regression"} and ":" not in condition:
+    gpus = resolve_gpu_names(split_list(get_input(env, "gpus"))) or list(DEFAULT_GPUS)
+    methods = [m.lower() for m in split_list(get_input(env, "methods"))] or list(METHODS)
+    for method in methods:
+        if method not in METHODS:
+            raise errors.InvalidInputError(f"input methods: {method!r}; choose from {', '.join(METHODS)}.")
+    fail_on = []
+    for condition in split_list(get_input(env, "fail-on") or "error"):
+        condition = condition.lower()
+        if condition in {"error", "regression"}:
+            fail_on.append(condition)
+        elif ":" in condition:
+            method, gpu = parse_fit_condition(condition, gpus)
+            methods += [method] if method not in methods else []  # estimate what the check needs
+            gpus += [gpu] if gpu not in gpus else []
+            fail_on.append(f"{method}:{gpu}")
+        elif condition != "none":
             raise errors.InvalidInputError(
                 f"input fail-on: {condition!r}; expected none, error, regression or METHOD:GPU (e.g. qlora:rtx4090).")
     return Inputs(
-        models=models, config_globs=globs, gpus=split_list(get_input(env, "gpus")),
-        methods=[m.lower() for m in split_list(get_input(env, "methods"))],
+        models=models, config_globs=globs, gpus=gpus, methods=methods,
         seq_len=positive_int("seq-len", get_input(env, "seq-len")),
         batch_size=positive_int("batch-size", get_input(env, "batch-size")) or 1,
         token=get_input(env, "token") or env.get("GITHUB_TOKEN", ""),
-        hf_token=get_input(env, "hf-token"), fail_on=[c for c in fail_on if c != "none"],
+        hf_token=get_input(env, "hf-token"), fail_on=fail_on,
     )
+
+
+def resolve_gpu_names(specs: list[str]) -> list[str]:
+    """Catalogue names for catalogue GPUs (aliases resolved), `name=GiB` specs kept as given; unknown: error."""
+    from hfmem.gpus import resolve_gpus
+
+    try:
+        return [spec if gpu.user_defined else gpu.name for spec, gpu in zip(specs, resolve_gpus(specs))]
+    except errors.InvalidInputError as err:
+        raise errors.InvalidInputError(f"input gpus: {err}") from None
+
+
+def parse_fit_condition(condition: str, gpus: list[str]) -> tuple[str, str]:
+    """`qlora:rtx4090` -> ("qlora", "RTX 4090"); a GPU may also be one of the `name=GiB` specs in gpus."""
+    from hfmem.gpus import find_gpu
+
+    method, _, gpu = (part.strip() for part in condition.partition(":"))
+    if method not in METHODS:
+        raise errors.InvalidInputError(f"input fail-on: {condition!r}: method must be one of {', '.join(METHODS)}.")
+    custom = {spec.split("=", 1)[0].strip().lower(): spec for spec in gpus if "=" in spec}
+    if gpu in custom:
+        return method, custom[gpu]
+    try:
+        return method, find_gpu(gpu).name
+    except errors.InvalidInputError as err:
+        raise errors.InvalidInputError(f"input fail-on: {err}") from None
 
 
 def read_event(env: Mapping[str, str]) -> PullRequest | None:
@@ -200,24 +240,20 @@ def failures(items: list[Item], fail_on: list[str]) -> list[str]:
                 found += [f"{item.label}: {m} no longer fits {g}" for m, g in regressions(item.base, item.head)]
             elif ":" in condition and item.head is not None:
                 method, gpu = condition.split(":", 1)
-                entries = {(m.lower(), _gpu_key(g)): e for (m, g), e in fit_entries(item.head).items()}
-                ok = fits(entries.get((method, _gpu_key(gpu))))
+                ok = fits(fit_entries(item.head).get((method, gpu.split("=", 1)[0].strip())))
                 if ok is not True:
                     found.append(f"{item.label}: {'does not fit' if ok is False else 'no estimate for'} {gpu} with {method}")
     return found
 
 
-def _gpu_key(name: str) -> str:
-    """GPU names compared as the catalogue does: case, spaces, dashes and underscores ignored."""
-    return re.sub(r"[\s_\-]+", "", name.lower())
-
-
 # -- outputs -----------------------------------------------------------------------------------------
 def settings_line(inputs: Inputs) -> str:
+    """What the estimates assume, in one line above the tables."""
     from hfmem.render_diff import cell
 
-    parts = [f"sequence length {inputs.seq_len or 'default'}", f"micro-batch {inputs.batch_size}",
-             "methods: " + (", ".join(inputs.methods) or "default"), "GPUs: " + (", ".join(inputs.gpus) or "default")]
+    seq = f"sequence length {inputs.seq_len:,}" if inputs.seq_len else "sequence length 2,048 (or the model's maximum)"
+    parts = [seq, f"micro-batch {inputs.batch_size}", "bf16 mixed precision, AdamW (QLoRA: paged 8-bit)",
+             "one GPU each: " + ", ".join(g.split("=", 1)[0].strip() for g in inputs.gpus)]
     return cell(" · ".join(parts), 1000)
 
 
@@ -312,12 +348,29 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
 
 
 def default_report_fn(inputs: Inputs) -> ReportFn:
-    """build_report with the Hub settings (hf-token) and the training settings of the inputs."""
+    """The report of `build_report` plus `estimates[]` and `fit[]` for the inputs' settings, methods and GPUs."""
+    from dataclasses import replace
+
+    from hfmem.analysis import analyse
+    from hfmem.estimate import estimate
+    from hfmem.fit import fit_matrix
+    from hfmem.gpus import resolve_gpus
     from hfmem.hub import HubSettings
-    from hfmem.report import build_report
+    from hfmem.settings import TrainingSettings
 
     hub = HubSettings.from_env(token=inputs.hf_token or None)
-    return lambda ref: build_report(ref, hub)
+    training = TrainingSettings(seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size).validated()
+    gpus = resolve_gpus(inputs.gpus)
+
+    def report(ref: Any) -> dict[str, Any]:
+        result = analyse(ref, hub)
+        arch, inventory = result.architecture, result.inventory
+        return result.to_dict() | {
+            "estimates": [estimate(arch, inventory, replace(training, method=m).validated()).to_dict() for m in inputs.methods],
+            "fit": [f.to_dict() for f in fit_matrix(arch, inventory, training, gpus, inputs.methods)],
+        }
+
+    return report
 
 
 def main() -> None:

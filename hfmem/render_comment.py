@@ -18,6 +18,8 @@ from hfmem.units import count, gib
 
 VISIBLE_DIFFS = 3
 VISIBLE_MODELS = 10
+LEGEND = ("✅ fits one GPU as set · ⚠️ fits one GPU with the change named · "
+          "❌ does not fit one GPU (N× sharding: the GPUs it needs)")
 
 
 @dataclass
@@ -101,6 +103,7 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
             out += [f"### Fit matrix ({_plural(len(listed), 'model')})", ""]
             out += [table(headers, visible), ""] if visible else []
             out += _fold(_plural(len(rows) - VISIBLE_MODELS, "more model"), [table(headers, folded)] if folded else [])
+            out += [LEGEND, ""] if methods else []
         if failed:
             out += [f"### Could not analyse ({len(failed)})", ""]
             rows = [[cell(i.label), cell(i.head_error or "not analysed")] for i in shown_failed]

@@ -271,6 +271,10 @@ def test_github_faults(hub_env, github, pr_repo, tmp_path):
     ({"INPUT_MODELS": "./local"}, "./local: no such file or directory."),
     ({"INPUT_MODELS": "a/b", "INPUT_SEQ_LEN": "2k"}, "input seq-len: expected a positive integer, got '2k'."),
     ({"INPUT_MODELS": "a/b", "INPUT_FAIL_ON": "sometimes"}, "input fail-on: 'sometimes'"),
+    ({"INPUT_MODELS": "a/b", "INPUT_FAIL_ON": "qlora:tpu9"}, "input fail-on: unknown GPU 'tpu9'; known: T4,"),
+    ({"INPUT_MODELS": "a/b", "INPUT_FAIL_ON": "dpo:a100"}, "method must be one of full, lora, qlora"),
+    ({"INPUT_MODELS": "a/b", "INPUT_GPUS": "a100, nope"}, "input gpus: unknown GPU 'nope'"),
+    ({"INPUT_MODELS": "a/b", "INPUT_METHODS": "full, rlhf"}, "input methods: 'rlhf'; choose from full, lora, qlora."),
     ({"INPUT_MODELS_FILE": "missing.txt"}, "cannot read model list"),
     ({"INPUT_CONFIG_PATHS": "../*.json"}, "use a glob relative to the workspace"),
 ])
@@ -302,9 +306,9 @@ def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):
     assert lines[-1] == "::error::hfmem: fail-on (regression): configs/llama/config.json: qlora no longer fits RTX 4090"
     assert "| qlora on RTX 4090 | ✅ | ❌ | **no longer fits** |" in sticky(state)[0]["body"]
     assert action.run({**env, "INPUT_FAIL_ON": "QLoRA:RTX4090"}, fake_report_fn, action.Log(write=lines.append)) == 12
-    assert lines[-1].endswith("fail-on (qlora:rtx4090): configs/llama/config.json: does not fit rtx4090 with qlora")
+    assert lines[-1].endswith("fail-on (qlora:RTX 4090): configs/llama/config.json: does not fit RTX 4090 with qlora")
     assert action.run({**env, "INPUT_FAIL_ON": "full:rtx4090"}, fake_report_fn, action.Log(write=lines.append)) == 12
-    assert "org/fits: no estimate for rtx4090 with full" in lines[-1]
+    assert "org/fits: no estimate for RTX 4090 with full" in lines[-1]
     assert action.run({**env, "INPUT_FAIL_ON": "none"}, fake_report_fn, action.Log(write=lines.append)) == 0
     assert len(sticky(state)) == 1
 
@@ -333,6 +337,19 @@ def test_action_yml_and_example_agree_with_the_entry_point():
     assert set(uses["with"]) <= set(spec["inputs"])
     assert example["permissions"]["pull-requests"] == "write"
     assert not (ROOT / ".github" / "workflows" / "workflow.yml").exists()
+
+
+def test_gpus_methods_and_fail_on_resolve_to_catalogue_names(tmp_path):
+    env = {"INPUT_MODELS": "a/b", "INPUT_GPUS": "4090, a100-80gb\nmycard=40", "INPUT_METHODS": "QLoRA",
+           "INPUT_FAIL_ON": "error, full:h100, lora:MyCard", "INPUT_SEQ_LEN": "4096"}
+    inputs = action.read_inputs(env, tmp_path)
+    assert inputs.gpus == ["RTX 4090", "A100 80GB", "mycard=40", "H100 80GB"]
+    assert inputs.methods == ["qlora", "full", "lora"]
+    assert inputs.fail_on == ["error", "full:H100 80GB", "lora:mycard=40"]
+    assert inputs.seq_len == 4096 and inputs.batch_size == 1
+    defaults = action.read_inputs({"INPUT_MODELS": "a/b"}, tmp_path)
+    assert defaults.gpus == list(action.DEFAULT_GPUS) and defaults.methods == ["full", "lora", "qlora"]
+    assert defaults.fail_on == ["error"]
 
 
 def test_unwritable_summary_is_one_line(tmp_path):
