@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hfmem.render_comment import Item, render
+from hfmem.render_comment import LEGEND, Item, render
 from hfmem.render_diff import regressions, render_diff
 
 GIB = 1024**3
@@ -48,7 +48,7 @@ def test_extra_models_fold_into_details():
     body = render(models(14), "settings", LIMIT)
     visible, folded = body.split("<details><summary>4 more models</summary>")
     assert visible.count("| org/model") == 10 and folded.count("| org/model") == 4
-    assert "\n\n| model | parameters" in folded and folded.rstrip().endswith("</details>")
+    assert "\n\n| model | parameters" in folded and folded.rstrip().endswith("</details>\n\n" + LEGEND)
     assert "left out" not in body
 
 
