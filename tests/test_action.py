@@ -151,6 +151,9 @@ def test_two_runs_leave_one_updated_comment(hub_env, github, pr_repo, tmp_path):
     assert "| layers | 2 | 4 | +2 (+100.0%) |" in body
     assert "configs/same/config.json" not in body  # unchanged in the PR
     assert "| hfmem\\-test/tiny\\-llama |" in body
+    assert "| model | parameters | method | peak memory / GPU | T4 | RTX 4090 | A100 40GB | H100 80GB | H200 141GB |" in body
+    assert re.search(r"\| memory, qlora \| [\d.]+ GiB \| [\d.]+ GiB \| \+[\d.]+ GiB", body)
+    assert "| fit |  |  | unchanged on every GPU |" in body
     assert "<sub>hfmem" in body and "for commit 0123456" in body
 
     write_config(repo, "configs/llama/config.json", 6)  # a new push to the PR
