@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
+from hfmem import cli_options as opt
 from hfmem import errors
 
 # typer may vendor click; find its ClickException through a public subclass either way.
@@ -39,13 +40,33 @@ def model(
     output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
+    method: opt.Methods = None,
+    seq_len: opt.SeqLen = None,
+    batch_size: opt.BatchSize = 1,
+    grad_accum: opt.GradAccum = 1,
+    dtype: opt.Dtype = "bf16",
+    optimizer: opt.Optimizer = None,
+    zero: opt.Zero = None,
+    num_gpus: opt.NumGpus = 1,
+    offload_optimizer: opt.OffloadOptimizer = False,
+    offload_params: opt.OffloadParams = False,
+    gradient_checkpointing: opt.Checkpointing = "off",
+    attention: opt.Attention = "flash",
+    lora_rank: opt.LoraRank = 16,
+    lora_targets: opt.LoraTargets = "all-linear",
+    gpu: opt.Gpus = None,
+    cuda_context_gib: opt.CudaContext = None,
+    fragmentation: opt.Fragmentation = None,
 ) -> None:
     from hfmem.hub import HubSettings
     from hfmem.modelref import parse_model_ref
     from hfmem.report import build_report
 
+    plan = opt.make_plan(method, seq_len, batch_size, grad_accum, dtype, optimizer, zero, num_gpus, offload_optimizer,
+                         offload_params, gradient_checkpointing, attention, lora_rank, lora_targets, gpu,
+                         cuda_context_gib, fragmentation)
     ref = parse_model_ref(model, revision)
-    report = build_report(ref, HubSettings.from_env(token=token, timeout=timeout))
+    report = build_report(ref, HubSettings.from_env(token=token, timeout=timeout), plan)
     emit(report, output, details)
 
 

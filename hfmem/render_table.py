@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from hfmem.units import count
+from hfmem.units import GIB, count, gib, size
 
 _ARCH_ROWS = [
     ("model_type", "model type"), ("model_class", "class"), ("num_layers", "layers"), ("hidden_size", "hidden"),
@@ -67,10 +68,136 @@ def notes_text(report: dict[str, Any]) -> Text:
     return lines
 
 
-def render(report: dict[str, Any], console: Console, details: bool = False) -> None:
-    title = Text(f"{report['model']}", style="bold")
+METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
+_SHARDING = {"none": "1 GPU", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
+             "fsdp_full_shard": "FSDP", "fsdp_shard_grad_op": "FSDP-SGO"}
+
+
+def settings_line(report: dict[str, Any]) -> str:
+    """The assumptions every cell shares, in one line."""
+    a = report["estimates"][0]["assumptions"]
+    overhead = a["overhead"]
+    lora = a.get("lora") or {}
+    lora_text = f" · LoRA r={lora['rank']} on {','.join(lora['targets'])}" if lora else ""
+    return (f"{a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
+            f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
+            f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
+            f"{lora_text}")
+
+
+def multi_gpu_text(multi: dict[str, Any] | None) -> str:
+    if not multi:
+        return ""
+    offload = " + offload" if multi["offload_optimizer"] or multi["offload_params"] else ""
+    return f"{multi['num_gpus']}×{_SHARDING.get(multi['sharding'], multi['sharding'])}{offload}"
+
+
+_SAME_METHOD = {"gradient_checkpointing": "+ckpt", "smaller_micro_batch": "b=1+accum",
+                "checkpointing_and_smaller_micro_batch": "+ckpt b=1", "8bit_optimizer": "8-bit+ckpt"}
+_OTHER = {"lora": "LoRA+ckpt", "qlora": "QLoRA+ckpt", "zero3_offload": "offload", "zero3_offload_params": "ZeRO-Inf."}
+MAX_SUGGESTED_GPUS = 64
+
+
+def short_gib(n_bytes: float) -> str:
+    value = n_bytes / GIB
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def recommendation(fit: dict[str, Any]) -> str:
+    """The least intrusive way to make a cell work: same-method change, a few GPUs, another method, offload."""
+    by_name = {m["name"]: m for m in fit["mitigations"]}
+    multi = fit["multi_gpu"]
+    for name, label in _SAME_METHOD.items():
+        if name in by_name:
+            return f"{label} {short_gib(by_name[name]['total_bytes'])}"
+    if multi and 1 < multi["num_gpus"] <= MAX_SUGGESTED_GPUS:
+        return multi_gpu_text(multi)
+    for name, label in _OTHER.items():
+        if name in by_name:
+            return f"{label} {short_gib(by_name[name]['total_bytes'])}"
+    return multi_gpu_text(multi) or "no fit"
+
+
+def fit_cell(fit: dict[str, Any]) -> Text:
+    """One method on one GPU in one line: GiB needed, then the batch room or what would make it fit."""
+    total = short_gib(fit["single_gpu"]["total_bytes"])
+    if fit["status"] == "fits":
+        return Text.assemble((f"✓ {total}", "green"), (f" b≤{fit['max_micro_batch_size']:,}", "dim"))
+    return Text.assemble((f"✗ {total}", "red"), (f" → {recommendation(fit)}", "yellow"))
+
+
+def fit_table(report: dict[str, Any]) -> Table:
+    methods = list(dict.fromkeys(f["method"] for f in report["fit"]))
+    table = Table(title="GiB per GPU at these settings; where it does not fit, the least intrusive change and its GiB",
+                  title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("GPU (usable GiB)")
+    for method in methods:
+        table.add_column(METHOD_TITLES.get(method, method))
+    rows: dict[str, dict[str, Any]] = {}
+    for fit in report["fit"]:
+        rows.setdefault(fit["gpu"]["name"], {})[fit["method"]] = fit
+    for name, by_method in rows.items():
+        usable = next(iter(by_method.values()))["gpu"]["usable_gib"]
+        table.add_row(Text.assemble(name, (f" {usable:g}", "dim")), *(fit_cell(by_method[m]) for m in methods))
+    return table
+
+
+def breakdown_table(report: dict[str, Any]) -> Table:
+    """Per-GPU bytes by term for each method's estimate."""
+    table = Table(title="Memory per GPU by term", title_justify="left", box=None, pad_edge=False)
+    table.add_column("term", style="dim")
+    for est in report["estimates"]:
+        table.add_column(METHOD_TITLES.get(est["method"], est["method"]), justify="right")
+    terms = ["weights", "gradients", "optimizer", "activations", "overhead", "total"]
+    for term in terms:
+        table.add_row(Text(term, style="bold" if term == "total" else ""),
+                      *(gib(e["per_gpu_bytes"][term]) for e in report["estimates"]))
+    table.add_row("trainable params", *(count(e["parameters"]["trainable"]) for e in report["estimates"]))
+    return table
+
+
+def activations_table(report: dict[str, Any]) -> Table:
+    act = report["estimates"][0]["activations"]
+    table = Table(title=f"Activations ({report['estimates'][0]['method']}, per micro-batch)", title_justify="left",
+                  box=None, pad_edge=False)
+    table.add_column("part", style="dim")
+    table.add_column("bytes", justify="right")
+    for layer in act["per_layer"]:
+        table.add_row(f"{layer['kind']} layer × {layer['count']}", f"{size(layer['bytes'])} each")
+    for key in ("embedding", "loss_peak", "stored", "peak"):
+        table.add_row(key.replace("_", " "), size(act[key]))
+    return table
+
+
+def headline(report: dict[str, Any]) -> Text:
+    params = report["parameters"]
+    text = Text(f"{report['model']}", style="bold")
     if report.get("sha"):
-        title.append(f" @ {report['sha'][:12]}", style="dim")
-    parts: list[Any] = [title]
-    parts += [architecture_table(report), parameters_table(report), notes_text(report)]
+        text.append(f" @ {report['sha'][:12]}", style="dim")
+    text.append(f" · {count(params['total'])} parameters")
+    arch = report["architecture"]
+    text.append(f" · {arch['num_layers']} layers, hidden {arch['hidden_size']:,}, {arch['attention_kind']}", style="dim")
+    if arch.get("num_experts"):
+        text.append(f", {arch['num_experts']} experts (top-{arch['experts_per_token']})", style="dim")
+    return text
+
+
+def render(report: dict[str, Any], console: Console, details: bool = False) -> None:
+    """One screen by default: headline, cross-check, the fit matrix and its assumptions; --details adds the rest."""
+    parts: list[Any] = [headline(report), notes_text(report)]
+    if details:
+        parts += [architecture_table(report), parameters_table(report)]
+    if report.get("fit"):
+        parts.append(fit_table(report))
+        parts.append(Text("assumes: " + settings_line(report) + "; b: largest micro-batch that fits", style="dim"))
+        rule = report["estimates"][0]["rule_of_thumb"]
+        parts.append(Text(f"rule of thumb 6 × params(B) GB = {rule['seed_rule_gb']:,} GB; "
+                          f"{report['estimates'][0]['method']} model state alone is {rule['model_state_gb']:,} GB "
+                          f"({rule['model_state_bytes_per_param']} bytes/param).", style="dim"))
+        if details:
+            parts += [breakdown_table(report), activations_table(report)]
+        else:
+            parts.append(Text("--details: architecture, parameters by component, memory by term, activations "
+                              "per layer; --format json: everything.", style="dim"))
     console.print(Group(*parts))

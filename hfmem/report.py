@@ -1,14 +1,47 @@
-"""One model's full report as a JSON-ready dict: the seam shared by `hfmem MODEL`, `hfmem scan` and the Action."""
+"""One model's full report as a JSON-ready dict: the seam shared by `hfmem MODEL`, `hfmem scan` and the Action.
+
+The report is the model's analysis (architecture, parameters, cross-check) plus, for a Plan
+(training settings, methods, GPUs), one estimate per method and the fit matrix.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hfmem.analysis import analyse
+from hfmem.analysis import ModelReport, analyse
+from hfmem.gpus import Gpu
 from hfmem.hub import HubSettings
 from hfmem.modelref import ModelRef
+from hfmem.settings import METHODS, TrainingSettings
 
 
-def build_report(ref: ModelRef, settings: HubSettings) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Plan:
+    """What to estimate: one set of training settings, the methods to compare and the GPUs (() = catalogue)."""
+
+    training: TrainingSettings = field(default_factory=TrainingSettings)
+    methods: tuple[str, ...] = METHODS
+    gpus: tuple[Gpu, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"training": self.training.to_dict(), "methods": list(self.methods),
+                "gpus": [g.to_dict() for g in self.gpus] or "catalogue"}
+
+
+def build_report(ref: ModelRef, settings: HubSettings, plan: Plan | None = None) -> dict[str, Any]:
     """Analyse the model and return the documented JSON schema (see README.md)."""
-    return analyse(ref, settings).to_dict()
+    return with_estimates(analyse(ref, settings), plan or Plan())
+
+
+def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
+    """The analysis as a dict, plus `estimates[]` (one per method) and `fit[]` (method x GPU)."""
+    from hfmem.estimate import estimate
+    from hfmem.fit import fit_matrix
+    from hfmem.gpus import catalogue
+
+    arch, inventory = result.architecture, result.inventory
+    training = plan.training.validated()
+    estimates = [estimate(arch, inventory, replace(training, method=m).validated()).to_dict() for m in plan.methods]
+    fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods)
+    return result.to_dict() | {"plan": plan.to_dict(), "estimates": estimates, "fit": [f.to_dict() for f in fits]}

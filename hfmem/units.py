@@ -17,3 +17,8 @@ def count(n: int | None) -> str:
 
 def gib(n_bytes: float | None) -> str:
     return "-" if n_bytes is None else f"{n_bytes / GIB:,.1f} GiB"
+
+
+def size(n_bytes: float) -> str:
+    """Bytes in GiB, or MiB below 1 GiB, so small per-layer terms do not read as zero."""
+    return f"{n_bytes / 2**20:,.1f} MiB" if abs(n_bytes) < GIB else gib(n_bytes)

@@ -1,0 +1,64 @@
+"""The estimate flags shared by `hfmem MODEL` and `hfmem scan`, and their translation into a Plan."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from hfmem.errors import InvalidInputError
+
+Methods = Annotated[Optional[list[str]], typer.Option(
+    "--method", "-m", help="full, lora, qlora (repeatable or comma-separated; default: all three).")]
+SeqLen = Annotated[Optional[int], typer.Option(help="Sequence length (default 2048, or the model's max if smaller).")]
+BatchSize = Annotated[int, typer.Option("--batch-size", "-b", help="Micro-batch size per GPU.")]
+GradAccum = Annotated[int, typer.Option(help="Gradient accumulation steps (keeps gradients alive across steps).")]
+Dtype = Annotated[str, typer.Option(help="bf16 | fp16 (mixed precision, fp32 master weights), bf16-pure, fp32.")]
+Optimizer = Annotated[Optional[str], typer.Option(
+    help="adamw, adamw_8bit, paged_adamw_8bit, paged_adamw, sgd, sgd_momentum, adafactor, lion "
+         "(default: adamw; paged_adamw_8bit for QLoRA).")]
+Zero = Annotated[Optional[str], typer.Option(
+    "--zero", help="Sharding: ddp, 1, 2, 3 (ZeRO stages), fsdp (full shard), fsdp_shard_grad_op.")]
+NumGpus = Annotated[int, typer.Option(help="GPUs the estimate shards over.")]
+OffloadOptimizer = Annotated[bool, typer.Option(help="Offload optimizer states to CPU (ZeRO/FSDP).")]
+OffloadParams = Annotated[bool, typer.Option(help="Offload parameters to CPU (ZeRO-3/FSDP).")]
+Checkpointing = Annotated[str, typer.Option(help="Gradient checkpointing: off, full, selective.")]
+Attention = Annotated[str, typer.Option(help="Attention kernel: flash, sdpa, eager.")]
+LoraRank = Annotated[int, typer.Option(help="LoRA rank r (alpha does not change memory).")]
+LoraTargets = Annotated[str, typer.Option(help="LoRA target modules: all-linear, or names like q_proj,v_proj.")]
+Gpus = Annotated[Optional[list[str]], typer.Option(
+    "--gpu", "-g", help="GPUs to fit against: catalogue names (h100, rtx4090...) or name=GiB (repeatable; "
+                        "default: the whole catalogue).")]
+CudaContext = Annotated[Optional[float], typer.Option(help="CUDA context per GPU in GiB (default 0.5).")]
+Fragmentation = Annotated[Optional[float], typer.Option(
+    help="Allocator fragmentation as a fraction of allocated memory (default 0.10).")]
+
+
+def split_list(values: list[str] | None) -> tuple[str, ...]:
+    """Repeatable options that also accept comma-separated values."""
+    return tuple(v.strip() for value in values or [] for v in value.split(",") if v.strip())
+
+
+def make_plan(methods: list[str] | None = None, seq_len: int | None = None, batch_size: int = 1,
+              grad_accum: int = 1, dtype: str = "bf16", optimizer: str | None = None, zero: str | None = None,
+              num_gpus: int = 1, offload_optimizer: bool = False, offload_params: bool = False,
+              gradient_checkpointing: str = "off", attention: str = "flash", lora_rank: int = 16,
+              lora_targets: str = "all-linear", gpus: list[str] | None = None, cuda_context_gib: float | None = None,
+              fragmentation: float | None = None):
+    """Validate the flags into a Plan; every bad value is an InvalidInputError naming the flag's value."""
+    from hfmem.gpus import resolve_gpus
+    from hfmem.report import Plan
+    from hfmem.settings import METHODS, TrainingSettings, parse_overhead
+
+    chosen = tuple(m.lower() for m in split_list(methods)) or METHODS
+    unknown = [m for m in chosen if m not in METHODS]
+    if unknown:
+        raise InvalidInputError(f"--method must be one of {', '.join(METHODS)}; got {unknown[0]!r}.")
+    training = TrainingSettings(
+        method=chosen[0], seq_len=seq_len, micro_batch_size=batch_size, gradient_accumulation_steps=grad_accum,
+        dtype=dtype, optimizer=optimizer, sharding=zero, num_gpus=num_gpus, offload_optimizer=offload_optimizer,
+        offload_params=offload_params, gradient_checkpointing=gradient_checkpointing, attention=attention,
+        lora_rank=lora_rank, lora_targets=lora_targets,
+        overhead=parse_overhead(cuda_context_gib, fragmentation),
+    ).validated()
+    return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpus)))
