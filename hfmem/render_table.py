@@ -192,12 +192,12 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
         parts.append(fit_table(report))
         parts.append(Text("assumes: " + settings_line(report) + "; b: largest micro-batch that fits", style="dim"))
         rule = report["estimates"][0]["rule_of_thumb"]
-        parts.append(Text(f"rule of thumb 6 × params(B) GB = {rule['seed_rule_gb']:,} GB; "
-                          f"{report['estimates'][0]['method']} model state alone is {rule['model_state_gb']:,} GB "
-                          f"({rule['model_state_bytes_per_param']} bytes/param).", style="dim"))
+        parts.append(Text(f"\"6 × params(B) GB\" says {rule['seed_rule_gb']:,.0f} GB; {report['estimates'][0]['method']} "
+                          f"model state alone is {rule['model_state_gb']:,.0f} GB "
+                          f"({rule['model_state_bytes_per_param']:g} bytes/param)", style="dim"))
         if details:
             parts += [breakdown_table(report), activations_table(report)]
         else:
-            parts.append(Text("--details: architecture, parameters by component, memory by term, activations "
-                              "per layer; --format json: everything.", style="dim"))
+            parts.append(Text("--details: architecture, parameters, memory by term, activations; --format json: all",
+                              style="dim"))
     console.print(Group(*parts))

@@ -1,0 +1,100 @@
+"""`hfmem MODEL` estimate flags, the JSON estimates/fit, and the one-screen fit table (offline examples)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hfmem.cli import run
+
+PER_GPU_KEYS = {"weights", "gradients", "optimizer", "activations", "overhead", "total"}
+
+
+def hfmem(capsys, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = run(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "100")
+
+
+def test_json_carries_every_method_and_gpu(capsys):
+    code, out, err = hfmem(capsys, "example:Llama-2-70b-hf", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [e["method"] for e in data["estimates"]] == ["full", "lora", "qlora"]
+    for est in data["estimates"]:
+        assert PER_GPU_KEYS <= est["per_gpu_bytes"].keys()
+        parts = sum(est["per_gpu_bytes"][k] for k in PER_GPU_KEYS - {"total"})
+        assert parts >= est["per_gpu_bytes"]["total"] > 0
+        for key in ("dtype", "optimizer", "micro_batch_size", "seq_len", "gradient_checkpointing", "attention", "overhead"):
+            assert key in est["assumptions"]
+    assert len(data["fit"]) == 3 * len({f["gpu"]["name"] for f in data["fit"]}) >= 3 * 15
+    # mixed-precision AdamW: 16 bytes per parameter of model state (ZeRO paper), not the 6 GB/B rule
+    full = data["estimates"][0]
+    state = sum(full["per_gpu_bytes"][k] for k in ("weights", "gradients", "optimizer"))
+    assert state == 16 * data["parameters"]["total"]
+
+
+def test_flags_reach_the_estimate(capsys):
+    code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "lora", "--seq-len", "4096",
+                           "-b", "2", "--gradient-checkpointing", "full", "--attention", "sdpa", "--lora-rank", "8",
+                           "--lora-targets", "q_proj,v_proj", "--optimizer", "adamw_8bit", "--gpu", "mycard=40",
+                           "--gpu", "h100", "--cuda-context-gib", "1", "--fragmentation", "0.2")
+    assert code == 0, err
+    data = json.loads(out)
+    (est,) = data["estimates"]
+    a = est["assumptions"]
+    assert (a["method"], a["seq_len"], a["micro_batch_size"], a["gradient_checkpointing"], a["optimizer"]) == (
+        "lora", 4096, 2, "full", "adamw_8bit")
+    assert a["lora"]["rank"] == 8 and a["lora"]["targets"] == ["q_proj", "v_proj"]
+    assert a["overhead"]["cuda_context_gib"] == 1 and a["overhead"]["fragmentation"] == 0.2
+    # LoRA r=8 on q_proj and v_proj of Llama-3-8B: 32 layers x 8 x ((4096+4096) + (4096+1024))
+    assert est["parameters"]["trainable"] == 32 * 8 * (8192 + 5120)
+    assert [f["gpu"]["name"] for f in data["fit"]] == ["mycard", "H100 80GB"]
+    assert data["fit"][0]["gpu"]["usable_gib"] == 40
+
+
+def test_sharding_divides_model_state(capsys):
+    one = json.loads(hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "full")[1])
+    eight = json.loads(hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "full", "--zero", "3",
+                             "--num-gpus", "8")[1])
+    state = lambda d: sum(d["estimates"][0]["per_gpu_bytes"][k] for k in ("weights", "gradients", "optimizer"))
+    assert state(eight) < state(one) / 7  # ZeRO-3 shards all of it (plus gather buffers)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--method", "dpo"], "--method"),
+    (["--dtype", "fp8"], "dtype"),
+    (["--gpu", "nosuchgpu"], "unknown GPU"),
+    (["--gpu", "x=-3"], "bad GPU spec"),
+    (["--batch-size", "0"], "micro_batch_size"),
+    (["--zero", "7"], "sharding"),
+    (["--num-gpus", "4", "--zero", "none"], "sharding"),
+    (["--offload-params"], "offload"),
+])
+def test_bad_flags_are_one_line_errors(capsys, args, words):
+    code, out, err = hfmem(capsys, "example:gpt2", *args)
+    assert code == 2 and words in err and err.count("\n") == 1 and out == ""
+
+
+def test_default_table_is_one_screen(capsys):
+    code, out, err = hfmem(capsys, "example:Llama-2-70b-hf")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) <= 32 and max(len(line) for line in lines) <= 100
+    assert "H100 80GB" in out and "QLoRA" in out and "assumes: bf16" in out
+    assert "(16 bytes/param)" in out  # the seed rule of thumb is shown for what it is
+
+
+def test_details_add_the_breakdown(capsys):
+    code, out, _ = hfmem(capsys, "example:Mixtral-8x7B-v0.1", "--details", "-g", "h100")
+    assert code == 0
+    for words in ("Architecture", "experts", "Memory per GPU by term", "optimizer", "Activations"):
+        assert words in out
