@@ -348,29 +348,16 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
 
 
 def default_report_fn(inputs: Inputs) -> ReportFn:
-    """The report of `build_report` plus `estimates[]` and `fit[]` for the inputs' settings, methods and GPUs."""
-    from dataclasses import replace
-
-    from hfmem.analysis import analyse
-    from hfmem.estimate import estimate
-    from hfmem.fit import fit_matrix
+    """`build_report` with the inputs' hf-token and Plan (training settings, methods, GPUs)."""
     from hfmem.gpus import resolve_gpus
     from hfmem.hub import HubSettings
+    from hfmem.report import Plan, build_report
     from hfmem.settings import TrainingSettings
 
     hub = HubSettings.from_env(token=inputs.hf_token or None)
-    training = TrainingSettings(seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size).validated()
-    gpus = resolve_gpus(inputs.gpus)
-
-    def report(ref: Any) -> dict[str, Any]:
-        result = analyse(ref, hub)
-        arch, inventory = result.architecture, result.inventory
-        return result.to_dict() | {
-            "estimates": [estimate(arch, inventory, replace(training, method=m).validated()).to_dict() for m in inputs.methods],
-            "fit": [f.to_dict() for f in fit_matrix(arch, inventory, training, gpus, inputs.methods)],
-        }
-
-    return report
+    training = TrainingSettings(method=inputs.methods[0], seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)
+    plan = Plan(training=training.validated(), methods=tuple(inputs.methods), gpus=resolve_gpus(inputs.gpus))
+    return lambda ref: build_report(ref, hub, plan)
 
 
 def main() -> None:
