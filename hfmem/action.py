@@ -15,7 +15,7 @@ import os
 import re
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -250,9 +250,13 @@ def failures(items: list[Item], fail_on: list[str]) -> list[str]:
 def settings_line(inputs: Inputs) -> str:
     """What the estimates assume, in one line above the tables."""
     from hfmem.render_diff import cell
+    from hfmem.settings import TrainingSettings
 
+    t = TrainingSettings().validated()
     seq = f"sequence length {inputs.seq_len:,}" if inputs.seq_len else "sequence length 2,048 (or the model's maximum)"
-    parts = [seq, f"micro-batch {inputs.batch_size}", "bf16 mixed precision, AdamW (QLoRA: paged 8-bit)",
+    parts = [seq, f"micro-batch {inputs.batch_size}", f"{t.dtype} mixed precision", f"{t.resolved_optimizer} "
+             f"(QLoRA: {replace(t, method='qlora').resolved_optimizer})", f"gradient checkpointing {t.gradient_checkpointing}",
+             f"LoRA rank {t.lora_rank} on {', '.join(t.lora_targets)}",
              "one GPU each: " + ", ".join(g.split("=", 1)[0].strip() for g in inputs.gpus)]
     return cell(" · ".join(parts), 1000)
 
@@ -325,8 +329,8 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
         items = build_items(inputs, pr, workspace, report_fn, log)
         problems = failures(items, inputs.fail_on)
         settings = settings_line(inputs)
-        summary = log.redact(render(items, settings, SUMMARY_BUDGET, footer=footer(env)))
-        body = log.redact(render(items, settings, COMMENT_BUDGET, header=MARKER, footer=footer(env)))
+        summary = log.redact(render(items, settings, SUMMARY_BUDGET, footer=footer(env), problems=problems))
+        body = log.redact(render(items, settings, COMMENT_BUDGET, header=MARKER, footer=footer(env), problems=problems))
         data = {"hfmem_version": __version__, "pull_request": pr.number if pr else None,
                 "inputs": {k: v for k, v in inputs.__dict__.items() if k not in {"token", "hf_token"}},
                 "items": [item.to_dict() for item in items], "failures": problems}

@@ -77,7 +77,16 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
 
 
-def render(items: list[Item], settings: str, budget: int, header: str = "", footer: str = "") -> str:
+def problem_lines(problems: list[str], shown: int = 20) -> list[str]:
+    """The violated fail-on conditions as a list, escaped, the first `shown` of them."""
+    if not problems:
+        return []
+    lines = [f"**❌ fail-on: {_plural(len(problems), 'problem')}**", ""] + [f"- {cell(p)}" for p in problems[:shown]]
+    return lines + ([f"- and {len(problems) - shown} more"] if len(problems) > shown else []) + [""]
+
+
+def render(items: list[Item], settings: str, budget: int, header: str = "", footer: str = "",
+           problems: list[str] | None = None) -> str:
     """The whole markdown, at most `budget` characters: as many items as fit, in section order."""
     diffs = [i for i in items if i.changed]
     listed = [i for i in items if i.head is not None]
@@ -88,7 +97,7 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
         shown_diffs = diffs[:keep]
         shown_listed = listed[:max(0, keep - len(diffs))]
         shown_failed = failed[:max(0, keep - len(diffs) - len(listed))]
-        out = ([header] if header else []) + ["## hfmem: will it train?", "", settings, ""]
+        out = ([header] if header else []) + ["## hfmem: will it train?", "", settings, ""] + problem_lines(problems or [])
         if diffs:
             out += [f"### Config changes in this pull request ({len(diffs)})", ""]
             blocks = [render_diff(i.label, i.status, i.base, i.head, i.base_error, i.head_error) for i in shown_diffs]

@@ -102,7 +102,8 @@ def render_diff(path: str, status: str, base: dict[str, Any] | None, head: dict[
         before, after = base_arch.get(key), head_arch.get(key)
         if base is not None and before != after:
             numeric = all(isinstance(v, int) and not isinstance(v, bool) for v in (before, after))
-            rows.append([name, cell(before), cell(after), _change(before, after, lambda n: f"{n:,}") if numeric else ""])
+            shown = [f"{v:,}" if numeric else cell(v) for v in (before, after)]
+            rows.append([name, *shown, _change(before, after, lambda n: f"{n:,}") if numeric else ""])
     base_total = base["parameters"]["total"] if base else None
     head_total = head["parameters"]["total"]
     rows.append(["**parameters**", count(base_total), f"**{count(head_total)}**", _change(base_total, head_total, count)])

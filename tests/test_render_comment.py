@@ -102,3 +102,11 @@ def test_verdicts():
     assert verdict({"single_gpu": {"fits": False}, "status": "fits_with_mitigation",
                     "mitigation": {"name": "gradient_checkpointing"}}) == "⚠️ gradient checkpointing"
     assert verdict({"single_gpu": {"fits": False}, "status": "does_not_fit", "multi_gpu": None}) == "❌"
+
+
+def test_fail_on_problems_are_listed_and_escaped():
+    problems = [f"configs/<b>{i}</b>.json: qlora no longer fits RTX 4090" for i in range(25)]
+    body = render(models(1), "s", LIMIT, problems=problems)
+    assert "**❌ fail-on: 25 problems**" in body and "- and 5 more" in body
+    assert "- configs/&lt;b&gt;0&lt;/b&gt;.json\\: qlora no longer fits RTX 4090" in body and "<b>" not in body
+    assert "fail-on" not in render(models(1), "s", LIMIT)
