@@ -338,6 +338,9 @@ def test_action_yml_and_example_agree_with_the_entry_point():
     example = yaml.safe_load((ROOT / "examples" / "workflow.yml").read_text())
     uses = next(s for s in example["jobs"]["fit"]["steps"] if s.get("id") == "hfmem")
     assert set(uses["with"]) <= set(spec["inputs"])
+    env = {"INPUT_" + k.upper().replace("-", "_"): v for k, v in uses["with"].items() if k != "models-file"}
+    inputs = action.read_inputs(env | {"INPUT_MODELS": "org/model"}, ROOT)  # the example's values are valid
+    assert inputs.gpus == ["RTX 4090", "A100 80GB", "H100 80GB"] and inputs.fail_on[-1] == "qlora:RTX 4090"
     assert example["permissions"]["pull-requests"] == "write"
     assert not (ROOT / ".github" / "workflows" / "workflow.yml").exists()
 
@@ -362,3 +365,11 @@ def test_unwritable_summary_is_one_line(tmp_path):
     (tmp_path / "no").write_text("a file, not a folder")
     assert action.run(env, fake_report_fn, action.Log(write=lines.append)) == 1
     assert len(lines) == 1 and lines[0].startswith("::error::hfmem: cannot write ")
+
+
+def test_log_lines_cannot_inject_workflow_commands():
+    lines: list[str] = []
+    log = action.Log(secrets=["s3cret"], write=lines.append)
+    log("bad name\n::add-mask::x\r\n::error::y s3cret")
+    log.error("100% broken\n::warning::z")
+    assert lines == ["hfmem: bad name ::add-mask::x ::error::y ***", "::error::hfmem: 100%25 broken ::warning::z"]
