@@ -102,7 +102,7 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
             out += [f"### Config changes in this pull request ({len(diffs)})", ""]
             blocks = [render_diff(i.label, i.status, i.base, i.head, i.base_error, i.head_error) for i in shown_diffs]
             out += blocks[:VISIBLE_DIFFS]
-            out += _fold(f"{_plural(len(blocks) - VISIBLE_DIFFS, 'more changed config')}", blocks[VISIBLE_DIFFS:])
+            out += _fold(_plural(len(blocks) - VISIBLE_DIFFS, 'more changed config'), blocks[VISIBLE_DIFFS:])
         if listed:
             methods, gpus = columns(listed)
             headers = ["model", "parameters"] + (["method", "peak memory / GPU"] + [cell(g) for g in gpus] if methods else [])

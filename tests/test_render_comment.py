@@ -110,3 +110,11 @@ def test_fail_on_problems_are_listed_and_escaped():
     assert "**❌ fail-on: 25 problems**" in body and "- and 5 more" in body
     assert "- configs/&lt;b&gt;0&lt;/b&gt;.json\\: qlora no longer fits RTX 4090" in body and "<b>" not in body
     assert "fail-on" not in render(models(1), "s", LIMIT)
+
+
+def test_extra_diffs_fold_into_details():
+    items = [Item(f"configs/{i}/config.json", "config", "modified", head=report("h", 2_000_000), base=report("b", 1_000_000))
+             for i in range(5)]
+    body = render(items, "s", LIMIT)
+    visible, folded = body.split("<details><summary>2 more changed configs</summary>")
+    assert visible.count("#### configs/") == 3 and folded.split("</details>")[0].count("#### configs/") == 2
