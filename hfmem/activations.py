@@ -50,6 +50,10 @@ _SANDWICH_NORM_FAMILIES = {"gemma2", "gemma3", "gemma3_text", "olmo2"}
 _SOFTCAP_FAMILIES = {"gemma2"}
 # DeepSeek's router runs its linear in fp32 on an fp32 copy of the hidden states.
 _FP32_ROUTER_FAMILIES = {"deepseek_v2", "deepseek_v3", "glm4_moe", "kimi_k2"}
+# A LayerNorm right after the embeddings (BERT-style embeddings, BLOOM's word_embeddings_layernorm).
+_EMBEDDING_NORM_FAMILIES = {"bert", "roberta", "xlm-roberta", "electra", "bloom", "deberta", "deberta-v2", "albert"}
+# A masked-LM head transform before the decoder: dense -> activation -> LayerNorm.
+_MLM_HEAD_FAMILIES = {"bert", "roberta", "xlm-roberta", "electra", "deberta", "deberta-v2", "albert"}
 # Falcon (multi_query, not new_decoder_architecture) calls SDPA with one broadcast K/V head and no
 # enable_gqa, which no fused kernel accepts: SDPA falls back to its math path.
 _SDPA_BROADCAST_MQA = {"falcon"}
@@ -87,6 +91,9 @@ class Trainability:
     adapter_input_bytes: float = 0.0
     adapter_output_bytes: float = 4.0
     lora_dropout: float = 0.0
+    kept_inputs: frozenset[str] = frozenset()
+    """Frozen layers that keep their input anyway: bitsandbytes' 4-bit matmul stores its input for a
+    weight gradient it never computes (ctx.tensors = (A, B) in MatMul4Bit)."""
     input_requires_grad: bool = True
     """Whether the embedding output requires grad (full FT, or LoRA with checkpointing, where HF calls
     enable_input_require_grads). When False, layer 0 saves nothing before its first adapter."""
@@ -101,7 +108,7 @@ class Trainability:
 
     def needs_input(self, name: str) -> bool:
         """Whether the layer `name` keeps its input for backward (its weight or a sharing adapter needs it)."""
-        if self.full or name in self.trainable:
+        if self.full or name in self.trainable or name in self.kept_inputs:
             return True
         return name in self.lora and self.adapter_input_bytes == 0 and self.lora_dropout == 0
 
@@ -272,6 +279,12 @@ def layer_modules(arch: Architecture, inventory: Inventory) -> tuple[LayerModule
                 attn_in.append(mod)
         elif g.component == "router":
             router.append(Module(g.name, g.in_features, g.out_features, g.count / max(1, moe_layers), g.kind))
+        elif g.component in {"mlp", "experts", "other"} and g.in_features == g.out_features == arch.hidden_size and any(
+                o.component == "mlp" and o.out_features != arch.hidden_size for o in inventory.linears):
+            # a square hidden->hidden projection beside the MLP is the attention output (BERT's
+            # BertSelfOutput.dense, which the inventory files under "mlp" by its class name) or a head transform
+            if g.count == arch.num_layers + arch.encoder_layers or g.count == attn_layers:
+                attn_out.append(Module(g.name, g.in_features, g.out_features, g.count / attn_layers, g.kind))
         elif g.component in {"mlp", "experts", "other"}:
             is_out = g.out_features == arch.hidden_size and g.in_features != arch.hidden_size
             shared = arch.is_moe and moe_layers and not (dense_layers and g.count % dense_layers == 0 and g.count // dense_layers <= 1 and (g.in_features == arch.intermediate_size or g.out_features == arch.intermediate_size))
@@ -311,10 +324,14 @@ def resolve_attention(arch: Architecture, attention: str, seq_len: int) -> str:
 
 
 def _norm(saved: _Saved, name: str, arch: Architecture, width: float, p: int, trained: Trainability,
-          weight_trainable: bool, *, input_needed: bool = True) -> None:
-    """A norm over `width` features per token, as the HF code computes it (bytes per token)."""
+          weight_trainable: bool, *, input_needed: bool = True, r: int | None = None) -> None:
+    """A norm over `width` features per token, as the HF code computes it (bytes per token).
+
+    r: bytes of the norm's input when it differs from the compute dtype (AMP's fp32 residual stream).
+    """
     if not input_needed:
         return
+    p = r or p
     if arch.norm == "layernorm":
         saved.add(f"{name}.input", p * width)  # F.layer_norm keeps its input, mean and rstd for any grad
         saved.add(f"{name}.stats", 8)
@@ -329,9 +346,16 @@ def _norm(saved: _Saved, name: str, arch: Architecture, width: float, p: int, tr
 
 
 def _linear_inputs(saved: _Saved, name: str, width: float, p: int, modules: tuple[Module, ...],
-                   trained: Trainability, *, extra_need: bool = False) -> None:
-    """The input shared by `modules` is kept if any of them needs it for a weight grad."""
-    if extra_need or any(trained.needs_input(m.name) for m in modules):
+                   trained: Trainability, *, extra_need: bool = False, r: int | None = None) -> None:
+    """The input shared by `modules` is kept if any of them needs it for a weight grad.
+
+    Under autocast over an fp32 residual (r > p) each linear casts its fp32 input to 16 bits itself,
+    so every linear that needs its input keeps its own copy.
+    """
+    needing = sum(m.per_layer for m in modules if trained.needs_input(m.name))
+    if r is not None and r > p:
+        saved.add(name, p * width * (needing + (1 if extra_need else 0)))
+    elif extra_need or needing:
         saved.add(name, p * width)
 
 
@@ -356,8 +380,12 @@ def _lora_adapters(saved: _Saved, role: str, modules: tuple[Module, ...], traine
 
 
 def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, mods: LayerModules,
-               trained: Trainability, mask_bytes: float | None, sliding: bool, input_grad: bool = True) -> None:
-    """What the attention block saves per token, after the (shared) normed input."""
+               trained: Trainability, mask_bytes: float | None, sliding: bool, input_grad: bool = True,
+               autocast: bool = False) -> None:
+    """What the attention block saves per token, after the (shared) normed input.
+
+    autocast: torch autocast runs softmax in fp32 whatever the model code asks for.
+    """
     a, kv = arch.num_attention_heads, arch.num_key_value_heads
     mla = arch.mla
     if mla is not None:
@@ -382,7 +410,7 @@ def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, m
     o_needed = any(trained.needs_input(m.name) for m in mods.attn_out)
     drop = arch.attention_dropout > 0
     if kernel == "eager":
-        softmax_fp32 = arch.model_type not in _SOFTMAX_IN_COMPUTE_DTYPE
+        softmax_fp32 = arch.model_type not in _SOFTMAX_IN_COMPUTE_DTYPE or autocast
         k_heads = a if rep > 1 else kv
         saved.add("attn.q", p * a * dq)
         saved.add("attn.k", p * k_heads * dq)
@@ -474,14 +502,16 @@ def _sliding(arch: Architecture, kind: str, s: int) -> bool:
 
 
 def _layer_at(cache: dict, arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p: int,
-              mods: LayerModules, trained: Trainability, mask_bytes: float | None, *, input_grad: bool = True) -> _Saved:
+              mods: LayerModules, trained: Trainability, mask_bytes: float | None, *, input_grad: bool = True,
+              r: int | None = None) -> _Saved:
     """`_layer` at length s, from a cached affine form: per-token terms are a + b·s (the a·s² terms)."""
     sliding = _sliding(arch, kind, s)
-    key = (kind, mlp_kind, kernel, p, mods, trained, mask_bytes, input_grad, sliding)
+    key = (kind, mlp_kind, kernel, p, mods, trained, mask_bytes, input_grad, sliding, r)
     forms = cache.get(key)
     if forms is None:
-        forms = cache[key] = (_layer(arch, kind, mlp_kind, kernel, 0, p, mods, trained, mask_bytes, input_grad=input_grad, sliding=sliding),
-                              _layer(arch, kind, mlp_kind, kernel, 1, p, mods, trained, mask_bytes, input_grad=input_grad, sliding=sliding))
+        forms = cache[key] = tuple(
+            _layer(arch, kind, mlp_kind, kernel, length, p, mods, trained, mask_bytes, input_grad=input_grad,
+                   sliding=sliding, r=r) for length in (0, 1))
     zero, one = forms
     out = _Saved()
     for name in one.terms.keys() | zero.terms.keys():
@@ -493,7 +523,7 @@ def _layer_at(cache: dict, arch: Architecture, kind: str, mlp_kind: str, kernel:
 
 def _layer(arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p: int,
            mods: LayerModules, trained: Trainability, mask_bytes: float | None, *, input_grad: bool = True,
-           sliding: bool = False) -> _Saved:
+           sliding: bool = False, r: int | None = None) -> _Saved:
     """Saved bytes per token of one layer (attention kind x MLP kind); the caller multiplies by b·s.
 
     input_grad=False: the layer's input needs no gradient (layer 0 of a LoRA model without
@@ -506,31 +536,31 @@ def _layer(arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p:
     has_attention = "attention" in kind
     has_mlp = mlp_kind != "none"
     if kind == "mamba":
-        _mamba(saved, arch, p, trained)
+        _mamba(saved, arch, p, trained, r)
         return saved
     attn_input_users = mods.attn_in if has_attention else ()
     mlp_input_users = (mods.mlp_in if mlp_kind == "dense" else mods.shared_in + mods.router) if has_mlp else ()
     mlp_adapted = any(m.name in trained.lora for m in mods.mlp_in + mods.mlp_out + mods.shared_in + mods.shared_out)
     skip_parallel_mlp = not input_grad and arch.parallel_block and not mlp_adapted and not trained.full
     if has_attention:
-        _norm(saved, "attn_norm", arch, h, p, trained, norm_w, input_needed=input_grad)
+        _norm(saved, "attn_norm", arch, h, p, trained, norm_w, input_needed=input_grad, r=r)
         if arch.parallel_block:
-            _linear_inputs(saved, "attn_norm.out", h, p, attn_input_users + mlp_input_users, trained)
+            _linear_inputs(saved, "attn_norm.out", h, p, attn_input_users + mlp_input_users, trained, r=r)
         else:
-            _linear_inputs(saved, "attn_norm.out", h, p, attn_input_users, trained)
+            _linear_inputs(saved, "attn_norm.out", h, p, attn_input_users, trained, r=r)
         _lora_adapters(saved, "attn_in", mods.attn_in + mods.q_b + mods.kv_b, trained, p, mask_bytes)
-        _attention(saved, arch, kernel, s, p, mods, trained, mask_bytes, sliding, input_grad)
+        _attention(saved, arch, kernel, s, p, mods, trained, mask_bytes, sliding, input_grad, autocast=bool(r and r > p))
         _lora_adapters(saved, "attn_out", mods.attn_out, trained, p, mask_bytes)
         if arch.model_type in _SANDWICH_NORM_FAMILIES:
-            _norm(saved, "post_attn_norm", arch, h, p, trained, norm_w)
+            _norm(saved, "post_attn_norm", arch, h, p, trained, norm_w, r=r)
         if arch.hidden_dropout > 0:
             saved.add("attn.resid_dropout_mask", _mask(mask_bytes, p) * h)
     if has_mlp and not (skip_parallel_mlp and has_attention):
         if not (arch.parallel_block and has_attention):
-            _norm(saved, "mlp_norm", arch, h, p, trained, norm_w)
+            _norm(saved, "mlp_norm", arch, h, p, trained, norm_w, r=r)
             router_fp32 = mlp_kind == "moe" and arch.model_type in _FP32_ROUTER_FAMILIES and p < 4
             router_needs = mlp_kind == "moe" and not router_fp32 and trained.weight("router")
-            _linear_inputs(saved, "mlp_norm.out", h, p, mlp_input_users, trained, extra_need=router_needs)
+            _linear_inputs(saved, "mlp_norm.out", h, p, mlp_input_users, trained, extra_need=router_needs, r=r)
         if mlp_kind == "dense":
             _mlp(saved, "mlp", arch, _width(mods.mlp_in, arch.intermediate_size), p, mods.mlp_in, mods.mlp_out, trained)
             _lora_adapters(saved, "mlp_in", mods.mlp_in, trained, p, mask_bytes)
@@ -538,7 +568,7 @@ def _layer(arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p:
         else:
             _moe(saved, arch, p, mods, trained, mask_bytes)
         if arch.model_type in _SANDWICH_NORM_FAMILIES:
-            _norm(saved, "post_mlp_norm", arch, h, p, trained, norm_w)
+            _norm(saved, "post_mlp_norm", arch, h, p, trained, norm_w, r=r)
         if arch.hidden_dropout > 0 and not (arch.parallel_block and arch.model_type == "falcon"):
             saved.add("mlp.resid_dropout_mask", _mask(mask_bytes, p) * h)
     return saved
@@ -546,11 +576,8 @@ def _layer(arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p:
 
 def _width(mods: tuple[Module, ...], default: int) -> int:
     """The MLP's intermediate width from its input projections (a fused gate_up counts half)."""
-    for m in mods:
-        if "gate_up" in m.name:
-            return m.out_features // 2
-        return m.out_features
-    return default
+    widths = [m.out_features // 2 if "gate_up" in m.name else m.out_features for m in mods]
+    return max(widths) if widths else default
 
 
 def _moe(saved: _Saved, arch: Architecture, p: int, mods: LayerModules, trained: Trainability, mask_bytes: float | None) -> None:
@@ -575,11 +602,11 @@ def _moe(saved: _Saved, arch: Architecture, p: int, mods: LayerModules, trained:
         _lora_adapters(saved, "shared_out", mods.shared_out, trained, p, mask_bytes)
 
 
-def _mamba(saved: _Saved, arch: Architecture, p: int, trained: Trainability) -> None:
+def _mamba(saved: _Saved, arch: Architecture, p: int, trained: Trainability, r: int | None = None) -> None:
     """A Mamba-2 mixer layer, approximately: norm, in_proj output, conv, gated output, out_proj input."""
     h = arch.hidden_size
     inner = 2 * h
-    _norm(saved, "mixer_norm", arch, h, p, trained, trained.weight("norm"))
+    _norm(saved, "mixer_norm", arch, h, p, trained, trained.weight("norm"), r=r)
     saved.add("mixer.norm_out", p * h)
     saved.add("mixer.in_proj_out", p * (2 * inner + 2 * 128 + arch.num_attention_heads))
     saved.add("mixer.conv_out", p * (inner + 2 * 128))
@@ -624,6 +651,7 @@ def estimate_activations(
     micro_batch_size: int,
     seq_len: int,
     compute_bytes: int = 2,
+    residual_bytes: int | None = None,
     attention: str = "flash_attention_2",
     gradient_checkpointing: str = "off",
     trained: Trainability = FULL,
@@ -638,6 +666,7 @@ def estimate_activations(
     `cache`: a dict the caller keeps per model, so repeated calls reuse the per-layer forms.
     """
     cache = {} if cache is None else cache
+    r = compute_bytes if residual_bytes is None else residual_bytes
     b, s, p = micro_batch_size, seq_len, compute_bytes
     tokens = b * s
     kernel = resolve_attention(arch, attention, s)
@@ -649,7 +678,7 @@ def estimate_activations(
     layers: list[LayerActivation] = []
     for kind, mlp_kind, count in _layer_plan(arch):
         mods = moe_mods if mlp_kind == "moe" else dense_mods
-        saved = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes)
+        saved = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, r=r)
         label = kind if mlp_kind in {"dense", "none"} else f"{kind}+moe"
         layers.append(LayerActivation(
             kind=label, count=count, bytes=round(saved.total * tokens),
@@ -681,13 +710,21 @@ def estimate_activations(
         embedding += _mask(dropout_mask_bytes, p) * h * tokens
     if arch.position_embedding == "rope":
         rope = arch.mla.qk_rope_head_dim if arch.mla else int(arch.head_dim * arch.partial_rotary_factor)
-        embedding += 2 * s * rope * p  # cos and sin for (1, s) positions, shared by all layers
+        embedding += 2 * s * rope * r  # cos and sin for (1, s) positions (in the residual's dtype), shared by all layers
+
+    if arch.model_type in _EMBEDDING_NORM_FAMILIES:
+        emb = _Saved()
+        _norm(emb, "embedding_norm", arch, h, p, trained, trained.weight("norm"), r=r)
+        embedding += emb.total * tokens
 
     head_trained = trained.needs_input("lm_head")
     final = _Saved()
-    _norm(final, "final_norm", arch, h, p, trained, trained.weight("norm"))
+    if arch.model_type in _MLM_HEAD_FAMILIES:
+        final.add("head_transform.input", p * h if trained.full else 0)
+        final.add("head_transform.act", p * h)  # the activation's input; its output feeds the LayerNorm
+    _norm(final, "final_norm", arch, h, p, trained, trained.weight("norm"), r=r)  # BERT: the head's LayerNorm
     if head_trained:
-        final.add("lm_head.input", p * h)
+        final.add("lm_head.input", p * h)  # one cast copy under autocast too
     _lora_adapters(final, "lm_head", (Module("lm_head", h, v, 1),), trained, p, dropout_mask_bytes)
     loss = 4 * tokens * v + 8 * tokens + 4  # log_softmax's fp32 output, labels, the scalar
     if arch.model_type in _SOFTCAP_FAMILIES:
@@ -699,8 +736,8 @@ def estimate_activations(
     if not trained.input_requires_grad and gradient_checkpointing == "off" and plan and not trained.full:
         kind, mlp_kind, _ = plan[0]
         mods = moe_mods if mlp_kind == "moe" else dense_mods
-        regular = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes)
-        first = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, input_grad=False)
+        regular = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, r=r)
+        first = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, input_grad=False, r=r)
         adjustments = round((first.total - regular.total) * tokens)
         if arch.embedding_dropout > 0:
             adjustments -= round(_mask(dropout_mask_bytes, p) * h * tokens)  # no grad: no mask kept
@@ -710,7 +747,7 @@ def estimate_activations(
     recompute = 0
     body_layers = sum(layer.count for layer in layers)
     if gradient_checkpointing == "full":
-        checkpoint_inputs = p * h * tokens * body_layers
+        checkpoint_inputs = r * h * tokens * body_layers
         if kernel == "eager":
             embedding += p * b * s * s + 8 * s  # the 4-D causal mask and positions stay in the recompute closure
         recompute = max((layer.bytes for layer in layers), default=0)

@@ -8,7 +8,8 @@ Public API (pure functions, no torch):
         "per_gpu_bytes": {"weights", "gradients", "optimizer", "activations", "overhead", "total",
                           "master_weights", "optimizer_states", "sharding_buffers",
                           "activations_stored", "activation_transient", "loss_peak", "recompute",
-                          "optimizer_step_transient", "gradient_activation_overlap",
+                          "optimizer_step_transient", "autocast_weight_copies", "paged_optimizer",
+                          "gradient_activation_overlap",
                           "allocated_peak", "reserved_peak",
                           "cuda_context", "fragmentation"},
         "cpu_bytes", "activations": {...per-layer figures...},
@@ -19,7 +20,9 @@ How the total is formed (all per GPU):
                      + optimizer_step_transient - gradient_activation_overlap
                    = weights + optimizer + sharding_buffers
                      + max(activations + gradients alive in forward, gradients + optimizer_step_transient)
-    total = allocated_peak + fragmentation + cuda_context        (= reserved_peak + cuda_context)
+    total = allocated_peak + fragmentation + cuda_context + paged_optimizer
+where paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
+allocator: it is in the device total but not in allocated/reserved, and it can page out to the CPU;
 where `optimizer` is ZeRO's K·Ψ (states + fp32 master weights), `activations` is what backward
 keeps at the end of the forward pass plus the largest transient (the loss's fp32 buffers, a
 checkpointed layer's recompute, QLoRA's dequantised weight), and the overlap removes the gradients
@@ -41,6 +44,7 @@ from hfmem.architecture import Architecture
 from hfmem.meta_model import Inventory
 from hfmem.model_state import (
     NF4_BYTES_PER_PARAM,
+    compute_bytes,
     ModelState,
     ParameterSplit,
     largest_quantized_matrix,
@@ -73,7 +77,7 @@ class Estimate:
 
     @property
     def settings_compute_bytes(self) -> int:
-        return 4 if self.settings.dtype == "fp32" else 2
+        return 4 if self.settings.dtype in {"fp32", "amp-bf16", "amp-fp16"} else 2
 
     def fits(self, usable_bytes: int) -> bool:
         return self.total <= usable_bytes
@@ -141,7 +145,7 @@ class Context:
 def trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     """What gets gradients and how LoRA adapters hold their inputs, for the settings."""
     key = (settings.method, settings.dtype, settings.adapter_dtype, settings.lora_targets, settings.lora_rank,
-           settings.lora_dropout, settings.gradient_checkpointing != "off")
+           settings.lora_dropout, settings.gradient_checkpointing != "off", settings.qlora_kernel)
     if key not in ctx._trainability:
         ctx._trainability[key] = _trainability(ctx, settings)
     return ctx._trainability[key]
@@ -151,8 +155,8 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     if settings.method == "full":
         return Trainability()
     groups = lora_targets(ctx.inventory, settings.lora_targets)
-    p = 4 if settings.dtype == "fp32" else 2
-    autocast = settings.dtype in {"bf16", "fp16"}
+    p = compute_bytes(settings.dtype)
+    autocast = settings.dtype in {"bf16", "fp16", "amp-bf16", "amp-fp16"}
     fp32_adapters = settings.adapter_dtype == "fp32" and p < 4
     if not fp32_adapters:
         copy, out = 0.0, p
@@ -160,9 +164,13 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
         copy, out = (0.0 if autocast else 4.0), (p if autocast else 4.0)  # bnb's LoRA skips the cast under autocast
     else:
         copy, out = (float(p) if autocast else 4.0), (p if autocast else 4.0)
+    kept = frozenset()
+    if settings.method == "qlora" and settings.qlora_kernel == "bitsandbytes":
+        kept = frozenset(g.name for g in ctx.inventory.linears if g.component != "head")
     return Trainability(
         trainable=frozenset(),
         lora=frozenset(g.name for g in groups),
+        kept_inputs=kept,
         lora_rank=settings.lora_rank,
         adapter_input_bytes=copy,
         adapter_output_bytes=out,
@@ -173,11 +181,12 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
 
 def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> ActivationEstimate:
     """The activation estimate for validated settings at `seq_len`."""
-    p = 4 if settings.dtype == "fp32" else 2
+    p = compute_bytes(settings.dtype)
     workspace = ctx.dequant_elements * p if settings.method == "qlora" else 0
     return estimate_activations(
         ctx.arch, ctx.inventory,
         micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
+        residual_bytes=4 if settings.dtype.startswith("amp") else p,
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
         trained=trainability(ctx, settings), dequant_workspace=workspace, modules=ctx.modules,
         cache=ctx.layer_cache,
@@ -199,10 +208,12 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     shard = state.gradients / full_grads if full_grads else 0.0
     early = min(state.gradients, round(split.largest_trainable * state.bytes_per_param["gradients"] * shard))
     grads_in_forward = state.gradients if state.gradients_persist else early
-    backward_peak = activations + grads_in_forward
+    backward_peak = activations + grads_in_forward + state.forward_transient
     step_peak = state.gradients + state.step_transient
-    overlap = activations + state.gradients + state.step_transient - max(backward_peak, step_peak)
-    allocated = state.weights + state.optimizer + state.sharding_buffers + max(backward_peak, step_peak)
+    transients = state.step_transient + state.forward_transient
+    overlap = activations + state.gradients + transients - max(backward_peak, step_peak)
+    paged = state.paged_optimizer
+    allocated = state.weights + state.optimizer - paged + state.sharding_buffers + max(backward_peak, step_peak)
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
     return {
@@ -211,7 +222,7 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         "optimizer": state.optimizer,
         "activations": activations,
         "overhead": fragmentation + context,
-        "total": allocated + fragmentation + context,
+        "total": allocated + fragmentation + context + paged,
         "master_weights": state.master_weights,
         "optimizer_states": state.optimizer_states,
         "sharding_buffers": state.sharding_buffers,
@@ -220,6 +231,8 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         "loss_peak": act.loss_peak,
         "recompute": act.recompute,
         "optimizer_step_transient": state.step_transient,
+        "autocast_weight_copies": state.forward_transient,
+        "paged_optimizer": paged,
         "gradient_activation_overlap": overlap,
         "allocated_peak": allocated,
         "reserved_peak": allocated + fragmentation,
@@ -262,7 +275,8 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
     if s.method == "qlora":
         notes.append(f"QLoRA: NF4 (block 64, double quantisation) = {NF4_BYTES_PER_PARAM:.4f} bytes/param for "
                      "nn.Linear weights; embeddings, norms, biases and lm_head stay in the compute dtype; "
-                     "one weight at a time is dequantised to the compute dtype (workspace)")
+                     "one weight at a time is dequantised to the compute dtype (workspace)"
+                     + ("; bitsandbytes' 4-bit matmul keeps each layer's input for backward" if s.qlora_kernel == "bitsandbytes" else ""))
         if any(g.kind == "experts" for g in ctx.inventory.linears):
             notes.append("QLoRA on MoE: transformers 5's fused expert tensors are assumed quantised like "
                          "transformers 4's per-expert nn.Linear layers (bitsandbytes quantises nn.Linear only)")
@@ -277,7 +291,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
     return {
         "method": s.method,
         "dtype": s.dtype,
-        "compute_bytes": 4 if s.dtype == "fp32" else 2,
+        "compute_bytes": compute_bytes(s.dtype),
         "optimizer": s.resolved_optimizer,
         "micro_batch_size": s.micro_batch_size,
         "gradient_accumulation_steps": s.gradient_accumulation_steps,

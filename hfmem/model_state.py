@@ -30,6 +30,9 @@ NF4_NO_DOUBLE_QUANT_BYTES = 0.5 + 4 / 64
 BNB_8BIT_BLOCK = 256
 """bitsandbytes' blockwise 8-bit optimizers keep one fp32 absmax per 256 values of each state."""
 
+DEEPSPEED_MAX_LIVE_PARAMETERS = 10**9
+"""DeepSpeed ZeRO-3 keeps up to stage3_max_live_parameters (default 1e9) gathered parameters resident."""
+
 DEEPSPEED_REDUCE_BUCKET_ELEMENTS = None
 """None: Hugging Face's "auto" value, hidden_size² elements (DeepSpeed's own default is 5e8)."""
 
@@ -50,6 +53,8 @@ class ParameterSplit:
     """Trainable parameters outside matrices (norms, biases), for Adafactor."""
     largest_trainable: int
     """Size of the largest single trainable tensor (optimizer-in-backward keeps one gradient)."""
+    matmul_parameters: int = 0
+    """Weights of the model's matmuls (linear layers, experts, head): what autocast copies to 16 bits."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -106,6 +111,7 @@ def largest_quantized_matrix(inventory: Inventory) -> int:
 def parameter_split(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> ParameterSplit:
     """Trainable vs frozen (16-bit or NF4) parameter counts for the settings' method."""
     total = inventory.total
+    matmul = sum(g.count * g.in_features * g.out_features for g in inventory.linears)
     if settings.method == "full":
         head_tied = inventory.by_component.get("head", 0) == 0
         matrices = tuple((g.out_features, g.in_features, g.count) for g in inventory.linears
@@ -115,16 +121,16 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         in_matrices = sum(r * c * n for r, c, n in matrices)
         vectors = max(0, total - in_matrices - embed)
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
-        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest)
+        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul)
     groups = lora_targets(inventory, settings.lora_targets)
     r = settings.lora_rank
     trainable = lora_parameters(groups, r)
     matrices = tuple(m for g in groups for m in ((r, g.in_features, g.count), (g.out_features, r, g.count)))
     largest = max((max(r * g.in_features, r * g.out_features) for g in groups), default=0)
     if settings.method == "lora":
-        return ParameterSplit(total + trainable, trainable, total, 0, matrices, 0, largest)
+        return ParameterSplit(total + trainable, trainable, total, 0, matrices, 0, largest, matmul + trainable)
     quantized = quantized_parameters(inventory)
-    return ParameterSplit(total + trainable, trainable, total - quantized, quantized, matrices, 0, largest)
+    return ParameterSplit(total + trainable, trainable, total - quantized, quantized, matrices, 0, largest, trainable)
 
 
 @dataclass(frozen=True)
@@ -140,7 +146,13 @@ class ModelState:
     gradients_persist: bool
     """True when gradients stay allocated through the forward pass (ZeRO's partitions, accumulation)."""
     step_transient: int
-    """Allocated only inside optimizer.step(), when activations are gone (DeepSpeed's fp32 gradient partition)."""
+    """Allocated only inside optimizer.step(), when activations are gone (DeepSpeed's fp32 gradient
+    partition, foreach AdamW's sqrt(v) buffer)."""
+    forward_transient: int
+    """Alive from the forward through the backward, on top of activations: autocast's 16-bit weight copies."""
+    paged_optimizer: int
+    """Optimizer states in CUDA managed memory (bitsandbytes paged optimizers): on the device, outside
+    PyTorch's allocator statistics; part of `optimizer_states`."""
     bytes_per_param: dict[str, float]
     notes: tuple[str, ...] = ()
 
@@ -157,13 +169,19 @@ class ModelState:
 
 
 def _weight_bytes(dtype: str) -> int:
+    """Bytes of a stored weight: 4 for fp32 and AMP (fp32 weights under autocast), else 2."""
+    return 4 if dtype in {"fp32", "amp-bf16", "amp-fp16"} else 2
+
+
+def compute_bytes(dtype: str) -> int:
+    """Bytes of an activation element: 4 in fp32, 2 in every 16-bit mode (AMP included)."""
     return 4 if dtype == "fp32" else 2
 
 
 def optimizer_state_bytes(optimizer: str, state_bytes: int, split: ParameterSplit) -> float:
     """Optimizer state bytes for the trainable parameters (`state_bytes`: 4 fp32 or 2 bf16 per value)."""
     n = split.trainable
-    if optimizer in {"adamw", "paged_adamw"}:
+    if optimizer in {"adamw", "adamw_foreach", "paged_adamw"}:
         return 2 * state_bytes * n
     if optimizer in {"adamw_8bit", "paged_adamw_8bit"}:
         return n * (2 + 2 * 4 / BNB_8BIT_BLOCK)
@@ -195,14 +213,15 @@ def model_state_bytes(
     sharding = settings.resolved_sharding
     stage = settings.zero_stage or 0
     compute = _weight_bytes(settings.dtype)
-    mixed = settings.dtype in {"bf16", "fp16"}
+    mixed = settings.dtype in {"bf16", "fp16"}  # 16-bit weights + fp32 master (AMP keeps fp32 weights instead)
     if settings.method == "full":
         train_w = compute
     else:
-        train_w = 4 if settings.adapter_dtype == "fp32" or settings.dtype == "fp32" else compute
+        train_w = 4 if settings.adapter_dtype == "fp32" or compute == 4 else compute
     master = 4 if (mixed and train_w < 4) else 0
     state = 4 if (master or train_w == 4) else 2
     optimizer = settings.resolved_optimizer
+    amp = settings.dtype in {"amp-bf16", "amp-fp16"}
     notes: list[str] = []
 
     weights = split.trainable * train_w + split.frozen_16bit * compute + split.frozen_quantized * NF4_BYTES_PER_PARAM
@@ -213,12 +232,17 @@ def model_state_bytes(
         "weights": float(train_w), "gradients": float(train_w), "master_weights": float(master),
         "optimizer_states": states / split.trainable if split.trainable else 0.0,
     }
+    step = 0.0
+    autocast_copies = 0.0
+    if amp:
+        matmul_params = split.matmul_parameters
+        autocast_copies = matmul_params * 2
+        notes.append("AMP: autocast keeps a 16-bit copy of every matmul weight for backward")
     if settings.optimizer_in_backward:
         grads = split.largest_trainable * train_w
         notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
 
     buffers = 0.0
-    step = 0.0
     cpu = 0.0
     persist = False
     reduce_bucket = (DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size)
@@ -239,9 +263,10 @@ def model_state_bytes(
             grads /= n
         if stage >= 3:
             weights /= n
-            buffers += gathered
+            live = min(split.total, max(2 * layer_parameters, DEEPSPEED_MAX_LIVE_PARAMETERS))
+            buffers += gathered * live / max(1, min(2 * layer_parameters, split.total))
         notes.append(f"ZeRO-{stage}: reduce bucket (hidden² elements, HF 'auto')"
-                     + (", two layers' parameters gathered" if stage >= 3 else "")
+                     + (", up to stage3_max_live_parameters (1e9) gathered parameters resident" if stage >= 3 else "")
                      + "; the fp32 gradient partition exists only during the optimizer step")
     elif sharding in {"fsdp_full_shard", "fsdp_shard_grad_op"}:
         masters /= n
@@ -257,6 +282,8 @@ def model_state_bytes(
             buffers += unit_grads
             notes.append("FSDP shard-grad-op: parameters stay unsharded between forward and backward")
 
+    if optimizer == "adamw_foreach":
+        step += states / 2  # torch._foreach_sqrt(exp_avg_sq): one more buffer the size of a moment
     if settings.offload_optimizer:
         cpu += masters + states
         masters = 0.0
@@ -279,6 +306,8 @@ def model_state_bytes(
         cpu_bytes=round(cpu),
         gradients_persist=persist or settings.gradient_accumulation_steps > 1,
         step_transient=round(step) if not settings.offload_optimizer else 0,
+        forward_transient=round(autocast_copies / (n if stage >= 3 else 1)),
+        paged_optimizer=round(states) if optimizer.startswith("paged") else 0,
         bytes_per_param=per_param,
         notes=tuple(notes),
     )

@@ -16,12 +16,20 @@ from hfmem.errors import InvalidInputError
 
 METHODS = ("full", "lora", "qlora")
 
-DTYPES = ("bf16", "fp16", "bf16-pure", "fp32")
-"""bf16/fp16: mixed precision with fp32 master weights (ZeRO/DeepSpeed, FSDP MixedPrecision, AMP);
-bf16-pure: bf16 weights, gradients and optimizer states, no master copy (torchtune, LitGPT
-"bf16-true", a bf16-loaded model trained without a master copy); fp32: everything in fp32."""
+DTYPES = ("bf16", "fp16", "bf16-pure", "fp32", "amp-bf16", "amp-fp16")
+"""bf16/fp16: mixed precision with 16-bit weights and gradients and fp32 master weights
+(ZeRO/DeepSpeed, FSDP MixedPrecision); bf16-pure: bf16 weights, gradients and optimizer states, no
+master copy (torchtune, LitGPT "bf16-true", a bf16-loaded model trained without a master copy);
+fp32: everything in fp32; amp-bf16/amp-fp16: torch autocast over an fp32-loaded model (HF Trainer
+--bf16/--fp16 on fp32 weights): fp32 weights, gradients and states, 16-bit copies of the matmul
+weights kept for backward, an fp32 residual stream."""
 
-OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum", "adafactor", "lion")
+OPTIMIZERS = ("adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum",
+              "adafactor", "lion")
+"""adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
+torch.optim.AdamW's default multi-tensor path, whose step briefly allocates one more state-sized
+buffer; paged_*: bitsandbytes paged optimizers, whose states live in CUDA managed memory outside
+PyTorch's allocator (they can page out to the CPU instead of failing)."""
 
 SHARDINGS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op")
 """Cheapest first, as the fit search tries them (offload is a separate switch on top)."""
@@ -44,9 +52,11 @@ _ALIASES: dict[str, dict[str, str]] = {
         "fp16": "fp16", "float16": "fp16", "half": "fp16", "mixed-fp16": "fp16", "mixed_fp16": "fp16", "amp-fp16": "fp16",
         "bf16-pure": "bf16-pure", "pure-bf16": "bf16-pure", "bf16_pure": "bf16-pure", "bf16-true": "bf16-pure",
         "fp32": "fp32", "float32": "fp32", "32": "fp32",
+        "amp-bf16": "amp-bf16", "amp_bf16": "amp-bf16", "amp-fp16": "amp-fp16", "amp_fp16": "amp-fp16",
     },
     "optimizer": {
-        "adamw": "adamw", "adam": "adamw", "adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_fused": "adamw",
+        "adamw": "adamw", "adamw_torch_fused": "adamw", "adamw_fused": "adamw",
+        "adamw_foreach": "adamw_foreach", "adamw_torch": "adamw_foreach", "adam": "adamw_foreach", "torch_adamw": "adamw_foreach",
         "adamw_8bit": "adamw_8bit", "adamw8bit": "adamw_8bit", "adamw_bnb_8bit": "adamw_8bit", "adam8bit": "adamw_8bit",
         "paged_adamw_8bit": "paged_adamw_8bit", "paged_adamw8bit": "paged_adamw_8bit",
         "paged_adamw": "paged_adamw", "paged_adamw_32bit": "paged_adamw", "paged_adamw32bit": "paged_adamw",
@@ -116,6 +126,8 @@ class TrainingSettings:
     lora_targets: tuple[str, ...] = ("all-linear",)
     lora_dropout: float = 0.0
     adapter_dtype: str = "fp32"
+    qlora_kernel: str = "bitsandbytes"
+    """The 4-bit linear: "bitsandbytes" (HF/PEFT, keeps each quantized layer's input) or "torchao" (torchtune's NF4)."""
     optimizer_in_backward: bool = False
     """Step each parameter as its gradient is ready and free it (torchtune): no full gradient set."""
     overhead: Overhead = field(default_factory=Overhead)
@@ -159,6 +171,8 @@ class TrainingSettings:
             changes[name] = _positive_int(name, getattr(self, name), low)
         if self.seq_len is not None:
             changes["seq_len"] = _positive_int("seq_len", self.seq_len, 1)
+        if self.qlora_kernel not in {"bitsandbytes", "torchao"}:
+            raise InvalidInputError(f"qlora_kernel must be bitsandbytes or torchao; got {self.qlora_kernel!r}.")
         if not 0.0 <= float(self.lora_dropout) < 1.0:
             raise InvalidInputError(f"lora_dropout must be in [0, 1); got {self.lora_dropout!r}.")
         changes["lora_targets"] = parse_lora_targets(self.lora_targets)
