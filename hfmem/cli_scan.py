@@ -1,8 +1,8 @@
 """`hfmem scan`: analyse many models into append-only JSONL, with progress, resume, shards and exports.
 
 `hfmem.cli.run` dispatches `hfmem scan ...` here. The per-model work is `report.build_report`, the
-same seam as `hfmem MODEL`; `scan_settings` is where options that change a report (the estimate
-flags of `hfmem MODEL`) join the settings digest that `--resume` matches on.
+same seam as `hfmem MODEL`, with the same estimate flags (`hfmem.cli_options`) turned into the same
+Plan; `scan_settings` puts that Plan into the settings digest that `--resume` matches on.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from hfmem import errors
+from hfmem import __version__, errors
+from hfmem import cli_options as opt
 
 if TYPE_CHECKING:
     from hfmem.hub import HubSettings
+    from hfmem.report import Plan
     from hfmem.scan import ScanStats
     from hfmem.scan_export import FitFilter
 
@@ -55,6 +57,23 @@ def scan(
     token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
+    method: opt.Methods = None,
+    seq_len: opt.SeqLen = None,
+    batch_size: opt.BatchSize = 1,
+    grad_accum: opt.GradAccum = 1,
+    dtype: opt.Dtype = "bf16",
+    optimizer: opt.Optimizer = None,
+    zero: opt.Zero = None,
+    num_gpus: opt.NumGpus = 1,
+    offload_optimizer: opt.OffloadOptimizer = False,
+    offload_params: opt.OffloadParams = False,
+    gradient_checkpointing: opt.Checkpointing = "off",
+    attention: opt.Attention = "flash",
+    lora_rank: opt.LoraRank = 16,
+    lora_targets: opt.LoraTargets = "all-linear",
+    gpu: opt.Gpus = None,
+    cuda_context_gib: opt.CudaContext = None,
+    fragmentation: opt.Fragmentation = None,
 ) -> None:
     from hfmem import scan as engine
     from hfmem.hub import HubSettings
@@ -62,17 +81,21 @@ def scan(
 
     shard_k_n = engine.parse_shard(shard) if shard else None
     filters = [parse_fit_filter(f) for f in fits or []]
+    plan = opt.make_plan(method, seq_len, batch_size, grad_accum, dtype, optimizer, zero, num_gpus, offload_optimizer,
+                         offload_params, gradient_checkpointing, attention, lora_rank, lora_targets, gpu,
+                         cuda_context_gib, fragmentation)
     hub = dataclasses.replace(HubSettings.from_env(token=token, timeout=timeout), max_retry_wait=RATE_LIMIT_WAIT_S)
-    settings = scan_settings(hub)
+    settings = scan_settings(hub, plan)
     wanted: set[tuple[str, str]] | None = None
     if file or author or search or limit is not None:
+        _check_filters(filters, plan)
         models = engine.select_shard(engine.collect_models(file, hub, author, search, limit), shard_k_n)
         if list_only:
             sys.stdout.write("".join(f"{m}\n" for m in models))
             return
         digest = engine.settings_digest(settings)
         wanted = {(m, digest) for m in models}
-        stats = _scan(models, hub, settings, out, resume, concurrency)
+        stats = _scan(models, hub, plan, settings, out, resume, concurrency)
     elif not (csv_path or markdown_path):
         raise errors.InvalidInputError("nothing to scan: give a FILE, --author, --search or --limit "
                                        "(or --csv/--markdown to export an existing --out).")
@@ -89,12 +112,25 @@ def scan(
         raise engine.ScanFailuresError(f"{failed} of {len(records)} models failed; their records in {out} say why.")
 
 
-def scan_settings(hub: HubSettings) -> dict[str, Any]:
+def scan_settings(hub: HubSettings, plan: Plan) -> dict[str, Any]:
     """What a record's results depend on, stored in each record and digested for --resume; never the token."""
-    return {"endpoint": hub.endpoint, "offline": hub.offline}
+    return {"hfmem": __version__, "endpoint": hub.endpoint, "offline": hub.offline, "plan": plan.to_dict()}
 
 
-def _scan(models: list[str], hub: HubSettings, settings: dict[str, Any], out: Path, resume: bool,
+def _check_filters(filters: list[FitFilter], plan: Plan) -> None:
+    """Refuse a --fits that this scan's methods and GPUs can never satisfy (a typo would export nothing)."""
+    from hfmem.gpus import catalogue
+    from hfmem.scan_export import gpu_key
+
+    gpus = {gpu_key(name) for g in plan.gpus or catalogue() for name in (g.name, *g.aliases)}
+    for f in filters:
+        if f.method not in plan.methods:
+            raise errors.InvalidInputError(f"--fits {f}: {f.method} is not among the scanned methods (--method).")
+        if gpu_key(f.gpu) not in gpus:
+            raise errors.InvalidInputError(f"--fits {f}: {f.gpu} is not among the GPUs fitted against (--gpu).")
+
+
+def _scan(models: list[str], hub: HubSettings, plan: Plan, settings: dict[str, Any], out: Path, resume: bool,
           concurrency: int) -> ScanStats:
     """Run the scan behind a progress bar on stderr and print a one-line summary."""
     from hfmem import scan as engine
@@ -111,7 +147,7 @@ def _scan(models: list[str], hub: HubSettings, settings: dict[str, Any], out: Pa
             def show(stats: ScanStats) -> None:
                 bar.update(task, completed=stats.done + stats.skipped, counts=_counts(stats))
 
-            stats = engine.run_scan(models, lambda ref: build_report(ref, hub), settings, store, concurrency, show)
+            stats = engine.run_scan(models, lambda ref: build_report(ref, hub, plan), settings, store, concurrency, show)
     except KeyboardInterrupt:
         raise ScanInterruptedError(f"interrupted; finished models are recorded in {out}, rerun with --resume.") from None
     finally:

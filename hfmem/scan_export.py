@@ -1,7 +1,7 @@
 """Turn scan records (JSONL) into a CSV table or a markdown summary, optionally filtered by fit.
 
 Filters work on the record shape `hfmem/scan.py` writes; `--fits METHOD:GPU` keeps models whose
-report has a `fit[]` entry with that method and GPU and `"fits": true` (see `fit_entries`).
+report's `fit[]` says that method fits on one such GPU with the scan's settings (see `fit_cells`).
 """
 
 from __future__ import annotations
@@ -10,22 +10,22 @@ import csv
 import io
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from hfmem import errors
 from hfmem.scan import record_key
 from hfmem.units import count
 
-_FIT = re.compile(r"^([a-z0-9][a-z0-9._+-]*):([a-z0-9][a-z0-9._+-]*)$")
+_FIT = re.compile(r"^\s*([A-Za-z]+)\s*:\s*(\S.*?)\s*$")
 
 CSV_COLUMNS = ("model", "status", "repo_id", "revision", "sha", "model_type", "model_class", "parameters",
-               "checkpoint_parameters", "checkpoint_bytes", "crosscheck", "fits", "error_type", "error",
+               "checkpoint_parameters", "checkpoint_bytes", "crosscheck", "smallest_fit", "fits", "error_type", "error",
                "settings_digest")
 
 
 @dataclass(frozen=True)
 class FitFilter:
-    """`--fits METHOD:GPU`, e.g. qlora:rtx4090 (compared case-insensitively)."""
+    """`--fits METHOD:GPU`, e.g. qlora:rtx4090; the GPU by catalogue name or alias, or a custom GPU's name."""
 
     method: str
     gpu: str
@@ -34,33 +34,63 @@ class FitFilter:
         return f"{self.method}:{self.gpu}"
 
 
+class FitCell(NamedTuple):
+    """One entry of a report's `fit[]`, as the filters and exports read it."""
+
+    method: str
+    gpu: str
+    gpu_keys: frozenset[str]
+    usable_gib: float
+    fits: bool
+
+
 def parse_fit_filter(text: str) -> FitFilter:
-    """`qlora:rtx4090` -> FitFilter; anything else is a one-line input error."""
-    match = _FIT.match(text.strip().lower())
-    if not match:
-        raise errors.InvalidInputError(f"--fits {text!r}: expected METHOD:GPU, e.g. qlora:rtx4090.")
-    return FitFilter(match[1], match[2])
+    """`qlora:rtx4090` -> FitFilter("qlora", "RTX 4090"); anything else is a one-line input error."""
+    from hfmem.gpus import find_gpu
+    from hfmem.settings import METHODS
+
+    match = _FIT.match(text)
+    if not match or match[1].lower() not in METHODS:
+        raise errors.InvalidInputError(f"--fits {text!r}: expected METHOD:GPU with METHOD one of "
+                                       f"{', '.join(METHODS)}, e.g. qlora:rtx4090.")
+    try:
+        gpu = find_gpu(match[2]).name
+    except errors.InvalidInputError:  # a custom GPU (--gpu name=GiB) is matched by its name
+        gpu = match[2]
+    return FitFilter(match[1].lower(), gpu)
 
 
-def fit_entries(record: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    """(method, gpu, fits) for each entry of the record's `report.fit[]`.
+def fit_cells(record: dict[str, Any]) -> list[FitCell]:
+    """The record's `report.fit[]` entries (shape: hfmem/fit.py `Fit.to_dict`); none for failed records.
 
-    Assumed entry shape (the memory model's): {"method": "qlora", "gpu": "rtx4090", "fits": true, ...};
-    entries missing any of these are ignored, so records from before `fit[]` existed match nothing.
+    Read: `method`, `gpu.name`, `gpu.aliases`, `gpu.usable_gib` and `single_gpu.fits` (fits on one GPU
+    with the scan's settings, no mitigation). Entries missing any of them are skipped.
     """
-    report = record.get("report") or {}
-    entries = report.get("fit") or []
-    found = []
-    for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, dict) and isinstance(entry.get("method"), str) and isinstance(entry.get("gpu"), str):
-            found.append((entry["method"].lower(), entry["gpu"].lower(), entry.get("fits") is True))
-    return found
+    cells = []
+    for entry in (record.get("report") or {}).get("fit") or []:
+        try:
+            gpu = entry["gpu"]
+            names = [gpu["name"], *gpu.get("aliases", ())]
+            cells.append(FitCell(entry["method"], gpu["name"], frozenset(gpu_key(n) for n in names),
+                                 float(gpu["usable_gib"]), entry["single_gpu"]["fits"] is True))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+    return cells
 
 
 def matches_fits(record: dict[str, Any], filters: Iterable[FitFilter]) -> bool:
-    """True when every filter names a method and GPU the model fits (a failed model fits nothing)."""
-    fitting = {(method, gpu) for method, gpu, fits in fit_entries(record) if fits}
-    return all((f.method, f.gpu) in fitting for f in filters)
+    """True when, for every filter, the record's report fits that method on that GPU (a failed model fits nothing)."""
+    cells = [c for c in fit_cells(record) if c.fits]
+    return all(any(c.method == f.method and gpu_key(f.gpu) in c.gpu_keys for c in cells) for f in filters)
+
+
+def smallest_fits(record: dict[str, Any]) -> dict[str, str]:
+    """Per method, the GPU with the least memory the model fits on: the short answer to "what card do I need"."""
+    best: dict[str, FitCell] = {}
+    for cell in fit_cells(record):
+        if cell.fits and (cell.method not in best or cell.usable_gib < best[cell.method].usable_gib):
+            best[cell.method] = cell
+    return {method: cell.gpu for method, cell in best.items()}
 
 
 def latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -88,7 +118,8 @@ def csv_row(record: dict[str, Any]) -> dict[str, Any]:
         "revision": record.get("revision"), "sha": record.get("sha"), "model_type": arch.get("model_type"),
         "model_class": arch.get("model_class"), "parameters": params.get("total"),
         "checkpoint_parameters": params.get("checkpoint_total"), "checkpoint_bytes": params.get("checkpoint_bytes"),
-        "crosscheck": (report.get("crosscheck") or {}).get("status"), "fits": _fits_text(record),
+        "crosscheck": (report.get("crosscheck") or {}).get("status"), "smallest_fit": _smallest_text(record),
+        "fits": "; ".join(f"{c.method}:{c.gpu}" for c in fit_cells(record) if c.fits),
         "error_type": error.get("type"), "error": error.get("message"), "settings_digest": record["settings_digest"],
     }
 
@@ -113,12 +144,13 @@ def to_markdown(records: list[dict[str, Any]], filters: list[FitFilter]) -> str:
         lines += [f"Filtered to models that fit: {', '.join(f'`{f}`' for f in filters)}.", ""]
     lines += [f"{len(records)} models: {len(ok)} analysed, {len(failed)} failed.", ""]
     if ok:
-        lines += ["| model | commit | type | parameters | checkpoint | fits |", "|---|---|---|---:|---:|---|"]
+        lines += ["| model | commit | type | parameters | checkpoint | smallest GPU it fits on, per method |",
+                  "|---|---|---|---:|---:|---|"]
         for r in ok:
             row = csv_row(r)
             lines.append("| " + " | ".join(_md(x) for x in (
                 row["model"], (row["sha"] or "")[:12], row["model_type"] or "", count(row["parameters"]),
-                count(row["checkpoint_parameters"]), row["fits"] or "-")) + " |")
+                count(row["checkpoint_parameters"]), row["smallest_fit"] or "-")) + " |")
         lines.append("")
     if failed:
         lines += ["## Failures", "", "| model | error | reason |", "|---|---|---|"]
@@ -129,8 +161,13 @@ def to_markdown(records: list[dict[str, Any]], filters: list[FitFilter]) -> str:
     return "\n".join(lines)
 
 
-def _fits_text(record: dict[str, Any]) -> str:
-    return " ".join(f"{method}:{gpu}" for method, gpu, fits in fit_entries(record) if fits)
+def _smallest_text(record: dict[str, Any]) -> str:
+    return "; ".join(f"{method}: {gpu}" for method, gpu in smallest_fits(record).items())
+
+
+def gpu_key(name: str) -> str:
+    """GPU names compare as the catalogue does: case, spaces, dashes and underscores ignored."""
+    return re.sub(r"[\s_\-]+", "", name.lower())
 
 
 def _md(value: Any) -> str:

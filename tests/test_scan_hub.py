@@ -42,7 +42,7 @@ def test_scan_records_every_model_once(hub, tmp_path, capsys):
     hub.inject(f"*/{ORG}/ft-0011/resolve/*", latency=0.3, times=None)
     out = tmp_path / "out.jsonl"
     code = run(["scan", str(write_list(tmp_path, repos.models)), "-o", str(out), "--token", SECRET,
-                "--csv", str(tmp_path / "out.csv"), "--markdown", str(tmp_path / "out.md"), "--concurrency", "16"])
+                "--csv", str(tmp_path / "out.csv"), "--markdown", str(tmp_path / "out.md"), "--concurrency", "16", "--gpu", "rtx4090"])
     captured = capsys.readouterr()
     records = by_model(out)
     assert set(records) == set(repos.models)
@@ -64,22 +64,24 @@ def test_scan_records_every_model_once(hub, tmp_path, capsys):
     assert f"{len(records)} models: {len(records) - len(repos.failures)} analysed" in (tmp_path / "out.md").read_text()
 
 
-def test_fits_filter_on_real_reports(hub, tmp_path):
+def test_fits_filter_on_real_reports(hub, tmp_path, capsys):
     repos = add_scan_repos(hub, 6)
     out = tmp_path / "out.jsonl"
-    run(["scan", str(write_list(tmp_path, repos.models)), "-o", str(out)])
-    fits = {f"{ORG}/ft-0001": True, f"{ORG}/ft-0002": False}
-    lines = []
-    for record in by_model(out).values():  # the memory model's fit[] entries, added to real reports
-        if record["model"] in fits:
-            record["report"]["fit"] = [{"method": "qlora", "gpu": "rtx4090", "fits": fits[record["model"]]},
-                                       {"method": "full", "gpu": "rtx4090", "fits": False}]
-        lines.append(json.dumps(record))
-    with_fit = tmp_path / "with_fit.jsonl"
-    with_fit.write_text("\n".join(lines) + "\n")
-    assert run(["scan", "-o", str(with_fit), "--csv", str(tmp_path / "fit.csv"), "--fits", "QLoRA:RTX4090"]) == 0
+    plan = ["--method", "qlora", "--method", "lora", "--gpu", "rtx4090", "--gpu", "tiny=0.5"]  # 0.5 GiB: no room
+    run(["scan", str(write_list(tmp_path, repos.models)), "-o", str(out), *plan, "--fits", "qlora:4090",
+         "--csv", str(tmp_path / "fit.csv")])
+    analysed = sorted(m for m, r in by_model(out).items() if r["status"] == "ok")
+    assert len(analysed) == 6 and all(len(r["report"]["fit"]) == 4 for r in by_model(out).values() if r["report"])
     rows = list(csv.DictReader((tmp_path / "fit.csv").open()))
-    assert [(r["model"], r["fits"]) for r in rows] == [(f"{ORG}/ft-0001", "qlora:rtx4090")]
+    assert sorted(r["model"] for r in rows) == analysed
+    assert {r["fits"] for r in rows} == {"qlora:RTX 4090; lora:RTX 4090"}
+    assert {r["smallest_fit"] for r in rows} == {"qlora: RTX 4090; lora: RTX 4090"}
+
+    assert run(["scan", "-o", str(out), "--csv", str(tmp_path / "none.csv"), "--fits", "qlora:tiny"]) == 0
+    assert (tmp_path / "none.csv").read_text().count("\n") == 1  # the header row only
+    assert run(["scan", str(tmp_path / "models.txt"), *plan, "--fits", "full:rtx4090"]) == 2
+    assert run(["scan", str(tmp_path / "models.txt"), *plan, "--fits", "qlora:h100"]) == 2
+    assert "not among the GPUs fitted" in capsys.readouterr().err
 
 
 def test_listing_shards_and_concatenated_parts(hub, tmp_path, capsys):

@@ -34,6 +34,16 @@ def fake_report(model: str, total: int, fit: list[dict] | None = None) -> dict:
             "crosscheck": {"status": "exact"}, "fit": fit or []}
 
 
+def fit_entry(method: str, gpu: str, usable_gib: float, fits: bool, aliases: tuple[str, ...] = ()) -> dict:
+    """The keys of a fit[] entry (hfmem/fit.py Fit.to_dict) the filters read."""
+    return {"gpu": {"name": gpu, "aliases": list(aliases), "usable_gib": usable_gib}, "method": method,
+            "status": "fits" if fits else "does_not_fit", "single_gpu": {"fits": fits}}
+
+
+RTX4090 = ("RTX 4090", 23.99, ("4090", "rtx4090", "rtx-4090"))
+H100 = ("H100 80GB", 79.2, ("h100",))
+
+
 def test_read_list_skips_comments_blanks_and_repeats():
     lines = ["# candidates\n", "org/a\n", "\n", "org/b@v1.0  # pinned tag\n", "  org/a \n", "org/c"]
     assert read_list(lines) == ["org/a", "org/b@v1.0", "org/c"]
@@ -117,13 +127,17 @@ def test_run_scan_records_each_model_once_and_never_stops(tmp_path):
 
 
 def test_fit_filter_parses_and_matches():
-    assert str(parse_fit_filter("QLoRA:RTX4090")) == "qlora:rtx4090"
-    for bad in ("qlora", "qlora:", ":rtx4090", "q lora:x", "a:b:c"):
+    assert str(parse_fit_filter("QLoRA:rtx-4090")) == "qlora:RTX 4090"
+    assert str(parse_fit_filter("lora:my card")) == "lora:my card"  # a custom --gpu name=GiB
+    for bad in ("qlora", "qlora:", ":rtx4090", "dora:rtx4090", "q lora:x"):
         with pytest.raises(errors.InvalidInputError):
             parse_fit_filter(bad)
-    fit = [{"method": "qlora", "gpu": "rtx4090", "fits": True}, {"method": "lora", "gpu": "rtx4090", "fits": False}]
+    fit = [fit_entry("qlora", RTX4090[0], RTX4090[1], True, RTX4090[2]),
+           fit_entry("lora", RTX4090[0], RTX4090[1], False, RTX4090[2]),
+           fit_entry("lora", "my card", 40.0, True)]
     record = ok_record("org/a", SETTINGS, fake_report("org/a", 10, fit))
-    assert matches_fits(record, [parse_fit_filter("qlora:rtx4090")])
+    assert matches_fits(record, [parse_fit_filter("qlora:4090")])
+    assert matches_fits(record, [parse_fit_filter("qlora:rtx4090"), parse_fit_filter("lora:My-Card")])
     assert not matches_fits(record, [parse_fit_filter("lora:rtx4090")])
     assert not matches_fits(record, [parse_fit_filter("qlora:rtx4090"), parse_fit_filter("full:h100")])
     assert not matches_fits(error_record("org/x", SETTINGS, errors.RepoNotFoundError("gone")),
@@ -131,16 +145,19 @@ def test_fit_filter_parses_and_matches():
 
 
 def test_exports_deduplicate_and_filter():
-    fit = [{"method": "qlora", "gpu": "rtx4090", "fits": True}]
+    fit = [fit_entry("qlora", *RTX4090[:2], True, RTX4090[2]), fit_entry("qlora", *H100[:2], True, H100[2]),
+           fit_entry("full", *RTX4090[:2], False, RTX4090[2]), fit_entry("full", *H100[:2], True, H100[2])]
     records = [ok_record("org/big", SETTINGS, fake_report("org/big", 70_000_000_000)),
                ok_record("org/small", SETTINGS, fake_report("org/small", 1_000_000, fit)),
                ok_record("org/small", SETTINGS, fake_report("org/small", 1_000_000, fit)),
                error_record("org/gone", SETTINGS, errors.RepoNotFoundError("org/gone was | not found"))]
     rows = list(csv.DictReader(io.StringIO(to_csv(select(records, [])))))
     assert [r["model"] for r in rows] == ["org/big", "org/small", "org/gone"]
-    assert rows[1]["fits"] == "qlora:rtx4090" and rows[2]["error_type"] == "RepoNotFoundError"
+    assert rows[1]["fits"] == "qlora:RTX 4090; qlora:H100 80GB; full:H100 80GB"
+    assert rows[1]["smallest_fit"] == "qlora: RTX 4090; full: H100 80GB"
+    assert rows[2]["error_type"] == "RepoNotFoundError"
     filters = [parse_fit_filter("qlora:rtx4090")]
     assert [r["model"] for r in select(records, filters)] == ["org/small"]
     text = to_markdown(select(records, []), [])
     assert "3 models: 2 analysed, 1 failed." in text and "was \\| not found" in text
-    assert text.index("org/big") < text.index("org/small")
+    assert text.index("org/big") < text.index("org/small") and "qlora: RTX 4090; full: H100 80GB" in text
