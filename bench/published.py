@@ -46,6 +46,10 @@ _PEFT_DEFAULT_TARGETS = {"t5": ["q", "v"], "mt5": ["q", "v"], "bloom": ["query_k
 # Defaults of the scripts a source names, read from those scripts (PEFT's examples/*/peft_lora_*_ds_zero3_offload.py:
 # batch_size 8, the causal-LM script pads to max_length 64; the seq2seq one pads to the longest tweet, taken as 64 too).
 _SCRIPT_DEFAULTS = {"PEFT README": {"micro_batch_size": 8, "seq_len": 64}}
+# torchtune's recipe configs (llama2/llama3_1 *_lora*, *_full*): pure bf16, fused AdamW, activation
+# checkpointing on, LoRA rank 8 on q/v/output projections and the MLP. Used where a torchtune row states nothing.
+_FRAMEWORK_DEFAULTS = {"torchtune": {"dtype": "bf16", "gradient_checkpointing": True, "lora_rank": 8,
+                                     "lora_targets": ["q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}}
 # CUDA context the source itself measured (used for its nvidia-smi rows)
 _SOURCE_CONTEXT_MIB = {"HF Transformers docs": 1343}
 
@@ -131,6 +135,10 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
         assumed.append(f"dtype={dtype} (source's config)")
     if dtype == "mixed-fp16" and "trainer" in notes.lower() and "fp32" in notes.lower():
         dtype = "amp-fp16"  # HF Trainer --fp16 on the fp32-loaded model: torch autocast
+    framework = next((v for k, v in _FRAMEWORK_DEFAULTS.items() if k in source), {})
+    if dtype is None and "dtype" in framework:
+        dtype = framework["dtype"]
+        assumed.append(f"dtype={dtype} (framework default config)")
     if dtype is None:
         assumed.append("dtype=bf16 mixed (hfmem default)")
     else:
@@ -141,6 +149,9 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
     if optimizer is None and inferred_opt:
         optimizer = "paged_adamw8bit" if "8bit" in inferred_opt.replace("-", "") or "8-bit" in inferred_opt else "adamw"
         assumed.append(f"optimizer={optimizer} (source's config)")
+    if optimizer is None and framework:
+        optimizer = "adamw"
+        assumed.append("optimizer=fused adamw (framework default config)")
     if optimizer is None:
         assumed.append("optimizer=adamw (hfmem default)" if entry["method"] != "qlora" else "optimizer=paged_adamw_8bit (hfmem QLoRA default)")
     else:
@@ -174,6 +185,9 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
     if gc is None and "enable_activation_checkpointing" in inferred:
         gc = bool(inferred["enable_activation_checkpointing"])
         assumed.append(f"gradient_checkpointing={'on' if gc else 'off'} (source's config)")
+    if gc is None and "gradient_checkpointing" in framework:
+        gc = framework["gradient_checkpointing"]
+        assumed.append(f"gradient_checkpointing={'on' if gc else 'off'} (framework default config)")
     if gc is None:
         assumed.append("gradient_checkpointing=off (hfmem default)")
     else:
@@ -193,6 +207,9 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
             assumed.append(f"lora targets {','.join(targets)} (PEFT's default for {model_type})")
         elif targets and not stated:
             assumed.append("lora targets (source's config)")
+        if not targets and "lora_targets" in framework:
+            targets = framework["lora_targets"]
+            assumed.append("lora targets (framework default config)")
         if targets:
             kw["lora_targets"] = tuple(targets)
         else:
@@ -205,6 +222,9 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
             kw["lora_rank"] = int(rank)
             if not entry.get("lora_rank"):
                 assumed.append(f"lora_rank={rank} (source's config)")
+        elif "lora_rank" in framework:
+            kw["lora_rank"] = framework["lora_rank"]
+            assumed.append(f"lora_rank={framework['lora_rank']} (framework default config)")
         else:
             assumed.append("lora_rank=16 (hfmem default)")
         if native_bf16:
@@ -216,9 +236,10 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
     kw["num_gpus"] = n
     sharding = entry.get("sharding")
     if n > 1:
-        kw["sharding"] = _SHARDING.get(sharding or "", "ddp")
+        default = "fsdp_full_shard" if "torchtune" in source else "ddp"
+        kw["sharding"] = _SHARDING.get(sharding or "", default)
         if sharding is None:
-            assumed.append("sharding=ddp")
+            assumed.append(f"sharding={default}")
     elif sharding in {"zero3", "fsdp"}:
         kw["sharding"] = _SHARDING[sharding]
     offload = str(entry.get("cpu_offload") or "")

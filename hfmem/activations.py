@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfmem.architecture import Architecture
-from hfmem.meta_model import Inventory, LinearGroup
+from hfmem.meta_model import Inventory
 
 # Tensors each transformers activation (ACT2FN) saves for its backward, besides the next linear's
 # input: "in" = its input, "out" = its output (shared with what the next op saves), "t" = an
@@ -391,7 +391,6 @@ def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, m
     if mla is not None:
         dq = mla.qk_nope_head_dim + mla.qk_rope_head_dim
         dv = mla.v_head_dim
-        rope_dim = mla.qk_rope_head_dim
         kv = a
         grad = input_grad or any(m.name in trained.lora for m in mods.attn_in)  # q_a/kv_a outputs need grad?
         if mla.q_lora_rank:
@@ -401,7 +400,6 @@ def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, m
         _linear_inputs(saved, "kv_b.input", mla.kv_lora_rank, p, mods.kv_b, trained)
     else:
         dq = dv = arch.head_dim
-        rope_dim = int(arch.head_dim * arch.partial_rotary_factor) if arch.position_embedding == "rope" else 0
     if arch.qk_norm:
         for head, n in (("q", a), ("k", kv)):
             _norm(saved, f"{head}_norm", arch, n * dq, p, trained, trained.weight("norm"))
@@ -463,7 +461,6 @@ def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, m
         saved.add("attn.lse", 4 * a)
         if head_major_q and o_needed:
             saved.add("attn.out_copy", p * a * dv)  # head-major output needs a copy before o_proj
-    _ = rope_dim
 
 
 def _mlp(saved: _Saved, prefix: str, arch: Architecture, width: float, p: int, ins: tuple[Module, ...],
@@ -778,7 +775,3 @@ def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, *, selective: bool =
     if selective:
         return 34 * s * b * h
     return round(s * b * h * (34 + 5 * a * s / h))
-
-
-def _unused(_: LinearGroup) -> None:  # keep the import for type readers
-    return None

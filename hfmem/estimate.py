@@ -8,7 +8,7 @@ Public API (pure functions, no torch):
         "per_gpu_bytes": {"weights", "gradients", "optimizer", "activations", "overhead", "total",
                           "master_weights", "optimizer_states", "sharding_buffers",
                           "activations_stored", "activation_transient", "loss_peak", "recompute",
-                          "optimizer_step_transient", "autocast_weight_copies", "paged_optimizer",
+                          "required", "optimizer_step_transient", "autocast_weight_copies", "paged_optimizer",
                           "gradient_activation_overlap",
                           "allocated_peak", "reserved_peak",
                           "cuda_context", "fragmentation"},
@@ -22,7 +22,8 @@ How the total is formed (all per GPU):
                      + max(activations + gradients alive in forward, gradients + optimizer_step_transient)
     total = allocated_peak + fragmentation + cuda_context + paged_optimizer
 where paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
-allocator: it is in the device total but not in allocated/reserved, and it can page out to the CPU;
+allocator: it is in the device total but not in allocated/reserved, and it can page out to the CPU,
+so `required` = total - paged_optimizer is what must stay resident (the fit checks use it);
 where `optimizer` is ZeRO's K·Ψ (states + fp32 master weights), `activations` is what backward
 keeps at the end of the forward pass plus the largest transient (the loss's fp32 buffers, a
 checkpointed layer's recompute, QLoRA's dequantised weight), and the overlap removes the gradients
@@ -80,7 +81,8 @@ class Estimate:
         return 4 if self.settings.dtype in {"fp32", "amp-bf16", "amp-fp16"} else 2
 
     def fits(self, usable_bytes: int) -> bool:
-        return self.total <= usable_bytes
+        """Whether it trains on a GPU of `usable_bytes`: paged optimizer states may page out to the CPU."""
+        return self.per_gpu_bytes["required"] <= usable_bytes
 
     def to_dict(self) -> dict[str, Any]:
         settings = self.settings.to_dict() | {"seq_len": self.seq_len}
@@ -223,6 +225,7 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         "activations": activations,
         "overhead": fragmentation + context,
         "total": allocated + fragmentation + context + paged,
+        "required": allocated + fragmentation + context,
         "master_weights": state.master_weights,
         "optimizer_states": state.optimizer_states,
         "sharding_buffers": state.sharding_buffers,

@@ -8,7 +8,8 @@ Public API (pure functions, no torch):
         "gpu": {name, usable_gib, usable_bytes, vendor_memory, vendor_unit, ...},
         "method": "full" | "lora" | "qlora",
         "status": "fits" | "fits_with_mitigation" | "multi_gpu" | "does_not_fit",
-        "single_gpu": {"fits", "total_bytes", "headroom_bytes", "per_gpu_bytes": {...}},
+        "single_gpu": {"fits", "total_bytes" (what must stay resident: `required`), "headroom_bytes",
+                       "per_gpu_bytes": {...}},
         "max_micro_batch_size": int (0: not even 1), "max_seq_len": int (0: none),
         "max_seq_len_capped": bool (the model's maximum fits),
         "multi_gpu": {"num_gpus", "sharding", "offload_optimizer", "offload_params", "total_bytes"} | None,
@@ -123,7 +124,7 @@ class _Planner:
         if act is None:
             act = self._acts[ak] = activations_for(self.ctx, s, seq)
         per_gpu = combine(s, self.ctx.split(s), state, act)
-        return per_gpu["total"], per_gpu
+        return per_gpu["required"], per_gpu
 
 
 def _largest(lo: int, hi: int, fits: Any) -> int:

@@ -181,8 +181,10 @@ def compute_bytes(dtype: str) -> int:
 def optimizer_state_bytes(optimizer: str, state_bytes: int, split: ParameterSplit) -> float:
     """Optimizer state bytes for the trainable parameters (`state_bytes`: 4 fp32 or 2 bf16 per value)."""
     n = split.trainable
-    if optimizer in {"adamw", "adamw_foreach", "paged_adamw"}:
-        return 2 * state_bytes * n
+    if optimizer == "paged_adamw":
+        return 2 * 4 * n  # bitsandbytes' 32-bit optimizers keep fp32 states whatever the parameter dtype
+    if optimizer in {"adamw", "adamw_foreach"}:
+        return 2 * state_bytes * n  # torch keeps the moments in the parameter's dtype
     if optimizer in {"adamw_8bit", "paged_adamw_8bit"}:
         return n * (2 + 2 * 4 / BNB_8BIT_BLOCK)
     if optimizer in {"sgd_momentum", "lion"}:

@@ -48,8 +48,8 @@ ADAPTER_DTYPES = ("fp32", "compute")
 
 _ALIASES: dict[str, dict[str, str]] = {
     "dtype": {
-        "bf16": "bf16", "bfloat16": "bf16", "mixed-bf16": "bf16", "mixed_bf16": "bf16", "amp-bf16": "bf16",
-        "fp16": "fp16", "float16": "fp16", "half": "fp16", "mixed-fp16": "fp16", "mixed_fp16": "fp16", "amp-fp16": "fp16",
+        "bf16": "bf16", "bfloat16": "bf16", "mixed-bf16": "bf16", "mixed_bf16": "bf16",
+        "fp16": "fp16", "float16": "fp16", "half": "fp16", "mixed-fp16": "fp16", "mixed_fp16": "fp16",
         "bf16-pure": "bf16-pure", "pure-bf16": "bf16-pure", "bf16_pure": "bf16-pure", "bf16-true": "bf16-pure",
         "fp32": "fp32", "float32": "fp32", "32": "fp32",
         "amp-bf16": "amp-bf16", "amp_bf16": "amp-bf16", "amp-fp16": "amp-fp16", "amp_fp16": "amp-fp16",
@@ -186,8 +186,6 @@ class TrainingSettings:
             )
         result = replace(self, **changes)
         sharding = result.resolved_sharding
-        if result.num_gpus == 1 and sharding not in {"none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op"}:
-            raise InvalidInputError(f"unknown sharding {sharding!r}.")
         if sharding == "none" and result.num_gpus > 1:
             raise InvalidInputError("sharding 'none' means one GPU; use ddp, zero1/2/3 or fsdp for num_gpus > 1.")
         if result.offload_params and sharding not in {"zero3", "fsdp_full_shard"}:

@@ -1,0 +1,135 @@
+"""The fit search: answers that are consistent with the estimate, the cheapest sharding, speed, JSON shape."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hfmem.architecture import read_architecture
+from hfmem.errors import InvalidInputError
+from hfmem.estimate import estimate
+from hfmem.fit import fit_matrix, fit_one
+from hfmem.gpus import catalogue, find_gpu, parse_gpu_spec
+from hfmem.meta_model import build_inventory
+from hfmem.settings import TrainingSettings
+
+CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
+
+
+def _model(model_id: str):
+    config = json.loads((CONFIGS / model_id / "config.json").read_text())
+    config.pop("_note", None)
+    return read_architecture(config), build_inventory(config)
+
+
+LLAMA3 = _model("meta-llama/Meta-Llama-3-8B")
+SETTINGS = TrainingSettings()
+
+
+def _required(model, settings) -> int:
+    return estimate(*model, settings).per_gpu_bytes["required"]
+
+
+def test_a_full_matrix_is_fast() -> None:
+    gpus = catalogue()[:15]
+    best = min(_timed(lambda: fit_matrix(*LLAMA3, SETTINGS, gpus)) for _ in range(3))
+    assert best < 0.1, f"fit matrix took {best * 1000:.0f} ms"
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_max_batch_and_sequence_are_the_edge_of_fitting(method: str) -> None:
+    for gpu in (find_gpu("RTX 4090"), find_gpu("A100 80GB"), find_gpu("H200")):
+        fit = fit_one(*LLAMA3, SETTINGS, gpu, method)
+        base = TrainingSettings(**{**SETTINGS.__dict__, "method": method, "optimizer": None})
+        limit = gpu.usable_bytes
+        if fit.max_micro_batch_size:
+            b = fit.max_micro_batch_size
+            assert _required(LLAMA3, replace(base, micro_batch_size=b)) <= limit
+            assert _required(LLAMA3, replace(base, micro_batch_size=b + 1)) > limit
+        else:
+            assert not fit.fits
+        if fit.max_seq_len and not fit.max_seq_len_capped:
+            s = fit.max_seq_len
+            assert _required(LLAMA3, replace(base, seq_len=s)) <= limit
+            assert _required(LLAMA3, replace(base, seq_len=s + 1)) > limit
+        assert fit.fits == (_required(LLAMA3, base) <= limit)
+
+
+def test_multi_gpu_count_is_the_smallest_with_the_cheapest_sharding() -> None:
+    gpu = find_gpu("A100 40GB")
+    fit = fit_one(*LLAMA3, SETTINGS, gpu, "full")
+    multi = fit.multi_gpu
+    assert multi is not None and multi["num_gpus"] > 1 and not multi["offload_optimizer"]
+    n, sharding = multi["num_gpus"], multi["sharding"]
+    assert _required(LLAMA3, replace(SETTINGS, num_gpus=n, sharding=sharding)) <= gpu.usable_bytes
+    for cheaper in ("ddp", "zero1", "zero2", "zero3"):
+        fits_n = _required(LLAMA3, replace(SETTINGS, num_gpus=n, sharding=cheaper)) <= gpu.usable_bytes
+        if cheaper == sharding:
+            break
+        assert not fits_n  # no cheaper sharding works at this count
+    for fewer in ("ddp", "zero1", "zero2", "zero3"):
+        assert _required(LLAMA3, replace(SETTINGS, num_gpus=n - 1, sharding=fewer)) > gpu.usable_bytes
+
+
+def test_a_small_model_fits_without_sharding() -> None:
+    gpt2 = _model("openai-community/gpt2")
+    fit = fit_one(*gpt2, SETTINGS, find_gpu("T4"), "full")
+    assert fit.status == "fits" and fit.multi_gpu["num_gpus"] == 1 and fit.multi_gpu["sharding"] == "none"
+    assert fit.max_seq_len_capped and fit.max_seq_len == 1024  # GPT-2's maximum
+
+
+def test_mitigations_make_it_fit() -> None:
+    gpu = find_gpu("RTX 4090")
+    fit = fit_one(*LLAMA3, replace(SETTINGS, micro_batch_size=4), gpu, "lora")
+    assert not fit.fits and fit.status == "fits_with_mitigation"
+    names = [m["name"] for m in fit.mitigations]
+    assert names[0] in {"gradient_checkpointing", "smaller_micro_batch", "checkpointing_and_smaller_micro_batch"}
+    for m in fit.mitigations:
+        assert m["total_bytes"] <= gpu.usable_bytes
+        trial = TrainingSettings(**{**replace(SETTINGS, micro_batch_size=4, method="lora").__dict__, **m["settings_changes"]})
+        assert _required(LLAMA3, trial) <= gpu.usable_bytes
+    seventy = _model("meta-llama/Llama-2-70b-hf")
+    big = fit_one(*seventy, SETTINGS, find_gpu("H100"), "full")
+    assert not big.fits and "qlora" in [m["name"] for m in big.mitigations]
+
+
+def test_user_defined_gpu_and_json_shape() -> None:
+    gpus = [parse_gpu_spec("lab-card=20"), find_gpu("h100")]
+    fits = fit_matrix(*LLAMA3, SETTINGS, gpus, ("qlora", "lora"))
+    assert [(f.method, f.gpu.name) for f in fits] == [("qlora", "lab-card"), ("qlora", "H100 80GB"),
+                                                      ("lora", "lab-card"), ("lora", "H100 80GB")]
+    data = json.loads(json.dumps([f.to_dict() for f in fits]))
+    for entry in data:
+        assert {"gpu", "method", "status", "single_gpu", "max_micro_batch_size", "max_seq_len", "multi_gpu",
+                "mitigation", "mitigations", "settings", "assumptions"} <= set(entry)
+        assert entry["status"] in {"fits", "fits_with_mitigation", "multi_gpu", "does_not_fit"}
+        assert entry["assumptions"]["dtype"] == "bf16"
+    with pytest.raises(InvalidInputError):
+        fit_matrix(*LLAMA3, SETTINGS, gpus, ("dpo",))
+
+
+def test_estimate_json_shape_and_how_the_terms_add_up() -> None:
+    for settings in (SETTINGS, TrainingSettings(method="lora"), TrainingSettings(method="qlora"),
+                     TrainingSettings(num_gpus=4, sharding="zero3", gradient_checkpointing="full"),
+                     TrainingSettings(dtype="amp-bf16", optimizer="adamw_foreach", gradient_accumulation_steps=4)):
+        data = json.loads(json.dumps(estimate(*LLAMA3, settings).to_dict()))
+        b = data["per_gpu_bytes"]
+        assert {"weights", "gradients", "optimizer", "activations", "overhead", "total"} <= set(b)
+        assert b["total"] == (b["weights"] + b["gradients"] + b["optimizer"] + b["activations"] + b["sharding_buffers"]
+                              + b["optimizer_step_transient"] + b["autocast_weight_copies"] + b["overhead"]
+                              - b["gradient_activation_overlap"])
+        assert b["overhead"] == b["cuda_context"] + b["fragmentation"]
+        for key in ("dtype", "optimizer", "micro_batch_size", "seq_len", "gradient_checkpointing", "attention", "overhead"):
+            assert key in data["assumptions"]
+        assert data["settings"]["seq_len"] == 2048
+        assert data["activations"]["per_layer"][0]["bytes"] > 0

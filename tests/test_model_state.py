@@ -1,0 +1,123 @@
+"""Model state bytes per parameter, sharding, offload and LoRA parameter counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hfmem.architecture import read_architecture
+from hfmem.estimate import estimate
+from hfmem.meta_model import build_inventory
+from hfmem.model_state import lora_parameters, lora_targets
+from hfmem.settings import TrainingSettings
+
+CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
+
+
+def _model(model_id: str):
+    config = json.loads((CONFIGS / model_id / "config.json").read_text())
+    config.pop("_note", None)
+    return read_architecture(config), build_inventory(config)
+
+
+LLAMA = _model("meta-llama/Llama-2-7b-hf")
+N = LLAMA[1].total
+
+
+def _state(**kw) -> dict:
+    return estimate(*LLAMA, TrainingSettings(**kw)).to_dict()["per_gpu_bytes"]
+
+
+@pytest.mark.parametrize(("dtype", "optimizer", "weights", "grads", "optimizer_bytes"), [
+    ("bf16", "adamw", 2, 2, 12),             # ZeRO accounting: fp32 master + two fp32 moments
+    ("fp16", "adamw", 2, 2, 12),
+    ("bf16-pure", "adamw", 2, 2, 4),         # moments in bf16, no master copy
+    ("fp32", "adamw", 4, 4, 8),
+    ("amp-bf16", "adamw", 4, 4, 8),          # autocast over fp32 weights
+    ("bf16", "sgd", 2, 2, 4),                # master copy only
+    ("bf16", "sgd_momentum", 2, 2, 8),
+    ("bf16", "lion", 2, 2, 8),
+    ("bf16-pure", "lion", 2, 2, 2),
+    ("bf16", "adamw_8bit", 2, 2, 4 + 2 + 8 / 256),
+    ("bf16", "paged_adamw_8bit", 2, 2, 4 + 2 + 8 / 256),
+])
+def test_bytes_per_parameter(dtype: str, optimizer: str, weights: float, grads: float, optimizer_bytes: float) -> None:
+    b = _state(dtype=dtype, optimizer=optimizer)
+    assert b["weights"] == pytest.approx(weights * N, rel=1e-6)
+    assert b["gradients"] == pytest.approx(grads * N, rel=1e-6)
+    assert b["optimizer"] == pytest.approx(optimizer_bytes * N, rel=1e-6)
+
+
+def test_adafactor_factors_the_second_moment() -> None:
+    b = _state(dtype="bf16-pure", optimizer="adafactor")
+    assert 0 < b["optimizer"] < 0.01 * 4 * N  # rows + columns per matrix instead of one value per weight
+
+
+def test_paged_states_live_outside_the_allocator() -> None:
+    b = _state(dtype="bf16", optimizer="paged_adamw_8bit")
+    assert b["paged_optimizer"] == b["optimizer_states"]
+    assert b["required"] == b["total"] - b["paged_optimizer"]
+
+
+def test_foreach_adamw_needs_one_more_moment_at_the_step() -> None:
+    fused, foreach = _state(dtype="bf16-pure", optimizer="adamw"), _state(dtype="bf16-pure", optimizer="adamw_foreach")
+    assert foreach["optimizer_step_transient"] == pytest.approx(2 * N, rel=1e-6)
+    assert foreach["total"] > fused["total"]
+
+
+def test_sharding_shrinks_the_right_terms() -> None:
+    ddp, z1, z2, z3 = (_state(num_gpus=8, sharding=s) for s in ("ddp", "zero1", "zero2", "zero3"))
+    assert ddp["sharding_buffers"] == ddp["gradients"]  # DDP buckets copy the gradients
+    assert z1["weights"] == ddp["weights"] and z1["gradients"] == ddp["gradients"]
+    assert z1["optimizer"] == pytest.approx(ddp["optimizer"] / 8, rel=1e-6)
+    assert z2["gradients"] == pytest.approx(ddp["gradients"] / 8, rel=1e-6)
+    assert z3["weights"] == pytest.approx(ddp["weights"] / 8, rel=1e-6)
+    assert z3["sharding_buffers"] > z2["sharding_buffers"]  # gathered parameters
+    fsdp = _state(num_gpus=8, sharding="fsdp")
+    assert fsdp["weights"] == z3["weights"] and fsdp["sharding_buffers"] > 0
+    assert ddp["total"] > z1["total"] > z2["total"] > z3["total"]
+
+
+def test_offload_moves_state_to_the_cpu() -> None:
+    settings = TrainingSettings(num_gpus=2, sharding="zero3", offload_optimizer=True, offload_params=True)
+    est = estimate(*LLAMA, settings).to_dict()
+    b = est["per_gpu_bytes"]
+    assert b["optimizer"] == 0 and b["weights"] == 0
+    assert est["cpu_bytes"] > 12 * N / 2
+
+
+def test_optimizer_in_backward_keeps_one_gradient() -> None:
+    b = _state(dtype="bf16-pure", optimizer_in_backward=True)
+    assert b["gradients"] == 2 * 32000 * 4096  # the largest tensor: the embedding / head matrix
+
+
+def test_lora_all_linear_is_every_linear_but_the_head() -> None:
+    arch, inventory = LLAMA
+    groups = lora_targets(inventory, ("all-linear",))
+    assert {g.name for g in groups} == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    per_layer = 4 * (4096 + 4096) + 3 * (4096 + 11008)
+    assert lora_parameters(groups, 16) == 16 * per_layer * 32
+
+
+@pytest.mark.parametrize(("model_id", "targets"), [
+    ("meta-llama/Meta-Llama-3-8B", ["q_proj", "v_proj"]),
+    ("meta-llama/Meta-Llama-3-8B", "all-linear"),
+    ("openai-community/gpt2", ["c_attn"]),
+    ("microsoft/phi-2", "all-linear"),
+    ("tiiuae/falcon-7b", ["query_key_value", "dense"]),
+])
+def test_lora_parameter_count_equals_peft(model_id: str, targets) -> None:
+    torch = pytest.importorskip("torch")
+    peft = pytest.importorskip("peft")
+    from saved_activations import build_model
+    from tiny_models import tiny_config
+
+    config = tiny_config(model_id, 2)
+    model = build_model(config, "eager", torch.float32)
+    wrapped = peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules=targets))
+    peft_trainable = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
+    inventory = build_inventory(config)
+    names = ("all-linear",) if targets == "all-linear" else tuple(targets)
+    assert lora_parameters(lora_targets(inventory, names), 8) == peft_trainable
