@@ -12,7 +12,9 @@ Public API (pure functions, no torch):
                        "per_gpu_bytes": {...}},
         "max_micro_batch_size": int (0: not even 1), "max_seq_len": int (0: none),
         "max_seq_len_capped": bool (the model's maximum fits),
-        "multi_gpu": {"num_gpus", "sharding", "offload_optimizer", "offload_params", "total_bytes"} | None,
+        "multi_gpu": {"num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing",
+                      "total_bytes", "equivalent"} | None,
+        "multi_gpu_with_checkpointing": the same with full gradient checkpointing (when the settings have it off),
         "mitigation": {"name", "description", "settings_changes", "total_bytes"} | None,
         "mitigations": [ ...every single-GPU mitigation that works, cheapest first... ],
         "settings": {...}, "assumptions": {...}}
@@ -67,6 +69,8 @@ class Fit:
     max_seq_len: int
     max_seq_len_capped: bool
     multi_gpu: dict[str, Any] | None
+    multi_gpu_with_checkpointing: dict[str, Any] | None
+    """The same search with full gradient checkpointing, when the settings have it off."""
     mitigation: dict[str, Any] | None
     mitigations: tuple[dict[str, Any], ...]
     settings: dict[str, Any]
@@ -86,6 +90,7 @@ class Fit:
             "max_seq_len": self.max_seq_len,
             "max_seq_len_capped": self.max_seq_len_capped,
             "multi_gpu": self.multi_gpu,
+            "multi_gpu_with_checkpointing": self.multi_gpu_with_checkpointing,
             "mitigation": self.mitigation,
             "mitigations": list(self.mitigations),
             "settings": self.settings,
@@ -188,6 +193,33 @@ def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[
     return out
 
 
+def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int, fits_one_gpu: bool,
+               max_gpus: int) -> dict[str, Any] | None:
+    """The fewest GPUs (cheapest sharding first, offload last) that fit `single`; None within max_gpus."""
+    memo_key = planner._state_key(single) + planner._act_key(single, seq)
+
+    def total_of(n: int, sharding: str, off_opt: bool, off_par: bool) -> int:
+        key = memo_key + ("n", n, sharding, off_opt, off_par)
+        if key not in planner.memo:
+            trial = replace(single, num_gpus=n, sharding=sharding, offload_optimizer=off_opt, offload_params=off_par)
+            planner.memo[key] = planner.total(trial, seq)[0]
+        return planner.memo[key]
+
+    for ladder in (SHARDING_LADDER, OFFLOAD_LADDER):  # offload only when no plain sharding reaches max_gpus
+        found = [(n, rank) for rank, step in enumerate(ladder)
+                 if (n := _smallest(1, max_gpus, lambda k, step=step: total_of(k, *step) <= limit)) is not None]
+        if not found:
+            continue
+        n_min, rank = min(found)
+        sharding, off_opt, off_par = ladder[rank]
+        return {"num_gpus": n_min, "sharding": "none" if n_min == 1 and fits_one_gpu else sharding,
+                "offload_optimizer": off_opt, "offload_params": off_par,
+                "gradient_checkpointing": single.gradient_checkpointing,
+                "total_bytes": total_of(n_min, sharding, off_opt, off_par),
+                "equivalent": {"zero3": "FSDP full shard", "zero2": "FSDP shard-grad-op"}.get(sharding)}
+    return None
+
+
 def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpu: Gpu, method: str,
             *, max_gpus: int = 1024, _planner: _Planner | None = None) -> Fit:
     """The fit of `method` on `gpu` for the settings (their method field is replaced by `method`)."""
@@ -223,28 +255,10 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     max_s = _largest(1, seq_cap, fits_seq) if fits_seq(1) else 0
     capped = max_s == seq_cap
 
-    multi = None
-    for ladder in (SHARDING_LADDER, OFFLOAD_LADDER):  # offload only when no plain sharding reaches max_gpus
-        best: tuple[int, int] | None = None
-        for rank, (sharding, off_opt, off_par) in enumerate(ladder):
-            def fits_n(n: int, sharding: str = sharding, off_opt: bool = off_opt, off_par: bool = off_par) -> bool:
-                return total_of(("n", n, sharding, off_opt, off_par), lambda: (replace(
-                    single, num_gpus=n, sharding=sharding, offload_optimizer=off_opt, offload_params=off_par), seq)) <= limit
-
-            n_min = _smallest(1, max_gpus, fits_n)
-            if n_min is not None and (best is None or n_min < best[0]):
-                best = (n_min, rank)
-        if best is None:
-            continue
-        n_min, rank = best
-        sharding, off_opt, off_par = ladder[rank]
-        if n_min == 1 and fits:
-            sharding = "none"
-        trial = replace(single, num_gpus=n_min, sharding=sharding, offload_optimizer=off_opt, offload_params=off_par)
-        multi = {"num_gpus": n_min, "sharding": sharding, "offload_optimizer": off_opt, "offload_params": off_par,
-                 "total_bytes": planner.total(trial, seq)[0],
-                 "equivalent": {"zero3": "FSDP full shard", "zero2": "FSDP shard-grad-op"}.get(sharding)}
-        break
+    multi = _multi_gpu(planner, single, seq, limit, fits, max_gpus)
+    multi_ckpt = None
+    if single.gradient_checkpointing == "off" and (multi is None or multi["num_gpus"] > 1):
+        multi_ckpt = _multi_gpu(planner, replace(single, gradient_checkpointing="full"), seq, limit, False, max_gpus)
 
     mitigations = []
     if not fits:
@@ -273,7 +287,8 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
         gpu=gpu, method=method, status=status,
         single_gpu={"fits": fits, "total_bytes": total, "headroom_bytes": limit - total, "per_gpu_bytes": per_gpu},
         max_micro_batch_size=max_b, max_seq_len=max_s, max_seq_len_capped=capped,
-        multi_gpu=multi, mitigation=mitigations[0] if mitigations else None, mitigations=tuple(mitigations),
+        multi_gpu=multi, multi_gpu_with_checkpointing=multi_ckpt,
+        mitigation=mitigations[0] if mitigations else None, mitigations=tuple(mitigations),
         settings=single.to_dict() | {"seq_len": seq}, assumptions=planner.memo[akey],
     )
 

@@ -88,8 +88,9 @@ def settings_line(report: dict[str, Any]) -> str:
 def multi_gpu_text(multi: dict[str, Any] | None) -> str:
     if not multi:
         return ""
-    offload = " + offload" if multi["offload_optimizer"] or multi["offload_params"] else ""
-    return f"{multi['num_gpus']}×{_SHARDING.get(multi['sharding'], multi['sharding'])}{offload}"
+    offload = "+offload" if multi["offload_optimizer"] or multi["offload_params"] else ""
+    ckpt = "+ckpt" if multi.get("gradient_checkpointing", "off") != "off" else ""
+    return f"{multi['num_gpus']}×{_SHARDING.get(multi['sharding'], multi['sharding'])}{offload}{ckpt}"
 
 
 _SAME_METHOD = {"gradient_checkpointing": "+ckpt", "smaller_micro_batch": "b=1+accum",
@@ -106,7 +107,8 @@ def short_gib(n_bytes: float) -> str:
 def recommendation(fit: dict[str, Any]) -> str:
     """The least intrusive way to make a cell work: same-method change, a few GPUs, another method, offload."""
     by_name = {m["name"]: m for m in fit["mitigations"]}
-    multi = fit["multi_gpu"]
+    options = [m for m in (fit["multi_gpu"], fit.get("multi_gpu_with_checkpointing")) if m]
+    multi = min(options, key=lambda m: m["num_gpus"]) if options else None
     for name, label in _SAME_METHOD.items():
         if name in by_name:
             return f"{label} {short_gib(by_name[name]['total_bytes'])}"

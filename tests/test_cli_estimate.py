@@ -98,3 +98,12 @@ def test_details_add_the_breakdown(capsys):
     assert code == 0
     for words in ("Architecture", "experts", "Memory per GPU by term", "optimizer", "Activations"):
         assert words in out
+
+
+def test_multi_gpu_count_also_with_checkpointing(capsys):
+    data = json.loads(hfmem(capsys, "example:Llama-2-70b-hf", "-f", "json", "-m", "full", "-g", "h100")[1])
+    (fit,) = data["fit"]
+    plain, ckpt = fit["multi_gpu"], fit["multi_gpu_with_checkpointing"]
+    assert ckpt["gradient_checkpointing"] == "full" and plain["gradient_checkpointing"] == "off"
+    assert 8 < ckpt["num_gpus"] < plain["num_gpus"]  # 16 B/param of 69B params alone need > 8 x 80 GB
+    assert ckpt["total_bytes"] <= fit["gpu"]["usable_bytes"]
