@@ -10,6 +10,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from huggingface_hub.errors import StrictDataclassError
+
 from hfmem.errors import MalformedConfigError, UnsupportedArchitectureError
 
 COMPONENTS = ("embeddings", "attention", "ssm", "mlp", "experts", "router", "norms", "head", "vision", "projector", "other")
@@ -129,8 +131,9 @@ def make_config(config_dict: dict[str, Any]) -> Any:
     rest = {k: v for k, v in config_dict.items() if k not in {"model_type", "auto_map"}}
     try:
         config = transformers.AutoConfig.for_model(model_type, **rest)
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
-        raise MalformedConfigError(f"config.json is not a valid `{model_type}` config: {err}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, StrictDataclassError) as err:
+        reason = " ".join(str(err.__cause__ or err).split())
+        raise MalformedConfigError(f"config.json is not a valid `{model_type}` config: {reason}") from None
     config._attn_implementation = "eager"  # never probe for optional kernels during a meta build
     return config
 

@@ -63,3 +63,13 @@ def test_bad_values_are_refused(change, error, message):
 def test_guard_checks_nested_dims_before_any_build(config):
     with pytest.raises((AbsurdConfigError, MalformedConfigError)):
         guard_config(config)
+
+
+def test_self_contradicting_config_is_a_malformed_config_error(tmp_path, capsys, monkeypatch):
+    from hfmem.cli import run
+
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+    config = _config("Qwen2.5-0.5B") | {"num_hidden_layers": 2, "layer_types": ["full_attention"] * 24}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert run([str(tmp_path / "config.json")]) == 7
+    assert "must be equal to the number of `layer_types`" in capsys.readouterr().err
