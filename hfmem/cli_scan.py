@@ -74,16 +74,24 @@ def scan(
     gpu: opt.Gpus = None,
     cuda_context_gib: opt.CudaContext = None,
     fragmentation: opt.Fragmentation = None,
+    loss_chunks: opt.LossChunks = 1,
+    compile_loss: opt.CompileLoss = False,
+    activation_offloading: opt.ActivationOffloading = False,
+    optimizer_in_backward: opt.OptimizerInBackward = False,
 ) -> None:
     from hfmem import scan as engine
     from hfmem.hub import HubSettings
-    from hfmem.scan_export import parse_fit_filter
+    from hfmem.scan_export import parse_fit_filter, summarise
 
     shard_k_n = engine.parse_shard(shard) if shard else None
     filters = [parse_fit_filter(f) for f in fits or []]
-    plan = opt.make_plan(method, seq_len, batch_size, grad_accum, dtype, optimizer, zero, num_gpus, offload_optimizer,
-                         offload_params, gradient_checkpointing, attention, lora_rank, lora_targets, gpu,
-                         cuda_context_gib, fragmentation)
+    plan = opt.make_plan(
+        methods=method, seq_len=seq_len, batch_size=batch_size, grad_accum=grad_accum, dtype=dtype, optimizer=optimizer,
+        zero=zero, num_gpus=num_gpus, offload_optimizer=offload_optimizer, offload_params=offload_params,
+        gradient_checkpointing=gradient_checkpointing, attention=attention, lora_rank=lora_rank,
+        lora_targets=lora_targets, gpus=gpu, cuda_context_gib=cuda_context_gib, fragmentation=fragmentation,
+        loss_chunks=loss_chunks, compile_loss=compile_loss, activation_offloading=activation_offloading,
+        optimizer_in_backward=optimizer_in_backward)
     hub = dataclasses.replace(HubSettings.from_env(token=token, timeout=timeout), max_retry_wait=RATE_LIMIT_WAIT_S)
     settings = scan_settings(hub, plan)
     wanted: set[tuple[str, str]] | None = None
@@ -103,13 +111,14 @@ def scan(
         raise errors.InvalidInputError(f"{out}: no such results file to export.")
     else:
         stats = None
-    records, _ = engine.read_records(out)
+    records = engine.iter_records(out)
     if wanted is not None:  # this scan's models and settings, not whatever else the file holds
-        records = [r for r in records if engine.record_key(r) in wanted]
-    _export(records, filters, csv_path, markdown_path)
-    failed = sum(r.get("status") != "ok" for r in records)
+        records = (r for r in records if engine.record_key(r) in wanted)
+    rows = summarise(records, filters)
+    _export([row for row, chosen in rows if chosen], filters, csv_path, markdown_path)
+    failed = sum(row["status"] != "ok" for row, _ in rows)
     if stats is not None and failed:
-        raise engine.ScanFailuresError(f"{failed} of {len(records)} models failed; their records in {out} say why.")
+        raise engine.ScanFailuresError(f"{failed} of {len(rows)} models failed; their records in {out} say why.")
 
 
 def scan_settings(hub: HubSettings, plan: Plan) -> dict[str, Any]:
@@ -162,12 +171,12 @@ def _counts(stats: ScanStats) -> str:
             f"{stats.rate:.1f} models/s")
 
 
-def _export(records: list[dict[str, Any]], filters: list[FitFilter], csv_path: Path | None, markdown_path: Path | None) -> None:
-    """Write the requested CSV and markdown files from the (filtered) records."""
-    from hfmem.scan_export import select, to_csv, to_markdown
+def _export(rows: list[dict[str, Any]], filters: list[FitFilter], csv_path: Path | None,
+            markdown_path: Path | None) -> None:
+    """Write the requested CSV and markdown files from the chosen rows."""
+    from hfmem.scan_export import to_csv, to_markdown
 
-    chosen = select(records, filters)
-    for path, text in ((csv_path, lambda: to_csv(chosen)), (markdown_path, lambda: to_markdown(chosen, filters))):
+    for path, text in ((csv_path, lambda: to_csv(rows)), (markdown_path, lambda: to_markdown(rows, filters))):
         if path is None:
             continue
         try:

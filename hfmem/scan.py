@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable
+from typing import IO, Any, Callable, Iterable, Iterator
 
 from hfmem import analysis, cache, errors
 from hfmem.hub import HubClient, HubSettings
@@ -134,9 +134,8 @@ def record_key(record: dict[str, Any]) -> tuple[str, str]:
     return record["model"], record["settings_digest"]
 
 
-def read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """All complete records in a JSONL file and the number of unreadable lines (a line cut by a kill)."""
-    records, bad = [], 0
+def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete record of a JSONL file, in order; a line a kill cut short (or any non-record) is skipped."""
     try:
         with open(path, "rb") as handle:
             for line in handle:
@@ -144,14 +143,12 @@ def read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
                     record = json.loads(line)
                     record_key(record)
                 except (ValueError, TypeError, KeyError):
-                    bad += line.strip() != b""
                     continue
-                records.append(record)
+                yield record
     except FileNotFoundError:
-        pass
+        return
     except OSError as err:
         raise errors.InvalidInputError(f"cannot read {path}: {err.strerror}.") from None
-    return records, bad
 
 
 class ResultStore:
@@ -159,11 +156,10 @@ class ResultStore:
 
     def __init__(self, path: Path, resume: bool) -> None:
         self.path = path
-        records, _ = read_records(path)
-        if records and not resume:
-            raise errors.InvalidInputError(
-                f"{path} already holds {len(records)} records; pass --resume to continue it, or choose another --out.")
-        self.recorded = {record_key(r) for r in records}
+        self.recorded = {record_key(r) for r in iter_records(path)}
+        if self.recorded and not resume:
+            raise errors.InvalidInputError(f"{path} already holds {len(self.recorded)} models' records; pass --resume "
+                                           "to continue it, or choose another --out.")
         self._handle = self._open()
 
     def _open(self) -> IO[bytes]:

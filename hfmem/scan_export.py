@@ -93,22 +93,19 @@ def smallest_fits(record: dict[str, Any]) -> dict[str, str]:
     return {method: cell.gpu for method, cell in best.items()}
 
 
-def latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per (model, settings digest), the last one written, in first-seen order."""
-    by_key: dict[tuple[str, str], dict[str, Any]] = {}
+def summarise(records: Iterable[dict[str, Any]], filters: list[FitFilter]) -> list[tuple[dict[str, Any], bool]]:
+    """(CSV row, fits every filter) for the last record of each (model, settings digest), in first-seen order.
+
+    Streams: only the small rows are kept, never the full reports.
+    """
+    latest: dict[tuple[str, str], tuple[dict[str, Any], bool]] = {}
     for record in records:
-        by_key[record_key(record)] = record
-    return list(by_key.values())
-
-
-def select(records: Iterable[dict[str, Any]], filters: list[FitFilter]) -> list[dict[str, Any]]:
-    """The records an export shows: deduplicated, and with filters only models that fit all of them."""
-    unique = latest(records)
-    return [r for r in unique if matches_fits(r, filters)] if filters else unique
+        latest[record_key(record)] = csv_row(record), matches_fits(record, filters)
+    return list(latest.values())
 
 
 def csv_row(record: dict[str, Any]) -> dict[str, Any]:
-    """One flat CSV row per record; missing values are empty cells."""
+    """One flat CSV row per record; missing values are None."""
     report = record.get("report") or {}
     arch = report.get("architecture") or {}
     params = report.get("parameters") or {}
@@ -124,39 +121,36 @@ def csv_row(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def to_csv(records: Iterable[dict[str, Any]]) -> str:
-    """The records as CSV text with a header row."""
+def to_csv(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows (from csv_row) as CSV text with a header row."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
-    for record in records:
-        writer.writerow({k: "" if v is None else v for k, v in csv_row(record).items()})
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
     return out.getvalue()
 
 
-def to_markdown(records: list[dict[str, Any]], filters: list[FitFilter]) -> str:
-    """A summary: counts, analysed models by size, then failures with their reasons."""
-    ok = sorted((r for r in records if r.get("status") == "ok"),
-                key=lambda r: (-((r["report"].get("parameters") or {}).get("total") or 0), r["model"]))
-    failed = [r for r in records if r.get("status") != "ok"]
+def to_markdown(rows: list[dict[str, Any]], filters: list[FitFilter]) -> str:
+    """A summary of rows (from csv_row): counts, analysed models largest first, then failures with reasons."""
+    ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: (-(r["parameters"] or 0), r["model"]))
+    failed = [r for r in rows if r["status"] != "ok"]
     lines = ["# hfmem scan", ""]
     if filters:
         lines += [f"Filtered to models that fit: {', '.join(f'`{f}`' for f in filters)}.", ""]
-    lines += [f"{len(records)} models: {len(ok)} analysed, {len(failed)} failed.", ""]
+    lines += [f"{len(rows)} models: {len(ok)} analysed, {len(failed)} failed.", ""]
     if ok:
         lines += ["| model | commit | type | parameters | checkpoint | smallest GPU it fits on, per method |",
                   "|---|---|---|---:|---:|---|"]
         for r in ok:
-            row = csv_row(r)
             lines.append("| " + " | ".join(_md(x) for x in (
-                row["model"], (row["sha"] or "")[:12], row["model_type"] or "", count(row["parameters"]),
-                count(row["checkpoint_parameters"]), row["smallest_fit"] or "-")) + " |")
+                r["model"], (r["sha"] or "")[:12], r["model_type"] or "", count(r["parameters"]),
+                count(r["checkpoint_parameters"]), r["smallest_fit"] or "-")) + " |")
         lines.append("")
     if failed:
         lines += ["## Failures", "", "| model | error | reason |", "|---|---|---|"]
         for r in failed:
-            error = r.get("error") or {}
-            lines.append(f"| {_md(r['model'])} | {_md(error.get('type', ''))} | {_md(error.get('message', ''))} |")
+            lines.append(f"| {_md(r['model'])} | {_md(r['error_type'] or '')} | {_md(r['error'] or '')} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -15,13 +15,13 @@ from hfmem.scan import (
     ok_record,
     parse_shard,
     read_list,
-    read_records,
+    iter_records,
     run_scan,
     select_shard,
     settings_digest,
     shard_of,
 )
-from hfmem.scan_export import matches_fits, parse_fit_filter, select, to_csv, to_markdown
+from hfmem.scan_export import matches_fits, parse_fit_filter, summarise, to_csv, to_markdown
 
 SETTINGS = {"endpoint": "http://hub.test", "offline": False}
 
@@ -83,7 +83,7 @@ def test_store_drops_a_line_cut_by_a_kill(tmp_path):
     path = tmp_path / "r.jsonl"
     good = json.dumps(ok_record("org/a", SETTINGS, fake_report("org/a", 10)))
     path.write_text(good + "\n" + good[:40])
-    assert len(read_records(path)[0]) == 1 and read_records(path)[1] == 1
+    assert [r["model"] for r in iter_records(path)] == ["org/a"]
     store = ResultStore(path, resume=True)
     store.append(error_record("org/b", SETTINGS, errors.GatedRepoError("org/b is gated.")))
     store.close()
@@ -111,7 +111,7 @@ def test_run_scan_records_each_model_once_and_never_stops(tmp_path):
     store = ResultStore(tmp_path / "r.jsonl", resume=False)
     stats = run_scan(models, report_fn, SETTINGS, store, concurrency=3)
     store.close()
-    records = {r["model"]: r for r in read_records(tmp_path / "r.jsonl")[0]}
+    records = {r["model"]: r for r in iter_records(tmp_path / "r.jsonl")}
     assert set(records) == set(models) and (stats.ok, stats.failed) == (2, 3)
     assert records["org/gated"]["error"] == {"type": "GatedRepoError", "exit_code": 4, "message": "org/gated is gated."}
     assert records["org/bug"]["error"]["type"] == "InternalError"
@@ -123,7 +123,7 @@ def test_run_scan_records_each_model_once_and_never_stops(tmp_path):
     other = run_scan(["org/a"], report_fn, SETTINGS | {"offline": True}, store)
     store.close()
     assert (again.skipped, again.ok, other.ok) == (5, 1, 1)
-    assert len(read_records(tmp_path / "r.jsonl")[0]) == 7
+    assert len(list(iter_records(tmp_path / "r.jsonl"))) == 7
 
 
 def test_fit_filter_parses_and_matches():
@@ -151,13 +151,27 @@ def test_exports_deduplicate_and_filter():
                ok_record("org/small", SETTINGS, fake_report("org/small", 1_000_000, fit)),
                ok_record("org/small", SETTINGS, fake_report("org/small", 1_000_000, fit)),
                error_record("org/gone", SETTINGS, errors.RepoNotFoundError("org/gone was | not found"))]
-    rows = list(csv.DictReader(io.StringIO(to_csv(select(records, [])))))
+    rows = list(csv.DictReader(io.StringIO(to_csv(row for row, _ in summarise(records, [])))))
     assert [r["model"] for r in rows] == ["org/big", "org/small", "org/gone"]
     assert rows[1]["fits"] == "qlora:RTX 4090; qlora:H100 80GB; full:H100 80GB"
     assert rows[1]["smallest_fit"] == "qlora: RTX 4090; full: H100 80GB"
     assert rows[2]["error_type"] == "RepoNotFoundError"
     filters = [parse_fit_filter("qlora:rtx4090")]
-    assert [r["model"] for r in select(records, filters)] == ["org/small"]
-    text = to_markdown(select(records, []), [])
+    assert [(row["model"], chosen) for row, chosen in summarise(records, filters)] == [
+        ("org/big", False), ("org/small", True), ("org/gone", False)]
+    text = to_markdown([row for row, _ in summarise(records, [])], [])
     assert "3 models: 2 analysed, 1 failed." in text and "was \\| not found" in text
     assert text.index("org/big") < text.index("org/small") and "qlora: RTX 4090; full: H100 80GB" in text
+
+
+def test_scan_takes_every_estimate_flag_of_hfmem_model():
+    import typer
+
+    from hfmem.cli import app
+    from hfmem.cli_scan import scan_app
+
+    def flags(typer_app) -> set[str]:
+        return {o for p in typer.main.get_command(typer_app).params for o in p.opts}
+
+    model_only = {"MODEL", "model", "--revision", "--format", "-f", "--details"}  # per line as org/name@rev instead
+    assert flags(app) - model_only <= flags(scan_app)
