@@ -28,7 +28,17 @@ if TYPE_CHECKING:
 RATE_LIMIT_WAIT_S = 300.0
 """Longest 429 Retry-After a scan sleeps through: the Hub's rate-limit window is 5 minutes."""
 
+DEFAULT_CONCURRENCY = 8
+"""Models in flight. Each costs ~1 Hub API and ~3 resolver requests (fewer once cached); over a long scan the
+Hub's per-5-minute request limits bound throughput, and 429s are waited out rather than raced."""
+
 scan_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+class ScanFailuresError(errors.HfmemError):
+    """The scan finished but some models could not be analysed (each has an error record)."""
+
+    exit_code = 1
 
 
 class ScanInterruptedError(errors.HfmemError):
@@ -47,7 +57,7 @@ def scan(
     limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many models from the Hub listing.")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL results file (appended to).")] = Path("hfmem-scan.jsonl"),
     resume: Annotated[bool, typer.Option("--resume", help="Continue --out: skip models recorded with the same settings.")] = False,
-    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Models fetched at once.")] = 8,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Models fetched at once.")] = DEFAULT_CONCURRENCY,
     shard: Annotated[Optional[str], typer.Option(metavar="K/N", help="Scan only shard K of N (1 <= K <= N).")] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the results as CSV.")] = None,
     markdown_path: Annotated[Optional[Path], typer.Option("--markdown", help="Also write a markdown summary.")] = None,
@@ -118,7 +128,7 @@ def scan(
     _export([row for row, chosen in rows if chosen], filters, csv_path, markdown_path)
     failed = sum(row["status"] != "ok" for row, _ in rows)
     if stats is not None and failed:
-        raise engine.ScanFailuresError(f"{failed} of {len(rows)} models failed; their records in {out} say why.")
+        raise ScanFailuresError(f"{failed} of {len(rows)} models failed; their records in {out} say why.")
 
 
 def scan_settings(hub: HubSettings, plan: Plan) -> dict[str, Any]:

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
+import httpx2
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError
+
 from hfmem import analysis, cache, errors
 from hfmem.hub import HubClient, HubSettings
 from hfmem.modelref import ModelRef, parse_model_ref
@@ -28,15 +32,8 @@ except ImportError:  # Windows: no advisory lock, the rest works
     fcntl = None  # type: ignore[assignment]
 
 RECORD_VERSION = 1
-DEFAULT_CONCURRENCY = 8  # models in flight; each makes ~3-4 requests, well inside the Hub's per-IP limits
 
 ReportFn = Callable[[ModelRef], dict[str, Any]]
-
-
-class ScanFailuresError(errors.HfmemError):
-    """The scan finished but some models could not be analysed (each has an error record)."""
-
-    exit_code = 1
 
 
 # -- model lists ---------------------------------------------------------------------------------
@@ -63,10 +60,6 @@ def load_list(path: str) -> list[str]:
 
 def list_hub_models(settings: HubSettings, author: str | None, search: str | None, limit: int | None) -> list[str]:
     """Model ids from the Hub's list API (`HfApi.list_models`), sorted so every shard job sees one order."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-    import httpx2
-
     if settings.offline:
         raise errors.InvalidInputError("--author/--search/--limit need the Hub, but HF_HUB_OFFLINE is set.")
     api = HfApi(endpoint=settings.endpoint, token=settings.token or False, library_name="hfmem")
@@ -232,14 +225,8 @@ class ScanStats:
         """Models recorded per second by this run."""
         return self.done / self.elapsed if self.elapsed > 0 else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"total": self.total, "ok": self.ok, "failed": self.failed, "cached": self.cached,
-                "skipped": self.skipped, "meta_builds": self.builds, "elapsed_s": round(self.elapsed, 3),
-                "models_per_s": round(self.rate, 3)}
 
-
-def run_scan(models: list[str], report_fn: ReportFn, settings: dict[str, Any], store: ResultStore,
-             concurrency: int = DEFAULT_CONCURRENCY,
+def run_scan(models: list[str], report_fn: ReportFn, settings: dict[str, Any], store: ResultStore, concurrency: int,
              progress: Callable[[ScanStats], None] | None = None) -> ScanStats:
     """Analyse every model not yet recorded under these settings, `concurrency` at a time, recording each."""
     digest = settings_digest(settings)
@@ -254,7 +241,7 @@ def run_scan(models: list[str], report_fn: ReportFn, settings: dict[str, Any], s
             progress(stats)
 
     tick()
-    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="hfmem-scan")
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="hfmem-scan")
     try:
         futures = [pool.submit(analyse_one, m, report_fn, settings) for m in todo]
         for future in as_completed(futures):
@@ -282,7 +269,10 @@ def analyse_one(model: str, report_fn: ReportFn, settings: dict[str, Any]) -> tu
 
 
 def _served_from_cache(report: dict[str, Any], started: float) -> bool:
-    """True when the repo's config and headers came from hfmem's cache (an entry older than this model's start)."""
+    """True when the repo's config and headers came from hfmem's cache (its entry predates this model's start).
+
+    Read from the entry's file time because build_report does not say; `cache._path` is the cache's own naming.
+    """
     if report.get("source") != "hub" or not report.get("sha"):
         return False
     try:

@@ -119,8 +119,8 @@ def test_run_scan_records_each_model_once_and_never_stops(tmp_path):
     assert records["org/b@dev"]["revision"] is None  # the report's own; fake_report has none
 
     store = ResultStore(tmp_path / "r.jsonl", resume=True)
-    again = run_scan(models + ["org/c"], report_fn, SETTINGS, store)
-    other = run_scan(["org/a"], report_fn, SETTINGS | {"offline": True}, store)
+    again = run_scan(models + ["org/c"], report_fn, SETTINGS, store, concurrency=2)
+    other = run_scan(["org/a"], report_fn, SETTINGS | {"offline": True}, store, concurrency=1)
     store.close()
     assert (again.skipped, again.ok, other.ok) == (5, 1, 1)
     assert len(list(iter_records(tmp_path / "r.jsonl"))) == 7
