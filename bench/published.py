@@ -245,18 +245,21 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
     offload = str(entry.get("cpu_offload") or "")
     if offload and offload != "False":
         if "activation" in offload:
-            unmodelled.append("activation offloading")
+            kw["activation_offloading"] = True  # torchtune enable_activation_offloading
         if "param" in offload or offload == "fsdp_cpu_offload":
             kw["offload_params"] = True
             kw["offload_optimizer"] = True
         elif "optimizer" in offload:
             kw["offload_optimizer"] = True
-    notes = (entry.get("notes") or "").lower()
-    for word, label in (("compile", "torch.compile"), ("chunked", "chunked cross-entropy")):
-        if word in notes and word in (entry.get("settings_provenance") or "").lower() + entry["id"]:
-            unmodelled.append(label)
-    if "-cce" in entry["id"]:
-        unmodelled.append("chunked cross-entropy")
+    chunks = int(entry.get("loss_chunks") or 1)
+    if chunks > 1:
+        kw["loss_chunks"] = chunks
+    if entry.get("compile"):
+        # torchtune's compile=True compiles each decoder layer and the loss. The loss is modelled when the
+        # fp32 upcast happens inside it (chunked CE); the layers' compiled saved set is not modelled.
+        if chunks > 1:
+            kw["compile_loss"] = True
+        unmodelled.append("torch.compile (decoder layers)")
     return TrainingSettings(**kw), assumed, sorted(set(unmodelled))
 
 
@@ -286,7 +289,8 @@ def predict(entry: dict[str, Any]) -> Row:
     row.settings = {k: v for k, v in est.to_dict()["settings"].items()
                     if k in {"dtype", "resolved_optimizer", "micro_batch_size", "seq_len", "gradient_checkpointing",
                              "gradient_accumulation_steps", "lora_targets", "lora_dropout",
-                             "attention", "lora_rank", "num_gpus", "resolved_sharding", "offload_optimizer", "offload_params"}}
+                             "attention", "lora_rank", "num_gpus", "resolved_sharding", "offload_optimizer", "offload_params",
+                             "loss_chunks", "compile_loss", "activation_offloading", "optimizer_in_backward"}}
     row.settings["metric_term"] = key
     return row
 

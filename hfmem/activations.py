@@ -180,14 +180,17 @@ class ActivationEstimate:
     adjustments: int
     """Corrections to the per-layer sum (layer 0 saves less when its input needs no grad)."""
     notes: tuple[str, ...] = ()
+    offloaded: int = 0
+    """With activation offloading: saved bytes held in CPU pinned memory instead of on the GPU."""
 
     @property
     def layers_total(self) -> int:
         return sum(layer.bytes * layer.count for layer in self.layers)
 
     @property
-    def stored(self) -> int:
-        """Bytes saved for backward at the end of the forward pass (what saved_tensors_hooks see)."""
+    def saved(self) -> int:
+        """Bytes saved for backward at the end of the forward pass (what saved_tensors_hooks see),
+        wherever they live (with activation offloading most of them are in CPU memory)."""
         if self.gradient_checkpointing == "full":
             body = self.checkpoint_inputs
         elif self.gradient_checkpointing == "selective":
@@ -195,6 +198,11 @@ class ActivationEstimate:
         else:
             body = self.layers_total
         return max(0, self.embedding + body + self.final + self.loss + self.adjustments)
+
+    @property
+    def stored(self) -> int:
+        """Saved bytes that stay on the GPU through the backward pass (`saved` less what is offloaded)."""
+        return max(0, self.saved - self.offloaded)
 
     @property
     def transient(self) -> int:
@@ -222,6 +230,8 @@ class ActivationEstimate:
             "loss_peak": self.loss_peak,
             "recompute": self.recompute,
             "adjustments": self.adjustments,
+            "saved": self.saved,
+            "offloaded": self.offloaded,
             "stored": self.stored,
             "transient": self.transient,
             "peak": self.peak,
@@ -656,8 +666,22 @@ def estimate_activations(
     dequant_workspace: int = 0,
     modules: tuple[LayerModules, LayerModules] | None = None,
     cache: dict | None = None,
+    loss_chunks: int = 1,
+    compiled_loss: bool = False,
+    activation_offloading: bool = False,
 ) -> ActivationEstimate:
     """Activation bytes for a micro-batch: per-layer figures, model-level terms, transients.
+
+    `loss_chunks`: chunked cross-entropy (torchtune CEWithChunkedOutputLoss, 8 chunks): the output
+    projection and the fp32 upcast run per chunk of the sequence, so the loss backward's fp32
+    buffers exist for one chunk at a time (the saved log_softmax outputs still add up to 4·b·s·V).
+    `compiled_loss`: the loss under torch.compile (inductor): it saves the compute-dtype logits and
+    two fp32 row statistics (max, logsumexp) instead of log_softmax's fp32 output.
+    `activation_offloading`: torchtune's OffloadActivations around the model's forward: every saved
+    tensor of the decoder (embeddings, layers, final norm; with checkpointing, the layer inputs)
+    goes to CPU pinned memory; the GPU keeps about two layers' worth (the layer being computed in
+    backward and the one being prefetched), the output projection's input (excluded by torchtune)
+    and the loss (computed outside the context).
 
     `modules`: the result of layer_modules(arch, inventory), when the caller has it already;
     `cache`: a dict the caller keeps per model, so repeated calls reuse the per-layer forms.
@@ -723,10 +747,19 @@ def estimate_activations(
     if head_trained:
         final.add("lm_head.input", p * h)  # one cast copy under autocast too
     _lora_adapters(final, "lm_head", (Module("lm_head", h, v, 1),), trained, p, dropout_mask_bytes)
-    loss = 4 * tokens * v + 8 * tokens + 4  # log_softmax's fp32 output, labels, the scalar
+    if compiled_loss:
+        loss = p * tokens * v + 8 * tokens + 8 * tokens + 4  # logits (compute dtype), 2 fp32 row stats, labels
+    else:
+        loss = 4 * tokens * v + 8 * tokens + 4  # log_softmax's fp32 output, labels, the scalar
     if arch.model_type in _SOFTCAP_FAMILIES:
         loss += p * tokens * v  # final logit soft-capping keeps tanh's output
-    loss_peak = 8 * tokens * v
+    chunks = max(1, min(int(loss_chunks), s))
+    loss_peak = 8 * tokens * v / chunks  # the loss backward's two fp32 buffers, one chunk at a time
+    if chunks > 1:
+        notes.append(f"chunked cross-entropy ({chunks} chunks): the loss backward's fp32 buffers exist one chunk at a time")
+    if compiled_loss:
+        notes.append("compiled loss: saves the compute-dtype logits and fp32 row statistics, not log_softmax's fp32 output; "
+                     "torch.compile's effect on the decoder layers is not modelled (counted as eager)")
 
     adjustments = 0
     plan = _layer_plan(arch)
@@ -753,6 +786,22 @@ def estimate_activations(
         if kernel in {"flash_attention_2", "sdpa"}:
             notes.append("selective checkpointing changes nothing with a fused attention kernel (no a·s² tensors)")
     recompute += dequant_workspace
+    offloaded = 0
+    if activation_offloading:
+        if gradient_checkpointing == "full":
+            body = checkpoint_inputs
+            unit = r * arch.hidden_size * tokens
+        elif gradient_checkpointing == "selective":
+            body = sum((layer.bytes - layer.attention_core_bytes) * layer.count for layer in layers)
+            unit = max((layer.bytes - layer.attention_core_bytes for layer in layers), default=0)
+        else:
+            body = sum(layer.bytes * layer.count for layer in layers)
+            unit = max((layer.bytes for layer in layers), default=0)
+        lm_head_input = p * h * tokens if head_trained else 0
+        decoder = embedding + body + final.total * tokens - lm_head_input + adjustments
+        offloaded = max(0, round(decoder - min(body, 2 * unit)))
+        notes.append("activation offloading: the decoder's saved tensors in CPU pinned memory, about two layers' worth "
+                     "on the GPU at a time; the output projection's input and the loss stay on the GPU")
     return ActivationEstimate(
         micro_batch_size=b,
         seq_len=s,
@@ -767,6 +816,7 @@ def estimate_activations(
         recompute=round(recompute),
         adjustments=adjustments,
         notes=tuple(dict.fromkeys(notes)),
+        offloaded=offloaded,
     )
 
 

@@ -57,6 +57,10 @@ def model(
     gpu: opt.Gpus = None,
     cuda_context_gib: opt.CudaContext = None,
     fragmentation: opt.Fragmentation = None,
+    loss_chunks: opt.LossChunks = 1,
+    compile_loss: opt.CompileLoss = False,
+    activation_offloading: opt.ActivationOffloading = False,
+    optimizer_in_backward: opt.OptimizerInBackward = False,
 ) -> None:
     from hfmem.hub import HubSettings
     from hfmem.modelref import parse_model_ref
@@ -64,7 +68,8 @@ def model(
 
     plan = opt.make_plan(method, seq_len, batch_size, grad_accum, dtype, optimizer, zero, num_gpus, offload_optimizer,
                          offload_params, gradient_checkpointing, attention, lora_rank, lora_targets, gpu,
-                         cuda_context_gib, fragmentation)
+                         cuda_context_gib, fragmentation, loss_chunks, compile_loss, activation_offloading,
+                         optimizer_in_backward)
     ref = parse_model_ref(model, revision)
     report = build_report(ref, HubSettings.from_env(token=token, timeout=timeout), plan)
     emit(report, output, details)

@@ -26,6 +26,14 @@ Checkpointing = Annotated[str, typer.Option(help="Gradient checkpointing: off, f
 Attention = Annotated[str, typer.Option(help="Attention kernel: flash, sdpa, eager.")]
 LoraRank = Annotated[int, typer.Option(help="LoRA rank r (alpha does not change memory).")]
 LoraTargets = Annotated[str, typer.Option(help="LoRA target modules: all-linear, or names like q_proj,v_proj.")]
+LossChunks = Annotated[int, typer.Option(
+    help="Chunked cross-entropy over N sequence chunks (torchtune CEWithChunkedOutputLoss: 8; 1 = off).")]
+CompileLoss = Annotated[bool, typer.Option(
+    help="The loss runs under torch.compile (saves 16-bit logits, not fp32 log-probs; layers counted as eager).")]
+ActivationOffloading = Annotated[bool, typer.Option(
+    help="Saved activations in CPU pinned memory (torchtune enable_activation_offloading).")]
+OptimizerInBackward = Annotated[bool, typer.Option(
+    help="Optimizer step fused into backward: each gradient freed at once (torchtune optimizer_in_bwd).")]
 Gpus = Annotated[Optional[list[str]], typer.Option(
     "--gpu", "-g", help="GPUs to fit against: catalogue names (h100, rtx4090...) or name=GiB (repeatable; "
                         "default: the whole catalogue).")]
@@ -44,7 +52,8 @@ def make_plan(methods: list[str] | None = None, seq_len: int | None = None, batc
               num_gpus: int = 1, offload_optimizer: bool = False, offload_params: bool = False,
               gradient_checkpointing: str = "off", attention: str = "flash", lora_rank: int = 16,
               lora_targets: str = "all-linear", gpus: list[str] | None = None, cuda_context_gib: float | None = None,
-              fragmentation: float | None = None):
+              fragmentation: float | None = None, loss_chunks: int = 1, compile_loss: bool = False,
+              activation_offloading: bool = False, optimizer_in_backward: bool = False):
     """Validate the flags into a Plan; every bad value is an InvalidInputError naming the flag's value."""
     from hfmem.gpus import resolve_gpus
     from hfmem.report import Plan
@@ -58,7 +67,8 @@ def make_plan(methods: list[str] | None = None, seq_len: int | None = None, batc
         method=chosen[0], seq_len=seq_len, micro_batch_size=batch_size, gradient_accumulation_steps=grad_accum,
         dtype=dtype, optimizer=optimizer, sharding=zero, num_gpus=num_gpus, offload_optimizer=offload_optimizer,
         offload_params=offload_params, gradient_checkpointing=gradient_checkpointing, attention=attention,
-        lora_rank=lora_rank, lora_targets=lora_targets,
+        lora_rank=lora_rank, lora_targets=lora_targets, loss_chunks=loss_chunks, compile_loss=compile_loss,
+        activation_offloading=activation_offloading, optimizer_in_backward=optimizer_in_backward,
         overhead=parse_overhead(cuda_context_gib, fragmentation),
     ).validated()
     return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpus)))

@@ -191,7 +191,8 @@ def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> A
         residual_bytes=4 if settings.dtype.startswith("amp") else p,
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
         trained=trainability(ctx, settings), dequant_workspace=workspace, modules=ctx.modules,
-        cache=ctx.layer_cache,
+        cache=ctx.layer_cache, loss_chunks=settings.loss_chunks, compiled_loss=settings.compile_loss,
+        activation_offloading=settings.activation_offloading,
     )
 
 
@@ -310,6 +311,10 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
         "offload_optimizer": s.offload_optimizer,
         "offload_params": s.offload_params,
         "optimizer_in_backward": s.optimizer_in_backward,
+        "loss_chunks": s.loss_chunks,
+        "compile_loss": s.compile_loss,
+        "activation_offloading": s.activation_offloading,
+        "activations_offloaded_bytes": act.offloaded,
         "lora": None if s.method == "full" else {
             "rank": s.lora_rank, "targets": list(s.lora_targets), "dropout": s.lora_dropout,
             "adapter_dtype": s.adapter_dtype, "alpha": "irrelevant to memory",

@@ -4,7 +4,8 @@ Everything here is plain data; `TrainingSettings.validated()` normalises aliases
 "adamw_torch", True/False for checkpointing, ...) and raises `InvalidInputError` with one clear line
 on anything it cannot understand. Defaults are what a user expects from a Hugging Face fine-tune:
 bf16 mixed precision, AdamW, sequence 2048 (or the model's maximum if smaller), micro-batch 1,
-flash attention, no gradient checkpointing, LoRA rank 16 on all linear layers.
+flash attention, no gradient checkpointing, LoRA rank 16 on all linear layers; a whole-sequence eager
+loss, no activation offloading, no optimizer step in backward.
 """
 
 from __future__ import annotations
@@ -130,6 +131,16 @@ class TrainingSettings:
     """The 4-bit linear: "bitsandbytes" (HF/PEFT, keeps each quantized layer's input) or "torchao" (torchtune's NF4)."""
     optimizer_in_backward: bool = False
     """Step each parameter as its gradient is ready and free it (torchtune): no full gradient set."""
+    loss_chunks: int = 1
+    """Chunked cross-entropy over this many sequence chunks (torchtune CEWithChunkedOutputLoss: 8): the loss
+    backward's fp32 (b·s, V) buffers exist one chunk at a time. 1: the usual whole-sequence loss."""
+    compile_loss: bool = False
+    """The loss under torch.compile (torchtune compile=True compiles model and loss): inductor saves the
+    compute-dtype logits and fp32 row statistics instead of log_softmax's fp32 output. Only the loss is
+    modelled; what compile saves in the decoder layers is counted as in eager mode (an overestimate)."""
+    activation_offloading: bool = False
+    """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
+    about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
     overhead: Overhead = field(default_factory=Overhead)
 
     @property
@@ -171,6 +182,10 @@ class TrainingSettings:
             changes[name] = _positive_int(name, getattr(self, name), low)
         if self.seq_len is not None:
             changes["seq_len"] = _positive_int("seq_len", self.seq_len, 1)
+        changes["loss_chunks"] = _positive_int("loss_chunks", self.loss_chunks, 1)
+        for name in ("compile_loss", "activation_offloading", "optimizer_in_backward"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInputError(f"{name} must be true or false; got {getattr(self, name)!r}.")
         if self.qlora_kernel not in {"bitsandbytes", "torchao"}:
             raise InvalidInputError(f"qlora_kernel must be bitsandbytes or torchao; got {self.qlora_kernel!r}.")
         if not 0.0 <= float(self.lora_dropout) < 1.0:
