@@ -308,6 +308,8 @@ class HubServer:
         self.page_size = page_size
         self.max_data_bytes = max_data_bytes
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self._in_flight = 0  # handlers that may still log: a client can read its answer before the log entry lands
         self._base: dict[str, Repo] = {}
         for root in roots:
             self._base.update(load_root(Path(root)))
@@ -428,17 +430,29 @@ class HubServer:
 
     @property
     def log(self) -> list[LogEntry]:
-        """A copy of the request log, oldest first."""
-        with self._lock:
+        """A copy of the request log, oldest first, once in-flight handlers have logged."""
+        with self._settled:
+            self._settle()
             return list(self._log)
 
+    def _settle(self) -> None:
+        """Wait (briefly, holding the lock) until no handler is still about to log a finished request."""
+        self._settled.wait_for(lambda: self._in_flight == 0, timeout=2.0)
+
+    def handling(self, delta: int) -> None:
+        with self._settled:
+            self._in_flight += delta
+            self._settled.notify_all()
+
     def reset_log(self) -> None:
-        with self._lock:
+        with self._settled:
+            self._settle()
             self._log.clear()
 
     def reset(self) -> None:
         """Forget the log, the faults and the repos added at run time."""
-        with self._lock:
+        with self._settled:
+            self._settle()
             self._log.clear()
             self._faults.clear()
             self._extra.clear()
@@ -493,6 +507,13 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.role  # type: ignore[attr-defined]
 
     def _handle(self, method: str) -> None:
+        self.hub.handling(+1)
+        try:
+            self._serve(method)
+        finally:
+            self.hub.handling(-1)
+
+    def _serve(self, method: str) -> None:
         self.method = method
         self.entry: LogEntry | None = None
         self.weights = False
