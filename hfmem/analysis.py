@@ -132,6 +132,9 @@ def guard_config(config: Any, depth: int = 0) -> None:
     for key, value in (config.items() if isinstance(config, dict) else []):
         if isinstance(value, dict):
             guard_config(value, depth + 1)
+        elif key in {"torch_dtype", "dtype"}:
+            if value is not None and not isinstance(value, str):
+                raise errors.MalformedConfigError(f"config.json `{key}` must be a dtype name, got {value!r}.")
         elif key in LIMITS or key in _DIM_KEYS:
             if value is None:
                 continue
@@ -175,7 +178,10 @@ def _derive_uncached(config: dict[str, Any], checkpoint: Checkpoint | None, note
 
     global meta_builds
     try:
-        normalised = _normalised(make_config(config))
+        try:
+            normalised = _normalised(make_config(config))
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:  # transformers choking on a value
+            raise errors.MalformedConfigError(f"config.json is not a valid config: {' '.join(str(err).split())}") from None
     except errors.UnsupportedArchitectureError as err:
         architecture = read_architecture(config)
         notes.append(f"{err} Counts come from the " + ("checkpoint headers." if checkpoint else "config dimensions."))

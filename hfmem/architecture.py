@@ -7,7 +7,6 @@ dominates training memory: the language model's decoder stack.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -194,7 +193,7 @@ def _layer_types(cfg: dict[str, Any], num_layers: int) -> dict[str, int]:
 def _dense_layers(cfg: dict[str, Any], num_layers: int, num_experts: int) -> int:
     if num_experts <= 1:
         return num_layers
-    dense = int(cfg.get("first_k_dense_replace") or 0)
+    dense = _int(cfg, "first_k_dense_replace", 0) or 0
     only = cfg.get("mlp_only_layers")
     if isinstance(only, list):
         dense += len(only)
@@ -233,27 +232,30 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
         kv_heads = _int(cfg, "num_key_value_heads", None) or heads
     if heads and (kv_heads == 0 or heads % kv_heads):
         raise MalformedConfigError(f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads}).")
-    head_dim = cfg.get("head_dim") or cfg.get("d_kv") or (hidden // heads if heads else 0)
+    head_dim = _int(cfg, "head_dim", None) or _int(cfg, "d_kv", None) or (hidden // heads if heads else 0)
     intermediate = _int(cfg, "intermediate_size", None) or 4 * hidden
     vocab = _int(cfg, "vocab_size", required=True)
     experts = _int(cfg, "num_experts", 0) or 0
     mla = None
-    if cfg.get("kv_lora_rank"):
+    if _int(cfg, "kv_lora_rank", None):
         mla = MlaDims(
-            q_lora_rank=cfg.get("q_lora_rank"),
-            kv_lora_rank=int(cfg["kv_lora_rank"]),
-            qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0),
-            qk_nope_head_dim=int(cfg.get("qk_nope_head_dim") or 0),
-            v_head_dim=int(cfg.get("v_head_dim") or head_dim),
+            q_lora_rank=_int(cfg, "q_lora_rank", None),
+            kv_lora_rank=_int(cfg, "kv_lora_rank"),
+            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", 0) or 0,
+            qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", 0) or 0,
+            v_head_dim=_int(cfg, "v_head_dim", None) or head_dim,
         )
+    names = config.get("architectures")
+    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise MalformedConfigError(f"config.json `architectures` must be a list of class names, got {names!r}.")
     arch = Architecture(
         model_type=model_type,
-        architecture=(config.get("architectures") or [None])[0],
+        architecture=(names or [None])[0],
         num_layers=layers,
         hidden_size=hidden,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
-        head_dim=int(head_dim),
+        head_dim=head_dim,
         intermediate_size=intermediate,
         vocab_size=vocab,
         max_position_embeddings=_int(cfg, "max_position_embeddings", None),
@@ -267,7 +269,8 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
         mla=mla,
         layer_types=_layer_types(cfg, layers),
         is_encoder_decoder=bool(config.get("is_encoder_decoder")),
-        encoder_layers=int(cfg.get("encoder_layers") or (cfg.get("num_layers") if config.get("is_encoder_decoder") else 0) or 0),
+        encoder_layers=_int(cfg, "encoder_layers", None)
+        or ((_int({"n": cfg.get("num_layers")}, "n", 0) or 0) if config.get("is_encoder_decoder") else 0),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", cfg.get("tie_word_embeddings", True))),
         dtype=_dtype(config if ("torch_dtype" in config or "dtype" in config) else cfg),
         nested=nested,
@@ -348,11 +351,9 @@ def rough_parameter_count(arch: Architecture) -> int:
 
 def check_plausible(arch: Architecture) -> None:
     """Refuse configs whose size is beyond any real model (guards the meta build)."""
-    estimate = rough_parameter_count(arch)
+    estimate = rough_parameter_count(arch)  # exact integer arithmetic: huge dims cannot overflow it
     if estimate > MAX_PARAMETERS:
         raise AbsurdConfigError(
-            f"config.json describes about {estimate / 1e12:,.0f}T parameters (limit {MAX_PARAMETERS / 1e12:.0f}T); "
+            f"config.json describes about {estimate // 10**12:,}T parameters (limit {MAX_PARAMETERS // 10**12}T); "
             "refusing to build it."
         )
-    if not math.isfinite(estimate):
-        raise AbsurdConfigError("config.json dimensions overflow.")

@@ -268,7 +268,7 @@ def read_json_file(path: Path, label: str, malformed: type[errors.HfmemError]) -
         if path.stat().st_size > MAX_JSON_BYTES:
             raise malformed(f"{label} is larger than {MAX_JSON_BYTES:,} bytes.")
         return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # bad UTF-8, bad JSON, integers past Python's digit limit
         raise malformed(f"{label} is not valid JSON.") from None
     except OSError as err:
         raise malformed(f"{label}: {err.strerror}.") from None

@@ -104,7 +104,7 @@ def parse_header(raw: bytes, filename: str, data_size: int | None = None) -> dic
     """
     try:
         table = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # bad UTF-8, bad JSON, integers past Python's digit limit
         raise MalformedCheckpointError(f"{filename}: safetensors header is not valid JSON.") from None
     if not isinstance(table, dict):
         raise MalformedCheckpointError(f"{filename}: safetensors header is not a JSON object.")

@@ -77,3 +77,11 @@ def hub(hub_server: HubServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
         monkeypatch.setattr(constants, name, value)
     yield hub_server
     hub_server.reset()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    """Report how many fuzz cases ran (tests/fuzz_stats.py) and how many misbehaved."""
+    from fuzz_stats import summary_lines
+
+    for line in summary_lines():
+        terminalreporter.write_line(line)
