@@ -256,10 +256,10 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
         kw["loss_chunks"] = chunks
     if entry.get("compile"):
         # torchtune's compile=True compiles each decoder layer and the loss. The loss is modelled when the
-        # fp32 upcast happens inside it (chunked CE); the layers' compiled saved set is not modelled.
+        # fp32 upcast happens inside it (chunked CE); the layers' saved set is compile_layers.
         if chunks > 1:
             kw["compile_loss"] = True
-        unmodelled.append("torch.compile (decoder layers)")
+        kw["compile_layers"] = True
     return TrainingSettings(**kw), assumed, sorted(set(unmodelled))
 
 
@@ -290,7 +290,8 @@ def predict(entry: dict[str, Any]) -> Row:
                     if k in {"dtype", "resolved_optimizer", "micro_batch_size", "seq_len", "gradient_checkpointing",
                              "gradient_accumulation_steps", "lora_targets", "lora_dropout",
                              "attention", "lora_rank", "num_gpus", "resolved_sharding", "offload_optimizer", "offload_params",
-                             "loss_chunks", "compile_loss", "activation_offloading", "optimizer_in_backward"}}
+                             "loss_chunks", "compile_loss", "compile_layers", "activation_offloading",
+                             "optimizer_in_backward"}}
     row.settings["metric_term"] = key
     return row
 

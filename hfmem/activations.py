@@ -15,7 +15,14 @@ Conventions (all documented in the estimate's assumptions):
 - the loss: transformers upcasts logits to fp32 and keeps log_softmax's fp32 output (4·b·s·V);
   its backward briefly needs two more fp32 (b·s, V) buffers: the "loss peak";
 - gradient checkpointing "full" keeps each layer's input plus one layer recomputed at a time;
-  "selective" (Korthikanti et al.) recomputes only the attention core (the a·s² terms).
+  "selective" (Korthikanti et al.) recomputes only the attention core (the a·s² terms);
+- compiled layers (torch.compile of each decoder layer, inductor's min-cut partitioner): backward
+  recomputes cheap elementwise work from what the matmuls and kernels need, so an RMSNorm keeps only
+  its input and rstd (no fp32 copy, no normalised copy), an activation function keeps its input but
+  not its output or temporaries, and eager attention keeps its raw scores and two fp32 row
+  statistics instead of the fp32 softmax. Everything else (matmul inputs, RoPE'd q/k, the fused
+  attention's output and logsumexp, MoE routing and routed copies) is saved as in eager mode.
+  Validated term by term against real compiled forwards (tests/test_compiled_layers.py).
 No torch import: pure arithmetic over the Architecture and the Inventory's linear layers.
 """
 
@@ -334,10 +341,11 @@ def resolve_attention(arch: Architecture, attention: str, seq_len: int) -> str:
 
 
 def _norm(saved: _Saved, name: str, arch: Architecture, width: float, p: int, trained: Trainability,
-          weight_trainable: bool, *, input_needed: bool = True, r: int | None = None) -> None:
+          weight_trainable: bool, *, input_needed: bool = True, r: int | None = None, compiled: bool = False) -> None:
     """A norm over `width` features per token, as the HF code computes it (bytes per token).
 
     r: bytes of the norm's input when it differs from the compute dtype (AMP's fp32 residual stream).
+    compiled: under torch.compile an RMSNorm keeps its input and rstd; backward recomputes the rest.
     """
     if not input_needed:
         return
@@ -345,6 +353,10 @@ def _norm(saved: _Saved, name: str, arch: Architecture, width: float, p: int, tr
     if arch.norm == "layernorm":
         saved.add(f"{name}.input", p * width)  # F.layer_norm keeps its input, mean and rstd for any grad
         saved.add(f"{name}.stats", 8)
+        return
+    if compiled:
+        saved.add(f"{name}.input", p * width)  # the layer's input, or the post-attention residual's addend
+        saved.add(f"{name}.rsqrt", 4)
         return
     saved.add(f"{name}.fp32_input", 4 * width)  # x.to(float32) (x itself when p == 4) for pow and mul
     saved.add(f"{name}.rsqrt", 4)
@@ -391,10 +403,12 @@ def _lora_adapters(saved: _Saved, role: str, modules: tuple[Module, ...], traine
 
 def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, mods: LayerModules,
                trained: Trainability, mask_bytes: float | None, sliding: bool, input_grad: bool = True,
-               autocast: bool = False) -> None:
+               autocast: bool = False, compiled: bool = False) -> None:
     """What the attention block saves per token, after the (shared) normed input.
 
     autocast: torch autocast runs softmax in fp32 whatever the model code asks for.
+    compiled: torch.compile's partitioner keeps eager attention's raw scores and fp32 row max/sum
+    and recomputes the fp32 softmax in backward; its norms keep input and rstd.
     """
     a, kv = arch.num_attention_heads, arch.num_key_value_heads
     mla = arch.mla
@@ -404,15 +418,16 @@ def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, m
         kv = a
         grad = input_grad or any(m.name in trained.lora for m in mods.attn_in)  # q_a/kv_a outputs need grad?
         if mla.q_lora_rank:
-            _norm(saved, "q_a_norm", arch, mla.q_lora_rank, p, trained, trained.weight("norm"), input_needed=grad)
+            _norm(saved, "q_a_norm", arch, mla.q_lora_rank, p, trained, trained.weight("norm"), input_needed=grad, compiled=compiled)
             _linear_inputs(saved, "q_b.input", mla.q_lora_rank, p, mods.q_b, trained)
-        _norm(saved, "kv_a_norm", arch, mla.kv_lora_rank, p, trained, trained.weight("norm"), input_needed=grad)
+        _norm(saved, "kv_a_norm", arch, mla.kv_lora_rank, p, trained, trained.weight("norm"), input_needed=grad,
+              compiled=compiled)
         _linear_inputs(saved, "kv_b.input", mla.kv_lora_rank, p, mods.kv_b, trained)
     else:
         dq = dv = arch.head_dim
     if arch.qk_norm:
         for head, n in (("q", a), ("k", kv)):
-            _norm(saved, f"{head}_norm", arch, n * dq, p, trained, trained.weight("norm"))
+            _norm(saved, f"{head}_norm", arch, n * dq, p, trained, trained.weight("norm"), compiled=compiled)
     rep = a // kv if kv else 1
     head_major_q = mla is not None or arch.partial_rotary_factor < 1 or arch.model_type in _SDPA_BROADCAST_MQA
     o_needed = any(trained.needs_input(m.name) for m in mods.attn_out)
@@ -425,7 +440,11 @@ def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, m
         saved.add("attn.v", p * k_heads * dv)
         if arch.model_type in _SOFTCAP_FAMILIES:
             saved.add("attn.softcap_tanh", p * a * s, s2=True)
-        if softmax_fp32 and p < 4:
+        if softmax_fp32 and p < 4 and compiled and not drop and arch.model_type not in _SOFTCAP_FAMILIES:
+            saved.add("attn.scores", p * a * s, s2=True)  # QK^T before the fp32 softmax, recomputed from it
+            saved.add("attn.row_stats", 8 * a)  # the softmax's fp32 row max and sum
+            saved.add("attn.probs", p * a * s, s2=True)
+        elif softmax_fp32 and p < 4:
             saved.add("attn.softmax_fp32", 4 * a * s, s2=True)
             if not drop:
                 saved.add("attn.probs", p * a * s, s2=True)
@@ -474,14 +493,29 @@ def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, m
 
 
 def _mlp(saved: _Saved, prefix: str, arch: Architecture, width: float, p: int, ins: tuple[Module, ...],
-         outs: tuple[Module, ...], trained: Trainability, tokens_per_token: float = 1.0) -> None:
-    """A (gated) MLP of `width` on the normed input; its input is accounted by the caller."""
+         outs: tuple[Module, ...], trained: Trainability, tokens_per_token: float = 1.0, compiled: bool = False) -> None:
+    """A (gated) MLP of `width` on the normed input; its input is accounted by the caller.
+
+    compiled: torch.compile recomputes the activation in backward from its input (the gate or fc1
+    output): no temporaries, no activation output; the down projection's input is still kept.
+    """
     saves = _ACT_SAVES.get(arch.hidden_act, _ACT_DEFAULT)
     fused = any(m.out_features == 2 * width for m in ins) or any("gate_up" in m.name for m in ins)
     gated = arch.gated_mlp
     out_needed = any(trained.needs_input(m.name) for m in outs)
     unit = p * width * tokens_per_token
     internal = sum(1 for x in saves if x == "t")
+    if compiled:
+        if gated and fused:
+            saved.add(f"{prefix}.gate_up", 2 * unit)
+        elif gated:
+            saved.add(f"{prefix}.gate", unit)
+            saved.add(f"{prefix}.up", unit)
+        elif saves != ("out",) and saves:
+            saved.add(f"{prefix}.fc_out", unit)  # the activation's input, for recomputing it
+        if out_needed or (not gated and saves == ("out",)):
+            saved.add(f"{prefix}.down_input", unit)
+        return
     if gated:
         if fused:
             saved.add(f"{prefix}.gate_up", 2 * unit)
@@ -510,15 +544,15 @@ def _sliding(arch: Architecture, kind: str, s: int) -> bool:
 
 def _layer_at(cache: dict, arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p: int,
               mods: LayerModules, trained: Trainability, mask_bytes: float | None, *, input_grad: bool = True,
-              r: int | None = None) -> _Saved:
+              r: int | None = None, compiled: bool = False) -> _Saved:
     """`_layer` at length s, from a cached affine form: per-token terms are a + b·s (the a·s² terms)."""
     sliding = _sliding(arch, kind, s)
-    key = (kind, mlp_kind, kernel, p, mods, trained, mask_bytes, input_grad, sliding, r)
+    key = (kind, mlp_kind, kernel, p, mods, trained, mask_bytes, input_grad, sliding, r, compiled)
     forms = cache.get(key)
     if forms is None:
         forms = cache[key] = tuple(
             _layer(arch, kind, mlp_kind, kernel, length, p, mods, trained, mask_bytes, input_grad=input_grad,
-                   sliding=sliding, r=r) for length in (0, 1))
+                   sliding=sliding, r=r, compiled=compiled) for length in (0, 1))
     zero, one = forms
     out = _Saved()
     for name in one.terms.keys() | zero.terms.keys():
@@ -530,8 +564,10 @@ def _layer_at(cache: dict, arch: Architecture, kind: str, mlp_kind: str, kernel:
 
 def _layer(arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p: int,
            mods: LayerModules, trained: Trainability, mask_bytes: float | None, *, input_grad: bool = True,
-           sliding: bool = False, r: int | None = None) -> _Saved:
+           sliding: bool = False, r: int | None = None, compiled: bool = False) -> _Saved:
     """Saved bytes per token of one layer (attention kind x MLP kind); the caller multiplies by b·s.
+
+    compiled: the layer runs under torch.compile (see the module docstring for what changes).
 
     input_grad=False: the layer's input needs no gradient (layer 0 of a LoRA model without
     checkpointing): autograd records nothing until the first adapter, so the input norm (and, in a
@@ -550,32 +586,34 @@ def _layer(arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p:
     mlp_adapted = any(m.name in trained.lora for m in mods.mlp_in + mods.mlp_out + mods.shared_in + mods.shared_out)
     skip_parallel_mlp = not input_grad and arch.parallel_block and not mlp_adapted and not trained.full
     if has_attention:
-        _norm(saved, "attn_norm", arch, h, p, trained, norm_w, input_needed=input_grad, r=r)
+        _norm(saved, "attn_norm", arch, h, p, trained, norm_w, input_needed=input_grad, r=r, compiled=compiled)
         if arch.parallel_block:
             _linear_inputs(saved, "attn_norm.out", h, p, attn_input_users + mlp_input_users, trained, r=r)
         else:
             _linear_inputs(saved, "attn_norm.out", h, p, attn_input_users, trained, r=r)
         _lora_adapters(saved, "attn_in", mods.attn_in + mods.q_b + mods.kv_b, trained, p, mask_bytes)
-        _attention(saved, arch, kernel, s, p, mods, trained, mask_bytes, sliding, input_grad, autocast=bool(r and r > p))
+        _attention(saved, arch, kernel, s, p, mods, trained, mask_bytes, sliding, input_grad, autocast=bool(r and r > p),
+                   compiled=compiled)
         _lora_adapters(saved, "attn_out", mods.attn_out, trained, p, mask_bytes)
         if arch.model_type in _SANDWICH_NORM_FAMILIES:
-            _norm(saved, "post_attn_norm", arch, h, p, trained, norm_w, r=r)
+            _norm(saved, "post_attn_norm", arch, h, p, trained, norm_w, r=r, compiled=compiled)
         if arch.hidden_dropout > 0:
             saved.add("attn.resid_dropout_mask", _mask(mask_bytes, p) * h)
     if has_mlp and not (skip_parallel_mlp and has_attention):
         if not (arch.parallel_block and has_attention):
-            _norm(saved, "mlp_norm", arch, h, p, trained, norm_w, r=r)
+            _norm(saved, "mlp_norm", arch, h, p, trained, norm_w, r=r, compiled=compiled)
             router_fp32 = mlp_kind == "moe" and arch.model_type in _FP32_ROUTER_FAMILIES and p < 4
             router_needs = mlp_kind == "moe" and not router_fp32 and trained.weight("router")
             _linear_inputs(saved, "mlp_norm.out", h, p, mlp_input_users, trained, extra_need=router_needs, r=r)
         if mlp_kind == "dense":
-            _mlp(saved, "mlp", arch, _width(mods.mlp_in, arch.intermediate_size), p, mods.mlp_in, mods.mlp_out, trained)
+            _mlp(saved, "mlp", arch, _width(mods.mlp_in, arch.intermediate_size), p, mods.mlp_in, mods.mlp_out, trained,
+                 compiled=compiled)
             _lora_adapters(saved, "mlp_in", mods.mlp_in, trained, p, mask_bytes)
             _lora_adapters(saved, "mlp_out", mods.mlp_out, trained, p, mask_bytes)
         else:
-            _moe(saved, arch, p, mods, trained, mask_bytes)
+            _moe(saved, arch, p, mods, trained, mask_bytes, compiled)
         if arch.model_type in _SANDWICH_NORM_FAMILIES:
-            _norm(saved, "post_mlp_norm", arch, h, p, trained, norm_w, r=r)
+            _norm(saved, "post_mlp_norm", arch, h, p, trained, norm_w, r=r, compiled=compiled)
         if arch.hidden_dropout > 0 and not (arch.parallel_block and arch.model_type == "falcon"):
             saved.add("mlp.resid_dropout_mask", _mask(mask_bytes, p) * h)
     return saved
@@ -587,7 +625,8 @@ def _width(mods: tuple[Module, ...], default: int) -> int:
     return max(widths) if widths else default
 
 
-def _moe(saved: _Saved, arch: Architecture, p: int, mods: LayerModules, trained: Trainability, mask_bytes: float | None) -> None:
+def _moe(saved: _Saved, arch: Architecture, p: int, mods: LayerModules, trained: Trainability, mask_bytes: float | None,
+         compiled: bool = False) -> None:
     """Router, routed experts over b·s·k token copies (dropless, as HF) and shared experts."""
     h, e, k = arch.hidden_size, arch.num_experts, max(1, arch.experts_per_token)
     if arch.model_type in _FP32_ROUTER_FAMILIES and trained.weight("router") and p < 4:
@@ -599,12 +638,12 @@ def _moe(saved: _Saved, arch: Architecture, p: int, mods: LayerModules, trained:
         saved.add("experts.gathered_input", k * p * h)
     _mlp(saved, "experts", arch, width, p, mods.experts_in or (Module("gate_up_proj", h, 2 * width, 1, "experts"),),
          mods.experts_out or (Module("down_proj", width, h, 1, "experts"),), trained if mods.experts_out else FULL,
-         tokens_per_token=k)
+         tokens_per_token=k, compiled=compiled)
     saved.add("experts.weighted_output", k * p * h)  # kept for the routing weights' gradient
     saved.add("experts.routing", k * (4 + 24))  # routing weight per copy, sort/scatter indices
     if mods.shared_in:
         shared_width = _width(mods.shared_in, width * max(1, arch.num_shared_experts))
-        _mlp(saved, "shared_expert", arch, shared_width, p, mods.shared_in, mods.shared_out, trained)
+        _mlp(saved, "shared_expert", arch, shared_width, p, mods.shared_in, mods.shared_out, trained, compiled=compiled)
         _lora_adapters(saved, "shared_in", mods.shared_in, trained, p, mask_bytes)
         _lora_adapters(saved, "shared_out", mods.shared_out, trained, p, mask_bytes)
 
@@ -669,6 +708,7 @@ def estimate_activations(
     loss_chunks: int = 1,
     compiled_loss: bool = False,
     activation_offloading: bool = False,
+    compiled_layers: bool = False,
 ) -> ActivationEstimate:
     """Activation bytes for a micro-batch: per-layer figures, model-level terms, transients.
 
@@ -682,6 +722,8 @@ def estimate_activations(
     goes to CPU pinned memory; the GPU keeps about two layers' worth (the layer being computed in
     backward and the one being prefetched), the output projection's input (excluded by torchtune)
     and the loss (computed outside the context).
+    `compiled_layers`: each decoder layer under torch.compile (torchtune compile=True): what the
+    min-cut partitioner saves (see the module docstring); embeddings, final norm and head stay eager.
 
     `modules`: the result of layer_modules(arch, inventory), when the caller has it already;
     `cache`: a dict the caller keeps per model, so repeated calls reuse the per-layer forms.
@@ -699,7 +741,8 @@ def estimate_activations(
     layers: list[LayerActivation] = []
     for kind, mlp_kind, count in _layer_plan(arch):
         mods = moe_mods if mlp_kind == "moe" else dense_mods
-        saved = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, r=r)
+        saved = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, r=r,
+                          compiled=compiled_layers)
         label = kind if mlp_kind in {"dense", "none"} else f"{kind}+moe"
         layers.append(LayerActivation(
             kind=label, count=count, bytes=round(saved.total * tokens),
@@ -758,16 +801,23 @@ def estimate_activations(
     if chunks > 1:
         notes.append(f"chunked cross-entropy ({chunks} chunks): the loss backward's fp32 buffers exist one chunk at a time")
     if compiled_loss:
-        notes.append("compiled loss: saves the compute-dtype logits and fp32 row statistics, not log_softmax's fp32 output; "
-                     "torch.compile's effect on the decoder layers is not modelled (counted as eager)")
+        notes.append("compiled loss: saves the compute-dtype logits and fp32 row statistics, not log_softmax's fp32 output"
+                     + ("" if compiled_layers else "; the decoder layers are counted as eager (set compile_layers if they are compiled)"))
+    if compiled_layers:
+        notes.append("compiled decoder layers: norms keep input and rstd, activation functions and eager attention's fp32 "
+                     "softmax are recomputed in backward (inductor's min-cut partitioner)")
+        if any(layer.kind == "mamba" for layer in layers) or arch.model_type in _SANDWICH_NORM_FAMILIES:
+            notes.append("compiled layers: sandwich norms and mamba mixers are counted with the generic rule (not validated)")
 
     adjustments = 0
     plan = _layer_plan(arch)
     if not trained.input_requires_grad and gradient_checkpointing == "off" and plan and not trained.full:
         kind, mlp_kind, _ = plan[0]
         mods = moe_mods if mlp_kind == "moe" else dense_mods
-        regular = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, r=r)
-        first = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, input_grad=False, r=r)
+        regular = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, r=r,
+                            compiled=compiled_layers)
+        first = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, input_grad=False, r=r,
+                          compiled=compiled_layers)
         adjustments = round((first.total - regular.total) * tokens)
         if arch.embedding_dropout > 0:
             adjustments -= round(_mask(dropout_mask_bytes, p) * h * tokens)  # no grad: no mask kept

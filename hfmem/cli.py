@@ -61,6 +61,7 @@ def model(
     compile_loss: opt.CompileLoss = False,
     activation_offloading: opt.ActivationOffloading = False,
     optimizer_in_backward: opt.OptimizerInBackward = False,
+    compile_layers: opt.CompileLayers = False,
 ) -> None:
     from hfmem.hub import HubSettings
     from hfmem.modelref import parse_model_ref
@@ -69,7 +70,7 @@ def model(
     plan = opt.make_plan(method, seq_len, batch_size, grad_accum, dtype, optimizer, zero, num_gpus, offload_optimizer,
                          offload_params, gradient_checkpointing, attention, lora_rank, lora_targets, gpu,
                          cuda_context_gib, fragmentation, loss_chunks, compile_loss, activation_offloading,
-                         optimizer_in_backward)
+                         optimizer_in_backward, compile_layers)
     ref = parse_model_ref(model, revision)
     report = build_report(ref, HubSettings.from_env(token=token, timeout=timeout), plan)
     emit(report, output, details)

@@ -29,7 +29,10 @@ LoraTargets = Annotated[str, typer.Option(help="LoRA target modules: all-linear,
 LossChunks = Annotated[int, typer.Option(
     help="Chunked cross-entropy over N sequence chunks (torchtune CEWithChunkedOutputLoss: 8; 1 = off).")]
 CompileLoss = Annotated[bool, typer.Option(
-    help="The loss runs under torch.compile (saves 16-bit logits, not fp32 log-probs; layers counted as eager).")]
+    help="The loss runs under torch.compile (saves 16-bit logits, not fp32 log-probs; see --compile-layers).")]
+CompileLayers = Annotated[bool, typer.Option(
+    help="Each decoder layer runs under torch.compile (torchtune compile=True): norms and activations are "
+         "recomputed in backward, so layers save less.")]
 ActivationOffloading = Annotated[bool, typer.Option(
     help="Saved activations in CPU pinned memory (torchtune enable_activation_offloading).")]
 OptimizerInBackward = Annotated[bool, typer.Option(
@@ -53,7 +56,8 @@ def make_plan(methods: list[str] | None = None, seq_len: int | None = None, batc
               gradient_checkpointing: str = "off", attention: str = "flash", lora_rank: int = 16,
               lora_targets: str = "all-linear", gpus: list[str] | None = None, cuda_context_gib: float | None = None,
               fragmentation: float | None = None, loss_chunks: int = 1, compile_loss: bool = False,
-              activation_offloading: bool = False, optimizer_in_backward: bool = False):
+              activation_offloading: bool = False, optimizer_in_backward: bool = False,
+              compile_layers: bool = False):
     """Validate the flags into a Plan; every bad value is an InvalidInputError naming the flag's value."""
     from hfmem.gpus import resolve_gpus
     from hfmem.report import Plan
@@ -69,6 +73,6 @@ def make_plan(methods: list[str] | None = None, seq_len: int | None = None, batc
         offload_params=offload_params, gradient_checkpointing=gradient_checkpointing, attention=attention,
         lora_rank=lora_rank, lora_targets=lora_targets, loss_chunks=loss_chunks, compile_loss=compile_loss,
         activation_offloading=activation_offloading, optimizer_in_backward=optimizer_in_backward,
-        overhead=parse_overhead(cuda_context_gib, fragmentation),
+        compile_layers=compile_layers, overhead=parse_overhead(cuda_context_gib, fragmentation),
     ).validated()
     return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpus)))

@@ -88,6 +88,7 @@ def scan(
     compile_loss: opt.CompileLoss = False,
     activation_offloading: opt.ActivationOffloading = False,
     optimizer_in_backward: opt.OptimizerInBackward = False,
+    compile_layers: opt.CompileLayers = False,
 ) -> None:
     from hfmem import scan as engine
     from hfmem.hub import HubSettings
@@ -101,7 +102,7 @@ def scan(
         gradient_checkpointing=gradient_checkpointing, attention=attention, lora_rank=lora_rank,
         lora_targets=lora_targets, gpus=gpu, cuda_context_gib=cuda_context_gib, fragmentation=fragmentation,
         loss_chunks=loss_chunks, compile_loss=compile_loss, activation_offloading=activation_offloading,
-        optimizer_in_backward=optimizer_in_backward)
+        optimizer_in_backward=optimizer_in_backward, compile_layers=compile_layers)
     hub = dataclasses.replace(HubSettings.from_env(token=token, timeout=timeout), max_retry_wait=RATE_LIMIT_WAIT_S)
     settings = scan_settings(hub, plan)
     wanted: set[tuple[str, str]] | None = None

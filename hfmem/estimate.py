@@ -192,7 +192,7 @@ def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> A
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
         trained=trainability(ctx, settings), dequant_workspace=workspace, modules=ctx.modules,
         cache=ctx.layer_cache, loss_chunks=settings.loss_chunks, compiled_loss=settings.compile_loss,
-        activation_offloading=settings.activation_offloading,
+        activation_offloading=settings.activation_offloading, compiled_layers=settings.compile_layers,
     )
 
 
@@ -313,6 +313,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
         "optimizer_in_backward": s.optimizer_in_backward,
         "loss_chunks": s.loss_chunks,
         "compile_loss": s.compile_loss,
+        "compile_layers": s.compile_layers,
         "activation_offloading": s.activation_offloading,
         "activations_offloaded_bytes": act.offloaded,
         "lora": None if s.method == "full" else {

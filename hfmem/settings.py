@@ -136,8 +136,11 @@ class TrainingSettings:
     backward's fp32 (b·s, V) buffers exist one chunk at a time. 1: the usual whole-sequence loss."""
     compile_loss: bool = False
     """The loss under torch.compile (torchtune compile=True compiles model and loss): inductor saves the
-    compute-dtype logits and fp32 row statistics instead of log_softmax's fp32 output. Only the loss is
-    modelled; what compile saves in the decoder layers is counted as in eager mode (an overestimate)."""
+    compute-dtype logits and fp32 row statistics instead of log_softmax's fp32 output. The decoder layers
+    are a separate switch, compile_layers."""
+    compile_layers: bool = False
+    """Each decoder layer under torch.compile (torchtune compile=True; inductor's min-cut partitioner): norms keep
+    only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward."""
     activation_offloading: bool = False
     """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
     about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
@@ -183,7 +186,7 @@ class TrainingSettings:
         if self.seq_len is not None:
             changes["seq_len"] = _positive_int("seq_len", self.seq_len, 1)
         changes["loss_chunks"] = _positive_int("loss_chunks", self.loss_chunks, 1)
-        for name in ("compile_loss", "activation_offloading", "optimizer_in_backward"):
+        for name in ("compile_loss", "compile_layers", "activation_offloading", "optimizer_in_backward"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(f"{name} must be true or false; got {getattr(self, name)!r}.")
         if self.qlora_kernel not in {"bitsandbytes", "torchao"}:

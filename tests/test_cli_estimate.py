@@ -61,6 +61,17 @@ def test_flags_reach_the_estimate(capsys):
     assert data["fit"][0]["gpu"]["usable_gib"] == 40
 
 
+def test_compile_layers_flag_shrinks_the_layers(capsys):
+    base = ("example:Meta-Llama-3-8B", "-f", "json", "-m", "full", "--attention", "sdpa")
+    code, out, err = hfmem(capsys, *base, "--compile-layers")
+    assert code == 0, err
+    (on,) = json.loads(out)["estimates"]
+    code, out, err = hfmem(capsys, *base)
+    (off,) = json.loads(out)["estimates"]
+    assert on["assumptions"]["compile_layers"] is True and off["assumptions"]["compile_layers"] is False
+    assert on["activations"]["per_layer"][0]["bytes"] < off["activations"]["per_layer"][0]["bytes"]
+
+
 def test_sharding_divides_model_state(capsys):
     one = json.loads(hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "full")[1])
     eight = json.loads(hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "full", "--zero", "3",

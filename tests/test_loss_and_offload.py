@@ -138,8 +138,9 @@ def test_activation_offloading_saving_matches_torchtunes_table() -> None:
 def test_new_settings_validate() -> None:
     from hfmem.errors import InvalidInputError
 
-    for bad in ({"loss_chunks": 0}, {"loss_chunks": "8"}, {"compile_loss": "yes"}, {"activation_offloading": 1}):
+    for bad in ({"loss_chunks": 0}, {"loss_chunks": "8"}, {"compile_loss": "yes"}, {"activation_offloading": 1},
+                {"compile_layers": "on"}):
         with pytest.raises(InvalidInputError):
             TrainingSettings(**bad).validated()
     s = TrainingSettings().validated()
-    assert (s.loss_chunks, s.compile_loss, s.activation_offloading) == (1, False, False)
+    assert (s.loss_chunks, s.compile_loss, s.activation_offloading, s.compile_layers) == (1, False, False, False)

@@ -25,9 +25,11 @@ def test_every_measured_entry_is_predicted() -> None:
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "median |error| is 14.1% over the 44 measured entries (bench/published.py; 11.0% over the 23 fully-stated ones): "
-    "many torchtune rows state no dtype/optimizer/checkpointing/loss, and torch.compile's effect on the decoder "
-    "layers is not modelled; see the table. Remove this marker when the median falls below 10%."))
+    "median |error| is 14.1% over the 44 measured entries (bench/published.py; 11.5% over the 30 without a default "
+    "setting or an unmodelled saver): many torchtune rows state no dtype/optimizer/checkpointing/loss. torch.compile "
+    "of the decoder layers is modelled now (compile_layers), but every compiled row also runs full activation "
+    "checkpointing, where compile only shrinks the one-layer recompute, below the loss's transient in all but one "
+    "row; see the table. Remove this marker when the median falls below 10%."))
 def test_median_absolute_error_below_10_percent() -> None:
     assert published.median_abs_error(TABLE) < 0.10, published.render(TABLE)
 
