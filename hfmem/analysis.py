@@ -180,7 +180,7 @@ def _derive_uncached(config: dict[str, Any], checkpoint: Checkpoint | None, note
     try:
         try:
             normalised = _normalised(make_config(config))
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:  # transformers choking on a value
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError) as err:  # transformers choking
             raise errors.MalformedConfigError(f"config.json is not a valid config: {' '.join(str(err).split())}") from None
     except errors.UnsupportedArchitectureError as err:
         architecture = read_architecture(config)

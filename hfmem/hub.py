@@ -9,6 +9,7 @@ Every Hub failure becomes one `hfmem.errors` exception with a one-line message.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -85,6 +86,9 @@ class HubClient:
     def __init__(self, settings: HubSettings, sleep: Callable[[float], None] = time.sleep) -> None:
         self.settings = settings
         self._sleep = sleep
+        # huggingface_hub logs each retry it makes ("Trying to resume download...") on stderr; hfmem's
+        # contract is one line per failure, which the error translation below gives.
+        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
 
     # -- repo metadata -------------------------------------------------------------------------
     def resolve(self, repo_id: str, revision: str | None) -> RepoState:
@@ -119,6 +123,9 @@ class HubClient:
     # -- small JSON files ------------------------------------------------------------------------
     def fetch_json(self, repo: RepoState, filename: str, malformed: type[errors.HfmemError]) -> Any:
         """Download (or take from the huggingface_hub cache) a small JSON file at the resolved commit."""
+        # huggingface_hub reads its body timeout per download and retries a dropped or stalled body 5 times
+        # itself; _retry's time budget keeps hfmem from multiplying that (minutes, not seconds).
+        constants.HF_HUB_DOWNLOAD_TIMEOUT = self.settings.timeout
         with self._errors(repo.repo_id, repo.sha, filename):
             path = self._retry(lambda: hf_hub_download(
                 repo.repo_id, filename, revision=repo.sha, cache_dir=self.settings.cache_dir,
@@ -189,13 +196,22 @@ class HubClient:
 
     # -- retries and error translation -----------------------------------------------------------
     def _retry(self, call: Callable[[], T]) -> T:
-        """Retry 429 (honouring Retry-After), 5xx and transport errors, a bounded number of times."""
+        """Retry 429 (honouring Retry-After), 5xx and transport errors, a bounded number of times.
+
+        Transport errors (timeouts, drops) are retried only while the attempts so far have spent less
+        than `(retries + 1) * timeout` in all (sleeps not counted): one attempt that already retried
+        internally (huggingface_hub's downloads do) uses that budget up, so waits never multiply.
+        """
+        budget, spent = (self.settings.retries + 1) * self.settings.timeout, 0.0
         for attempt in range(self.settings.retries + 1):
+            started = time.monotonic()
             try:
                 return call()
             except (HfHubHTTPError, httpx2.TransportError) as err:
+                spent += time.monotonic() - started
                 status = getattr(getattr(err, "response", None), "status_code", None)
-                transient = isinstance(err, httpx2.TransportError) or status == 429 or (status or 0) >= 500
+                transport = isinstance(err, httpx2.TransportError)
+                transient = (transport and spent < budget) or status == 429 or (status or 0) >= 500
                 if not transient or attempt == self.settings.retries:
                     raise
                 self._sleep(self._wait(err, attempt))

@@ -131,7 +131,7 @@ def make_config(config_dict: dict[str, Any]) -> Any:
     rest = {k: v for k, v in config_dict.items() if k not in {"model_type", "auto_map"}}
     try:
         config = transformers.AutoConfig.for_model(model_type, **rest)
-    except (TypeError, ValueError, KeyError, AttributeError, StrictDataclassError) as err:
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError, StrictDataclassError) as err:
         reason = " ".join(str(err.__cause__ or err).split())
         raise MalformedConfigError(f"config.json is not a valid `{model_type}` config: {reason}") from None
     config._attn_implementation = "eager"  # never probe for optional kernels during a meta build
@@ -149,7 +149,7 @@ def build_inventory(config_dict: dict[str, Any]) -> Inventory:
     try:
         with init_empty_weights(include_buffers=True):
             model = cls._from_config(config)
-    except (ValueError, TypeError, AttributeError, KeyError, RuntimeError, ZeroDivisionError, IndexError) as err:
+    except (ValueError, TypeError, AttributeError, KeyError, RuntimeError, ArithmeticError, IndexError) as err:
         raise MalformedConfigError(f"could not build {cls.__name__} from config.json: {err}") from None
     return _inventory(model, torch)
 

@@ -240,7 +240,9 @@ class Fault:
     Effects, combinable: ``latency`` seconds of delay; answer ``status`` (with ``Retry-After:
     retry_after`` if set) instead of the real response; ``drop`` the connection without an
     answer; ``stall`` for that many seconds, then drop; ``length_delta``: advertise a
-    ``Content-Length`` off by that many bytes, then close. ``times=None`` applies forever.
+    ``Content-Length`` off by that many bytes, then close; ``redirect_loop``: answer ``302`` to
+    the same path (with ``?loop=N`` appended, so each hop is a new URL), forever while the fault
+    lasts. ``times=None`` applies forever.
     """
 
     pattern: str
@@ -250,6 +252,7 @@ class Fault:
     drop: bool = False
     stall: float = 0.0
     length_delta: int = 0
+    redirect_loop: bool = False
     times: int | None = 1
     method: str | None = None
     host: str | None = None
@@ -558,6 +561,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.hub.stopping(fault.stall)
         if fault.drop or fault.stall:
             self.close_connection = True
+            return True
+        if fault.redirect_loop:
+            self._send(302, {"Location": f"{self.url_path}?loop={fault.hits}"})
             return True
         if fault.status is not None:
             headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
