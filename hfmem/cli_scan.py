@@ -50,6 +50,7 @@ class ScanInterruptedError(errors.HfmemError):
 @scan_app.command(help="Analyse many models: FILE lists one model per line (org/name[@revision], `#` comments, "
                        "`-` for stdin) and/or --author/--search/--limit list them from the Hub. One JSONL record "
                        "per model goes to --out as it finishes. Without a FILE or Hub listing, exports --out.")
+@opt.with_plan_flags
 def scan(
     file: Annotated[Optional[str], typer.Argument(metavar="FILE", help="Model list, or - for stdin.")] = None,
     author: Annotated[Optional[str], typer.Option(help="List the Hub models of this user or organisation.")] = None,
@@ -62,33 +63,13 @@ def scan(
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the results as CSV.")] = None,
     markdown_path: Annotated[Optional[Path], typer.Option("--markdown", help="Also write a markdown summary.")] = None,
     fits: Annotated[Optional[list[str]], typer.Option("--fits", metavar="METHOD:GPU",
-                                                      help="Export only models that fit, e.g. qlora:rtx4090 (repeatable).")] = None,
+                                                      help="Export only models where METHOD fits on one such GPU with these "
+                                                           "settings, e.g. qlora:rtx4090 (repeatable: all must hold).")] = None,
     list_only: Annotated[bool, typer.Option("--list-only", help="Print the models this job would scan and exit.")] = False,
     token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
-    method: opt.Methods = None,
-    seq_len: opt.SeqLen = None,
-    batch_size: opt.BatchSize = 1,
-    grad_accum: opt.GradAccum = 1,
-    dtype: opt.Dtype = "bf16",
-    optimizer: opt.Optimizer = None,
-    zero: opt.Zero = None,
-    num_gpus: opt.NumGpus = 1,
-    offload_optimizer: opt.OffloadOptimizer = False,
-    offload_params: opt.OffloadParams = False,
-    gradient_checkpointing: opt.Checkpointing = "off",
-    attention: opt.Attention = "flash",
-    lora_rank: opt.LoraRank = 16,
-    lora_targets: opt.LoraTargets = "all-linear",
-    gpu: opt.Gpus = None,
-    cuda_context_gib: opt.CudaContext = None,
-    fragmentation: opt.Fragmentation = None,
-    loss_chunks: opt.LossChunks = 1,
-    compile_loss: opt.CompileLoss = False,
-    activation_offloading: opt.ActivationOffloading = False,
-    optimizer_in_backward: opt.OptimizerInBackward = False,
-    compile_layers: opt.CompileLayers = False,
+    plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
     from hfmem import scan as engine
     from hfmem.hub import HubSettings
@@ -96,13 +77,6 @@ def scan(
 
     shard_k_n = engine.parse_shard(shard) if shard else None
     filters = [parse_fit_filter(f) for f in fits or []]
-    plan = opt.make_plan(
-        methods=method, seq_len=seq_len, batch_size=batch_size, grad_accum=grad_accum, dtype=dtype, optimizer=optimizer,
-        zero=zero, num_gpus=num_gpus, offload_optimizer=offload_optimizer, offload_params=offload_params,
-        gradient_checkpointing=gradient_checkpointing, attention=attention, lora_rank=lora_rank,
-        lora_targets=lora_targets, gpus=gpu, cuda_context_gib=cuda_context_gib, fragmentation=fragmentation,
-        loss_chunks=loss_chunks, compile_loss=compile_loss, activation_offloading=activation_offloading,
-        optimizer_in_backward=optimizer_in_backward, compile_layers=compile_layers)
     hub = dataclasses.replace(HubSettings.from_env(token=token, timeout=timeout), max_retry_wait=RATE_LIMIT_WAIT_S)
     settings = scan_settings(hub, plan)
     wanted: set[tuple[str, str]] | None = None
