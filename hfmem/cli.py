@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -32,6 +32,7 @@ class OutputFormat(str, Enum):
 
 @app.command(help="Exact architecture, parameter count and training memory fit of a Hugging Face model. "
                   "MODEL is a Hub id (org/name[@revision]), a local directory, a config.json, or example:NAME.")
+@opt.with_plan_flags
 def model(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="org/name[@revision], a directory, a config.json or example:NAME")],
     revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.")] = None,
@@ -40,37 +41,12 @@ def model(
     output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
-    method: opt.Methods = None,
-    seq_len: opt.SeqLen = None,
-    batch_size: opt.BatchSize = 1,
-    grad_accum: opt.GradAccum = 1,
-    dtype: opt.Dtype = "bf16",
-    optimizer: opt.Optimizer = None,
-    zero: opt.Zero = None,
-    num_gpus: opt.NumGpus = 1,
-    offload_optimizer: opt.OffloadOptimizer = False,
-    offload_params: opt.OffloadParams = False,
-    gradient_checkpointing: opt.Checkpointing = "off",
-    attention: opt.Attention = "flash",
-    lora_rank: opt.LoraRank = 16,
-    lora_targets: opt.LoraTargets = "all-linear",
-    gpu: opt.Gpus = None,
-    cuda_context_gib: opt.CudaContext = None,
-    fragmentation: opt.Fragmentation = None,
-    loss_chunks: opt.LossChunks = 1,
-    compile_loss: opt.CompileLoss = False,
-    activation_offloading: opt.ActivationOffloading = False,
-    optimizer_in_backward: opt.OptimizerInBackward = False,
-    compile_layers: opt.CompileLayers = False,
+    plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
     from hfmem.hub import HubSettings
     from hfmem.modelref import parse_model_ref
     from hfmem.report import build_report
 
-    plan = opt.make_plan(method, seq_len, batch_size, grad_accum, dtype, optimizer, zero, num_gpus, offload_optimizer,
-                         offload_params, gradient_checkpointing, attention, lora_rank, lora_targets, gpu,
-                         cuda_context_gib, fragmentation, loss_chunks, compile_loss, activation_offloading,
-                         optimizer_in_backward, compile_layers)
     ref = parse_model_ref(model, revision)
     report = build_report(ref, HubSettings.from_env(token=token, timeout=timeout), plan)
     emit(report, output, details)

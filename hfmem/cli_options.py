@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import functools
+import inspect
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -45,16 +47,48 @@ Fragmentation = Annotated[Optional[float], typer.Option(
     help="Allocator fragmentation as a fraction of allocated memory (default 0.10).")]
 
 
+# Every estimate flag as (parameter name, annotated option, default), in --help order.
+PLAN_FLAGS: tuple[tuple[str, Any, Any], ...] = (
+    ("method", Methods, None), ("seq_len", SeqLen, None), ("batch_size", BatchSize, 1),
+    ("grad_accum", GradAccum, 1), ("dtype", Dtype, "bf16"), ("optimizer", Optimizer, None), ("zero", Zero, None),
+    ("num_gpus", NumGpus, 1), ("offload_optimizer", OffloadOptimizer, False), ("offload_params", OffloadParams, False),
+    ("gradient_checkpointing", Checkpointing, "off"), ("attention", Attention, "flash"), ("lora_rank", LoraRank, 16),
+    ("lora_targets", LoraTargets, "all-linear"), ("loss_chunks", LossChunks, 1), ("compile_loss", CompileLoss, False),
+    ("compile_layers", CompileLayers, False), ("activation_offloading", ActivationOffloading, False),
+    ("optimizer_in_backward", OptimizerInBackward, False), ("gpu", Gpus, None),
+    ("cuda_context_gib", CudaContext, None), ("fragmentation", Fragmentation, None),
+)
+
+
+def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a typer command every estimate flag; it receives them validated, as one `plan` argument.
+
+    One definition serves `hfmem MODEL` and `hfmem scan`, so the two can never drift apart.
+    """
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "plan"]
+    flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=option)
+             for name, option, default in PLAN_FLAGS]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        values = {name: kwargs.pop(name) for name, _, _ in PLAN_FLAGS}
+        command(plan=make_plan(**values), **kwargs)
+
+    wrapper.__signature__ = inspect.Signature(own + flags)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + flags}
+    return wrapper
+
+
 def split_list(values: list[str] | None) -> tuple[str, ...]:
     """Repeatable options that also accept comma-separated values."""
     return tuple(v.strip() for value in values or [] for v in value.split(",") if v.strip())
 
 
-def make_plan(methods: list[str] | None = None, seq_len: int | None = None, batch_size: int = 1,
+def make_plan(method: list[str] | None = None, seq_len: int | None = None, batch_size: int = 1,
               grad_accum: int = 1, dtype: str = "bf16", optimizer: str | None = None, zero: str | None = None,
               num_gpus: int = 1, offload_optimizer: bool = False, offload_params: bool = False,
               gradient_checkpointing: str = "off", attention: str = "flash", lora_rank: int = 16,
-              lora_targets: str = "all-linear", gpus: list[str] | None = None, cuda_context_gib: float | None = None,
+              lora_targets: str = "all-linear", gpu: list[str] | None = None, cuda_context_gib: float | None = None,
               fragmentation: float | None = None, loss_chunks: int = 1, compile_loss: bool = False,
               activation_offloading: bool = False, optimizer_in_backward: bool = False,
               compile_layers: bool = False):
@@ -63,7 +97,7 @@ def make_plan(methods: list[str] | None = None, seq_len: int | None = None, batc
     from hfmem.report import Plan
     from hfmem.settings import METHODS, TrainingSettings, parse_overhead
 
-    chosen = tuple(m.lower() for m in split_list(methods)) or METHODS
+    chosen = tuple(m.lower() for m in split_list(method)) or METHODS
     unknown = [m for m in chosen if m not in METHODS]
     if unknown:
         raise InvalidInputError(f"--method must be one of {', '.join(METHODS)}; got {unknown[0]!r}.")
@@ -75,4 +109,4 @@ def make_plan(methods: list[str] | None = None, seq_len: int | None = None, batc
         activation_offloading=activation_offloading, optimizer_in_backward=optimizer_in_backward,
         compile_layers=compile_layers, overhead=parse_overhead(cuda_context_gib, fragmentation),
     ).validated()
-    return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpus)))
+    return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)))

@@ -130,8 +130,7 @@ def fit_cell(fit: dict[str, Any]) -> Text:
 
 def fit_table(report: dict[str, Any]) -> Table:
     methods = list(dict.fromkeys(f["method"] for f in report["fit"]))
-    table = Table(title="GiB per GPU at these settings; where it does not fit, the least intrusive change and its GiB",
-                  title_justify="left",
+    table = Table(title="Fit per GPU (GiB)", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("GPU (usable GiB)")
     for method in methods:
@@ -192,7 +191,9 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
         parts += [architecture_table(report), parameters_table(report)]
     if report.get("fit"):
         parts.append(fit_table(report))
-        parts.append(Text("assumes: " + settings_line(report) + "; b: largest micro-batch that fits", style="dim"))
+        parts.append(Text("✓ fits, b: largest micro-batch · ✗ → the least intrusive change that fits, and its GiB",
+                          style="dim"))
+        parts.append(Text("assumes: " + settings_line(report), style="dim"))
         rule = report["estimates"][0]["rule_of_thumb"]
         parts.append(Text(f"\"6 × params(B) GB\" says {rule['seed_rule_gb']:,.0f} GB; {report['estimates'][0]['method']} "
                           f"model state alone is {rule['model_state_gb']:,.0f} GB "
