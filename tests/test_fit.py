@@ -5,28 +5,22 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from hfmem.architecture import read_architecture
+from tiny_models import reference_model
+
 from hfmem.errors import InvalidInputError
 from hfmem.estimate import estimate
 from hfmem.fit import fit_matrix, fit_one
 from hfmem.gpus import catalogue, find_gpu, parse_gpu_spec
-from hfmem.meta_model import build_inventory
 from hfmem.settings import TrainingSettings
 
-CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
 
 
-def _model(model_id: str):
-    config = json.loads((CONFIGS / model_id / "config.json").read_text())
-    config.pop("_note", None)
-    return read_architecture(config), build_inventory(config)
 
 
-LLAMA3 = _model("meta-llama/Meta-Llama-3-8B")
+LLAMA3 = reference_model("meta-llama/Meta-Llama-3-8B")
 SETTINGS = TrainingSettings()
 
 
@@ -82,7 +76,7 @@ def test_multi_gpu_count_is_the_smallest_with_the_cheapest_sharding() -> None:
 
 
 def test_a_small_model_fits_without_sharding() -> None:
-    gpt2 = _model("openai-community/gpt2")
+    gpt2 = reference_model("openai-community/gpt2")
     fit = fit_one(*gpt2, SETTINGS, find_gpu("T4"), "full")
     assert fit.status == "fits" and fit.multi_gpu["num_gpus"] == 1 and fit.multi_gpu["sharding"] == "none"
     assert fit.max_seq_len_capped and fit.max_seq_len == 1024  # GPT-2's maximum
@@ -98,7 +92,7 @@ def test_mitigations_make_it_fit() -> None:
         assert m["total_bytes"] <= gpu.usable_bytes
         trial = TrainingSettings(**{**replace(SETTINGS, micro_batch_size=4, method="lora").__dict__, **m["settings_changes"]})
         assert _required(LLAMA3, trial) <= gpu.usable_bytes
-    seventy = _model("meta-llama/Llama-2-70b-hf")
+    seventy = reference_model("meta-llama/Llama-2-70b-hf")
     big = fit_one(*seventy, SETTINGS, find_gpu("H100"), "full")
     assert not big.fits and "qlora" in [m["name"] for m in big.mitigations]
 

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import pytest
 
-from hfmem.architecture import read_architecture
+from tiny_models import reference_model
+
 from hfmem.estimate import estimate
 from hfmem.meta_model import build_inventory
 from hfmem.model_state import lora_parameters, lora_targets
 from hfmem.settings import TrainingSettings
 
-CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
 
 
-def _model(model_id: str):
-    config = json.loads((CONFIGS / model_id / "config.json").read_text())
-    config.pop("_note", None)
-    return read_architecture(config), build_inventory(config)
 
 
-LLAMA = _model("meta-llama/Llama-2-7b-hf")
+LLAMA = reference_model("meta-llama/Llama-2-7b-hf")
 N = LLAMA[1].total
 
 

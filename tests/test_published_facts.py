@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+
+from tiny_models import reference_config, reference_model
 
 from hfmem.activations import estimate_activations
 from hfmem.architecture import read_architecture
@@ -16,18 +16,8 @@ from hfmem.meta_model import Inventory, LinearGroup, build_inventory
 from hfmem.model_state import NF4_BYTES_PER_PARAM, ParameterSplit, model_state_bytes
 from hfmem.settings import TrainingSettings
 
-CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
 
 
-def _config(model_id: str) -> dict:
-    data = json.loads((CONFIGS / model_id / "config.json").read_text())
-    data.pop("_note", None)
-    return data
-
-
-def _model(model_id: str):
-    config = _config(model_id)
-    return read_architecture(config), build_inventory(config)
 
 
 # --- ZeRO (Rajbhandari et al. 2019, Figure 1): 7.5B parameters, Nd = 64, K = 12 ------------------
@@ -48,7 +38,7 @@ def test_zero_paper_model_state_per_device(sharding: str, paper_gb: float) -> No
 
 def test_seed_rule_of_thumb_is_not_mixed_precision_adamw() -> None:
     """'≈ 6 × params(B) GB' undercounts mixed-precision AdamW, which keeps 16 bytes/param of model state."""
-    arch, inventory = _model("meta-llama/Llama-2-7b-hf")
+    arch, inventory = reference_model("meta-llama/Llama-2-7b-hf")
     est = estimate(arch, inventory, TrainingSettings(method="full", dtype="bf16", optimizer="adamw")).to_dict()
     rule = est["rule_of_thumb"]
     assert rule["model_state_bytes_per_param"] == pytest.approx(16.0)
@@ -62,7 +52,7 @@ def test_seed_rule_of_thumb_is_not_mixed_precision_adamw() -> None:
 
 def test_korthikanti_gpt_layer() -> None:
     """A GPT layer (LayerNorm, GELU, dropout everywhere, eager attention, fp16) saves exactly the paper's terms."""
-    config = _config("openai-community/gpt2") | {"activation_function": "gelu"}  # the paper's GELU keeps its input
+    config = reference_config("openai-community/gpt2") | {"activation_function": "gelu"}  # the paper's GELU keeps its input
     arch, inventory = read_architecture(config), build_inventory(config)
     s, b, h, a = 1024, 4, arch.hidden_size, arch.num_attention_heads
     est = estimate_activations(arch, inventory, micro_batch_size=b, seq_len=s, compute_bytes=2, attention="eager")
@@ -78,7 +68,7 @@ def test_korthikanti_gpt_layer() -> None:
 
 
 def test_flash_attention_stores_no_attention_matrix() -> None:
-    arch, inventory = _model("meta-llama/Meta-Llama-3-8B")
+    arch, inventory = reference_model("meta-llama/Meta-Llama-3-8B")
     short = estimate_activations(arch, inventory, micro_batch_size=1, seq_len=1024, attention="flash_attention_2")
     long = estimate_activations(arch, inventory, micro_batch_size=1, seq_len=4096, attention="flash_attention_2")
     assert long.layers[0].bytes == pytest.approx(4 * short.layers[0].bytes, rel=1e-9)  # linear in s
@@ -102,7 +92,7 @@ def _guanaco(micro_batch: int = 1) -> TrainingSettings:
 
 
 def test_qlora_65b_fits_one_48gb_gpu() -> None:
-    arch, inventory = _model("huggyllama/llama-65b")
+    arch, inventory = reference_model("huggyllama/llama-65b")
     est = estimate(arch, inventory, _guanaco())
     assert est.fits(find_gpu("RTX A6000").usable_bytes)  # "a 65B model on a single 48GB GPU"
     assert not est.fits(find_gpu("RTX 4090").usable_bytes)
@@ -111,12 +101,12 @@ def test_qlora_65b_fits_one_48gb_gpu() -> None:
 
 
 def test_qlora_33b_fits_one_24gb_gpu() -> None:
-    arch, inventory = _model("huggyllama/llama-30b")
+    arch, inventory = reference_model("huggyllama/llama-30b")
     assert estimate(arch, inventory, _guanaco()).fits(find_gpu("RTX 4090").usable_bytes)
 
 
 def test_bitsandbytes_quantises_linear_layers_only() -> None:
-    arch, inventory = _model("meta-llama/Llama-2-7b-hf")
+    arch, inventory = reference_model("meta-llama/Llama-2-7b-hf")
     est = estimate(arch, inventory, TrainingSettings(method="qlora"))
     by = inventory.by_component
     kept = by["embeddings"] + by["head"] + by["norms"]
@@ -129,6 +119,6 @@ def test_lora_trainable_parameters_are_r_times_in_plus_out() -> None:
                           linears=(LinearGroup("q_proj", "attention", 4096, 4096, 2, "linear", False),
                                    LinearGroup("v_proj", "attention", 4096, 1024, 2, "linear", False)),
                           tied=(), buffers={})
-    arch, _ = _model("meta-llama/Meta-Llama-3-8B")
+    arch, _ = reference_model("meta-llama/Meta-Llama-3-8B")
     est = estimate(arch, inventory, TrainingSettings(method="lora", lora_rank=8, lora_targets=("q_proj", "v_proj")))
     assert est.split.trainable == 2 * 8 * (4096 + 4096) + 2 * 8 * (4096 + 1024)

@@ -27,6 +27,22 @@ TINY: dict[str, dict[str, Any]] = {
 VOCAB = 1024
 
 
+def reference_config(model_id: str) -> dict[str, Any]:
+    """The full-size fixture config of `model_id` (its `_note` provenance key removed)."""
+    config = json.loads((CONFIGS / model_id / "config.json").read_text())
+    config.pop("_note", None)
+    return config
+
+
+def reference_model(model_id: str) -> tuple[Any, Any]:
+    """Architecture and meta-model inventory of the full-size fixture config."""
+    from hfmem.architecture import read_architecture
+    from hfmem.meta_model import build_inventory
+
+    config = reference_config(model_id)
+    return read_architecture(config), build_inventory(config)
+
+
 def tiny_config(model_id: str, layers: int, **extra: Any) -> dict[str, Any]:
     """The fixture config of `model_id` shrunk by TINY, with `layers` decoder layers and a small vocabulary."""
     config = json.loads((CONFIGS / model_id / "config.json").read_text())
