@@ -172,11 +172,13 @@ def text_config(config: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]
 
 def _layer_types(cfg: dict[str, Any], num_layers: int) -> dict[str, int]:
     """Count layer kinds from `layer_types`, hybrid patterns, or the single-kind default."""
-    types = cfg.get("layer_types")
+    types = cfg.get("layer_types") or cfg.get("layers_block_type")
     if isinstance(types, list) and types:
+        # Nemotron-H calls its Mamba-2 mixers "linear_attention"
+        rename = {"linear_attention": "mamba"} if cfg.get("model_type") == "nemotron_h" else {}
         counts: dict[str, int] = {}
-        for kind in types:
-            counts[str(kind)] = counts.get(str(kind), 0) + 1
+        for kind in map(str, types):
+            counts[rename.get(kind, kind)] = counts.get(rename.get(kind, kind), 0) + 1
         return counts
     pattern = cfg.get("hybrid_override_pattern")
     if isinstance(pattern, str) and pattern:
@@ -222,6 +224,8 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
     if not isinstance(model_type, str) or not model_type:
         raise MalformedConfigError("config.json has no `model_type`.")
     hidden = _int(cfg, "hidden_size", required=True)
+    if _first(cfg, "num_layers") is None and isinstance(cfg.get("layers_block_type"), list):
+        cfg = cfg | {"num_hidden_layers": len(cfg["layers_block_type"])}  # Nemotron-H derives it from the list
     layers = _int(cfg, "num_layers", required=True)
     heads = _int(cfg, "num_attention_heads", 0) or 0
     if model_type not in {"mamba", "mamba2"} and heads == 0:

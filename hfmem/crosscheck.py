@@ -7,11 +7,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hfmem.meta_model import Inventory
-from hfmem.safetensors_header import Checkpoint
+from hfmem.safetensors_header import DTYPE_BYTES, Checkpoint
 
 # Tensor names that hold quantization metadata rather than parameters (GPTQ, AWQ, bnb, FP8, MXFP4).
 _QUANT_AUX = re.compile(
-    r"(scale_inv|weight_scale|input_scale|\.scales?$|qzeros|g_idx|absmax|quant_map|quant_state|nested_|_blocks$|\.SCB$)"
+    r"(scale_inv|weight_scale|input_scale|[._]scales?$|qzeros|g_idx|absmax|quant_map|quant_state|nested_|\.SCB$)"
 )
 _PACKED = re.compile(r"(qweight|_blocks$|\.weight_packed$)")
 _LAYER = re.compile(r"\.layers\.(\d+)\.")
@@ -74,11 +74,13 @@ def _reasons(inventory: Inventory, checkpoint: Checkpoint, config: dict[str, Any
                   if n.rsplit(".", 1)[-1] in inventory.buffers and not _in_extra_layer(n, num_layers))
     yield buffers, f"{buffers:,} elements are buffers (not parameters) stored in the checkpoint."
 
-    packed = [n for n, t in tensors.items() if _PACKED.search(n) or t.dtype in {"U8", "I32", "F4"} and "weight" in n]
+    packed = [n for n, t in tensors.items() if _PACKED.search(n) and t.dtype in {"U8", "I32", "U32"}]
     if packed:
-        missing = inventory.total - (checkpoint.total - aux - extra - stored_twice - buffers)
-        yield missing, (f"{missing:,} parameters are packed several per stored element in "
-                        f"{len(packed)} quantized tensors (e.g. {packed[0]}).")
+        bits = int((config.get("quantization_config") or {}).get("bits") or 4)
+        stored = sum(tensors[n].elements for n in packed)
+        logical = sum(tensors[n].elements * DTYPE_BYTES[tensors[n].dtype] * 8 // bits for n in packed)
+        yield stored - logical, (f"{logical:,} parameters are packed {bits}-bit into {stored:,} stored elements of "
+                                 f"{len(packed)} quantized tensors (e.g. {packed[0]}).")
 
 
 def _in_extra_layer(name: str, num_layers: int) -> bool:

@@ -181,3 +181,19 @@ def test_stalled_server_times_out(hub, capsys):
     hub.inject("/api/models/*", stall=3, times=None)
     status, _, err = hfmem(capsys, "openai-community/gpt2", "--timeout", "0.5")
     assert status == 6 and "within 0.5s" in err
+
+
+def test_mxfp4_packed_experts_are_explained(hub, capsys):
+    data = report(capsys, "openai/gpt-oss-20b", "-g", "h100")
+    check = data["crosscheck"]
+    assert data["parameters"]["total"] == 20_914_757_184
+    assert check["status"] == "explained", check
+    assert "packed 4-bit" in " ".join(check["explanations"])
+    assert set(data["parameters"]["by_dtype"]) == {"U8", "BF16"}
+
+
+def test_hybrid_mamba_attention_model(hub, capsys):
+    data = report(capsys, "nvidia/Nemotron-H-56B-Base-8K", "-g", "h200")
+    arch = data["architecture"]
+    assert arch["num_layers"] == 118 and arch["layer_types"] == {"mamba": 54, "mlp": 54, "full_attention": 10}
+    assert data["crosscheck"]["status"] == "exact" and data["parameters"]["by_component"]["ssm"] > 0
