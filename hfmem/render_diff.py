@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hfmem.fit_advice import recommendation, single_gpu_change
 from hfmem.render_markdown import escape, table
 from hfmem.render_table import _ARCH_ROWS
 from hfmem.units import count, gib
@@ -56,17 +57,13 @@ def fits(entry: dict[str, Any] | None) -> bool | None:
 
 
 def verdict(entry: dict[str, Any] | None) -> str:
-    """A short cell: ✅ fits, ⚠️ fits with the cheapest change, ❌ (N× sharding when several GPUs would do)."""
+    """A short cell: ✅ fits as set, ⚠️ the one-GPU change that makes it fit, ❌ the GPUs it needs (fit_advice)."""
     if entry is None:
         return "—"
     if fits(entry):
         return "✅"
-    mitigation, multi = entry.get("mitigation"), entry.get("multi_gpu")
-    if entry.get("status") == "fits_with_mitigation" and isinstance(mitigation, dict):
-        return "⚠️ " + cell(str(mitigation.get("name", "")).replace("_", " "), 40)
-    if isinstance(multi, dict) and multi.get("num_gpus"):
-        return f"❌ {multi['num_gpus']}× {cell(multi.get('sharding', ''), 20)}"
-    return "❌"
+    advice = recommendation(entry)
+    return ("⚠️ " if single_gpu_change(entry) else "❌ ") + cell(advice, 40) if advice else "❌"
 
 
 def regressions(base: dict[str, Any] | None, head: dict[str, Any] | None) -> list[tuple[str, str]]:

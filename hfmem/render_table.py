@@ -9,7 +9,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from hfmem.units import GIB, count, gib, size
+from hfmem.fit_advice import recommendation, short_gib
+from hfmem.units import count, gib, size
 
 _ARCH_ROWS = [
     ("model_type", "model type"), ("model_class", "class"), ("num_layers", "layers"), ("hidden_size", "hidden"),
@@ -69,10 +70,6 @@ def notes_text(report: dict[str, Any]) -> Text:
 
 
 METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
-_SHARDING = {"none": "1 GPU", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
-             "fsdp_full_shard": "FSDP", "fsdp_shard_grad_op": "FSDP-SGO"}
-
-
 def settings_line(report: dict[str, Any]) -> str:
     """The assumptions every cell shares, in one line."""
     a = report["estimates"][0]["assumptions"]
@@ -85,47 +82,12 @@ def settings_line(report: dict[str, Any]) -> str:
             f"{lora_text}")
 
 
-def multi_gpu_text(multi: dict[str, Any] | None) -> str:
-    if not multi:
-        return ""
-    offload = "+offload" if multi["offload_optimizer"] or multi["offload_params"] else ""
-    ckpt = "+ckpt" if multi.get("gradient_checkpointing", "off") != "off" else ""
-    return f"{multi['num_gpus']}×{_SHARDING.get(multi['sharding'], multi['sharding'])}{offload}{ckpt}"
-
-
-_SAME_METHOD = {"gradient_checkpointing": "+ckpt", "smaller_micro_batch": "b=1+accum",
-                "checkpointing_and_smaller_micro_batch": "+ckpt b=1", "8bit_optimizer": "8-bit+ckpt"}
-_OTHER = {"lora": "LoRA+ckpt", "qlora": "QLoRA+ckpt", "zero3_offload": "offload", "zero3_offload_params": "ZeRO-Inf."}
-MAX_SUGGESTED_GPUS = 64
-
-
-def short_gib(n_bytes: float) -> str:
-    value = n_bytes / GIB
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
-
-
-def recommendation(fit: dict[str, Any]) -> str:
-    """The least intrusive way to make a cell work: same-method change, a few GPUs, another method, offload."""
-    by_name = {m["name"]: m for m in fit["mitigations"]}
-    options = [m for m in (fit["multi_gpu"], fit.get("multi_gpu_with_checkpointing")) if m]
-    multi = min(options, key=lambda m: m["num_gpus"]) if options else None
-    for name, label in _SAME_METHOD.items():
-        if name in by_name:
-            return f"{label} {short_gib(by_name[name]['total_bytes'])}"
-    if multi and 1 < multi["num_gpus"] <= MAX_SUGGESTED_GPUS:
-        return multi_gpu_text(multi)
-    for name, label in _OTHER.items():
-        if name in by_name:
-            return f"{label} {short_gib(by_name[name]['total_bytes'])}"
-    return multi_gpu_text(multi) or "no fit"
-
-
 def fit_cell(fit: dict[str, Any]) -> Text:
     """One method on one GPU in one line: GiB needed, then the batch room or what would make it fit."""
     total = short_gib(fit["single_gpu"]["total_bytes"])
     if fit["status"] == "fits":
         return Text.assemble((f"✓ {total}", "green"), (f" b≤{fit['max_micro_batch_size']:,}", "dim"))
-    return Text.assemble((f"✗ {total}", "red"), (f" → {recommendation(fit)}", "yellow"))
+    return Text.assemble((f"✗ {total}", "red"), (f" → {recommendation(fit) or 'no fit'}", "yellow"))
 
 
 def fit_table(report: dict[str, Any]) -> Table:

@@ -39,7 +39,7 @@ def models(n: int) -> list[Item]:
 def test_fit_matrix_rows_and_columns():
     body = render(models(1), "settings", LIMIT)
     assert "| model | parameters | method | peak memory / GPU | rtx4090 | a100\\-80gb | h100\\-80gb |" in body
-    assert "| org/model\\-0000 | 7,000,000,000 (7.00B) | full | 104.3 GiB | ❌ 5× zero3 | ❌ 2× zero3 | ❌ 2× zero3 |" in body
+    assert "| org/model\\-0000 | 7,000,000,000 (7.00B) | full | 104.3 GiB | ❌ 5×ZeRO\\-3 | ❌ 2×ZeRO\\-3 | ❌ 2×ZeRO\\-3 |" in body
     assert "|  |  | qlora | 4.6 GiB | ✅ | ✅ | ✅ |" in body
     assert "<details>" not in body
 
@@ -76,7 +76,7 @@ def test_diff_shows_what_the_change_costs():
     assert "| layers | 28 | 32 | +4 (+14.3%) |" in text
     assert "| **parameters** | 6,000,000,000 (6.00B) | **7,000,000,000 (7.00B)** | +1,000,000,000 (1.00B) (+16.7%) |" in text
     assert "| memory, full | 90.0 GiB | 105.0 GiB | +15.0 GiB (+16.7%) |" in text
-    assert "| qlora on rtx4090 | ✅ | ❌ 2× zero3 | **no longer fits** |" in text
+    assert "| qlora on rtx4090 | ✅ | ❌ 2×ZeRO\\-3 | **no longer fits** |" in text
     assert regressions(base, head) == [("qlora", "rtx4090")]
     assert regressions(head, base) == []
     assert "now fits" in render_diff("p", "modified", head, base)
@@ -100,7 +100,11 @@ def test_verdicts():
     assert verdict(None) == "—"
     assert verdict({"single_gpu": {"fits": True}, "status": "fits"}) == "✅"
     assert verdict({"single_gpu": {"fits": False}, "status": "fits_with_mitigation",
-                    "mitigation": {"name": "gradient_checkpointing"}}) == "⚠️ gradient checkpointing"
+                    "mitigation": {"name": "gradient_checkpointing", "total_bytes": 21 * GIB}}) == "⚠️ \\+ckpt 21.0"
+    assert verdict({"single_gpu": {"fits": False}, "status": "multi_gpu", "mitigations": [],
+                    "multi_gpu": {"num_gpus": 9, "sharding": "zero3", "gradient_checkpointing": "off"},
+                    "multi_gpu_with_checkpointing": {"num_gpus": 4, "sharding": "zero3",
+                                                     "gradient_checkpointing": "full"}}) == "❌ 4×ZeRO\\-3\\+ckpt"
     assert verdict({"single_gpu": {"fits": False}, "status": "does_not_fit", "multi_gpu": None}) == "❌"
 
 

@@ -1,0 +1,67 @@
+"""What to do where a method does not fit a GPU: the least intrusive change, as a short phrase.
+
+Shared by the terminal table, the pull-request comment and the config diff, so they always agree.
+Order of preference: a same-method change on one GPU (checkpointing, micro-batch 1 with
+accumulation, 8-bit AdamW), a few GPUs with the cheapest sharding (with checkpointing if that needs
+fewer), another method (LoRA, QLoRA), CPU offload, and only then many GPUs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfmem.units import GIB
+
+_SHARDING = {"none": "1 GPU", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
+             "fsdp_full_shard": "FSDP", "fsdp_shard_grad_op": "FSDP-SGO"}
+
+
+def multi_gpu_text(multi: dict[str, Any] | None) -> str:
+    """E.g. "8×ZeRO-3+ckpt": the GPU count, the sharding, and offload/checkpointing when the search used them."""
+    if not multi:
+        return ""
+    offload = "+offload" if multi.get("offload_optimizer") or multi.get("offload_params") else ""
+    ckpt = "+ckpt" if multi.get("gradient_checkpointing", "off") != "off" else ""
+    sharding = str(multi.get("sharding", ""))
+    return f"{multi['num_gpus']}×{_SHARDING.get(sharding, sharding)}{offload}{ckpt}"
+
+
+_SAME_METHOD = {"gradient_checkpointing": "+ckpt", "smaller_micro_batch": "b=1+accum",
+                "checkpointing_and_smaller_micro_batch": "+ckpt b=1", "8bit_optimizer": "8-bit+ckpt"}
+_OTHER = {"lora": "LoRA+ckpt", "qlora": "QLoRA+ckpt", "zero3_offload": "offload", "zero3_offload_params": "ZeRO-Inf."}
+MAX_SUGGESTED_GPUS = 64
+
+
+def short_gib(n_bytes: float | None) -> str:
+    """GiB without the unit: no decimals from 100 up, one below."""
+    if n_bytes is None:
+        return ""
+    value = n_bytes / GIB
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def single_gpu_change(fit: dict[str, Any]) -> bool:
+    """Whether there is a recommendation and it keeps one GPU (a mitigation), rather than asking for several."""
+    advice = recommendation(fit)
+    return bool(advice) and advice != multi_gpu_text(_fewest_gpus(fit))
+
+
+def _fewest_gpus(fit: dict[str, Any]) -> dict[str, Any] | None:
+    options = [m for m in (fit.get("multi_gpu"), fit.get("multi_gpu_with_checkpointing")) if m]
+    return min(options, key=lambda m: m["num_gpus"]) if options else None
+
+
+def recommendation(fit: dict[str, Any]) -> str:
+    """The least intrusive way to make a fit entry work, e.g. "+ckpt 21.3" (GiB) or "8×ZeRO-3+ckpt"; "" if none."""
+    listed = fit.get("mitigations") or ([fit["mitigation"]] if fit.get("mitigation") else [])
+    by_name = {m["name"]: m for m in listed}
+    multi = _fewest_gpus(fit)
+    for name, label in _SAME_METHOD.items():
+        if name in by_name:
+            return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip()
+    if multi and 1 < multi["num_gpus"] <= MAX_SUGGESTED_GPUS:
+        return multi_gpu_text(multi)
+    for name, label in _OTHER.items():
+        if name in by_name:
+            return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip()
+    return multi_gpu_text(multi)
