@@ -65,3 +65,20 @@ def recommendation(fit: dict[str, Any]) -> str:
         if name in by_name:
             return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip()
     return multi_gpu_text(multi)
+
+
+def verdict_parts(fit: dict[str, Any]) -> tuple[bool, str, str]:
+    """(fits, GiB needed, what follows): "b≤N" when it fits, else the recommendation."""
+    total = short_gib(fit["single_gpu"]["total_bytes"])
+    if fit["status"] == "fits":
+        return True, total, f"b≤{fit['max_micro_batch_size']:,}"
+    return False, total, "→ " + (recommendation(fit) or "no fit")
+
+
+def fit_grid(report: dict[str, Any]) -> tuple[list[str], list[tuple[str, float, dict[str, dict[str, Any]]]]]:
+    """The fit matrix as rows: methods (column order), then per GPU its name, usable GiB and fits by method."""
+    methods = list(dict.fromkeys(f["method"] for f in report["fit"]))
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for fit in report["fit"]:
+        rows.setdefault(fit["gpu"]["name"], {})[fit["method"]] = fit
+    return methods, [(name, next(iter(by.values()))["gpu"]["usable_gib"], by) for name, by in rows.items()]

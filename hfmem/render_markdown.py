@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hfmem.render_table import _ARCH_ROWS
+from hfmem.fit_advice import fit_grid, verdict_parts
+from hfmem.render_table import _ARCH_ROWS, METHOD_TITLES, settings_line
 from hfmem.units import count
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
@@ -44,4 +45,15 @@ def render(report: dict[str, Any]) -> str:
     elif check["status"] != "unavailable":
         out.append(f"Checkpoint − meta model = {check['difference']:+,}: " + escape(" ".join(check["explanations"])))
     out += [f"> {escape(note)}" for note in report["notes"]]
+    if report.get("fit"):
+        out += ["", fit_markdown(report), "", "assumes: " + escape(settings_line(report))]
     return "\n".join(out) + "\n"
+
+
+def fit_markdown(report: dict[str, Any]) -> str:
+    """The fit matrix: GiB per GPU, ✓ with the largest micro-batch, ✗ with the change that would fit."""
+    methods, rows = fit_grid(report)
+    body = [[f"{escape(name)} ({usable:g} GiB)"]
+            + [("✓ " if ok else "✗ ") + f"{total} " + escape(rest) for ok, total, rest in
+               (verdict_parts(by_method[m]) for m in methods)] for name, usable, by_method in rows]
+    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body)

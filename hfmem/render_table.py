@@ -9,7 +9,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from hfmem.fit_advice import recommendation, short_gib
+from hfmem.fit_advice import fit_grid, verdict_parts
 from hfmem.units import count, gib, size
 
 _ARCH_ROWS = [
@@ -84,24 +84,19 @@ def settings_line(report: dict[str, Any]) -> str:
 
 def fit_cell(fit: dict[str, Any]) -> Text:
     """One method on one GPU in one line: GiB needed, then the batch room or what would make it fit."""
-    total = short_gib(fit["single_gpu"]["total_bytes"])
-    if fit["status"] == "fits":
-        return Text.assemble((f"✓ {total}", "green"), (f" b≤{fit['max_micro_batch_size']:,}", "dim"))
-    return Text.assemble((f"✗ {total}", "red"), (f" → {recommendation(fit) or 'no fit'}", "yellow"))
+    fits, total, rest = verdict_parts(fit)
+    if fits:
+        return Text.assemble((f"✓ {total}", "green"), (f" {rest}", "dim"))
+    return Text.assemble((f"✗ {total}", "red"), (f" {rest}", "yellow"))
 
 
 def fit_table(report: dict[str, Any]) -> Table:
-    methods = list(dict.fromkeys(f["method"] for f in report["fit"]))
-    table = Table(title="Fit per GPU (GiB)", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
+    methods, rows = fit_grid(report)
+    table = Table(title="Fit per GPU (GiB)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("GPU (usable GiB)")
     for method in methods:
         table.add_column(METHOD_TITLES.get(method, method))
-    rows: dict[str, dict[str, Any]] = {}
-    for fit in report["fit"]:
-        rows.setdefault(fit["gpu"]["name"], {})[fit["method"]] = fit
-    for name, by_method in rows.items():
-        usable = next(iter(by_method.values()))["gpu"]["usable_gib"]
+    for name, usable, by_method in rows:
         table.add_row(Text.assemble(name, (f" {usable:g}", "dim")), *(fit_cell(by_method[m]) for m in methods))
     return table
 

@@ -118,3 +118,12 @@ def test_multi_gpu_count_also_with_checkpointing(capsys):
     assert ckpt["gradient_checkpointing"] == "full" and plain["gradient_checkpointing"] == "off"
     assert 8 < ckpt["num_gpus"] < plain["num_gpus"]  # 16 B/param of 69B params alone need > 8 x 80 GB
     assert ckpt["total_bytes"] <= fit["gpu"]["usable_bytes"]
+
+
+def test_markdown_carries_the_fit_matrix(capsys):
+    code, out, _ = hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "markdown", "-g", "rtx4090", "-g", "h200")
+    assert code == 0
+    assert "| GPU | full fine-tune | LoRA | QLoRA |" in out
+    rows = [line for line in out.splitlines() if line.startswith(("| RTX 4090", "| H200"))]
+    assert len(rows) == 2 and rows[1].count("✓") == 3  # an 8B model trains every way on a 141 GB H200
+    assert "assumes: bf16" in out
