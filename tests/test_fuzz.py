@@ -21,6 +21,8 @@ import math
 import os
 import struct
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -156,36 +158,35 @@ def _parse(raw: bytes) -> None:
     parse_header(raw[8 : 8 + length], "fuzz.safetensors", len(raw) - 8 - length)
 
 
-@FUZZ
-@given(raw=safetensors_files())
-def test_header_parser_refuses_or_parses(raw):
+@contextmanager
+def fuzz_case(target: str, refusal: type[Exception] = MalformedCheckpointError) -> Iterator[None]:
+    """One case: it passes, or refuses with a one-line `refusal`; anything else is recorded as bad and raised."""
     ok = True
     try:
-        _parse(raw)
-    except MalformedCheckpointError as err:
+        yield
+    except refusal as err:
         ok = "\n" not in str(err)
     except Exception:
         ok = False
         raise
     finally:
-        record("parse_header (structured files)", ok)
+        record(target, ok)
     assert ok
+
+
+@FUZZ
+@given(raw=safetensors_files())
+def test_header_parser_refuses_or_parses(raw):
+    with fuzz_case("parse_header (structured files)"):
+        _parse(raw)
 
 
 @FUZZ
 @given(raw=st.binary(max_size=200), size=st.one_of(st.none(), st.integers(0, 2**40)))
 def test_header_parser_on_random_bytes(raw, size):
-    ok = True
-    try:
+    with fuzz_case("parse_header (random bytes)"):
         length = header_length(raw[:8], "fuzz.safetensors", size)
         parse_header(raw[8 : 8 + length], "fuzz.safetensors", None if size is None else max(0, size - 8 - length))
-    except MalformedCheckpointError:
-        pass
-    except Exception:
-        ok = False
-        raise
-    finally:
-        record("parse_header (random bytes)", ok)
 
 
 @FUZZ
@@ -195,36 +196,18 @@ def test_header_parser_on_random_bytes(raw, size):
                                                     "a\\b.safetensors", "x.bin"]), JSON_LEAF), max_size=4),
     "metadata": st.one_of(JSON_VALUE, st.fixed_dictionaries({"total_size": WEIRD_SCALAR}))})))
 def test_shard_files_refuses_or_names_safe_shards(index):
-    ok = True
-    try:
+    with fuzz_case("shard_files"):
         shards, total = shard_files(index)
-        ok = all("/" not in s and "\\" not in s and not s.startswith(".") for s in shards)
-        ok = ok and (total is None or (isinstance(total, int) and total >= 0))
-    except MalformedCheckpointError:
-        pass
-    except Exception:
-        ok = False
-        raise
-    finally:
-        record("shard_files", ok)
-    assert ok
+        assert all("/" not in s and "\\" not in s and not s.startswith(".") for s in shards)
+        assert total is None or (isinstance(total, int) and total >= 0)
 
 
 @FUZZ
 @given(config=hostile_configs())
 def test_config_checks_raise_only_hfmem_errors(config):
-    ok = True
-    try:
+    with fuzz_case("guard_config + read_architecture", HfmemError):
         guard_config(config)
         read_architecture(config)
-    except HfmemError as err:
-        ok = "\n" not in str(err)
-    except Exception:
-        ok = False
-        raise
-    finally:
-        record("guard_config + read_architecture", ok)
-    assert ok
 
 
 # ---------------------------------------------------------------------- the CLI on generated files
