@@ -73,3 +73,34 @@ def test_self_contradicting_config_is_a_malformed_config_error(tmp_path, capsys,
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert run([str(tmp_path / "config.json")]) == 7
     assert "must be equal to the number of `layer_types`" in capsys.readouterr().err
+
+
+def test_unknown_architecture_is_counted_from_its_headers(tmp_path, capsys, monkeypatch):
+    """No remote code: a model_type transformers lacks is counted from the checkpoint and the config's dims."""
+    import math
+
+    from hubserver import safetensors_header
+
+    from hfmem.cli import run
+
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+    config = {"model_type": "my_custom_arch", "architectures": ["MyCustomForCausalLM"],
+              "auto_map": {"AutoModelForCausalLM": "modeling_custom.MyModel"}, "hidden_size": 256,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000}
+    tensors = {"model.embed_tokens.weight": ("BF16", [1000, 256]), "lm_head.weight": ("BF16", [1000, 256])}
+    for i in range(2):
+        tensors |= {f"model.layers.{i}.self_attn.{p}.weight": ("BF16", [256, 256]) for p in ("q_proj", "k_proj", "v_proj", "o_proj")}
+        tensors |= {f"model.layers.{i}.mlp.{p}.weight": ("BF16", s) for p, s in
+                    (("gate_proj", [512, 256]), ("up_proj", [512, 256]), ("down_proj", [256, 512]))}
+        tensors[f"model.layers.{i}.input_layernorm.weight"] = ("BF16", [256])
+    header = safetensors_header(tensors)
+    with (tmp_path / "model.safetensors").open("wb") as handle:
+        handle.write(header)
+        handle.truncate(len(header) + 2 * sum(math.prod(shape) for _, shape in tensors.values()))  # sparse data
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert run([str(tmp_path), "--format", "json", "-g", "h100"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["parameters"]["total"] == 2 * 1000 * 256 + 2 * (4 * 256 * 256 + 3 * 512 * 256 + 256)
+    assert data["parameters"]["by_component"]["mlp"] == 2 * 3 * 512 * 256
+    assert any("not in transformers" in note and "headers" in note for note in data["notes"])
+    assert data["estimates"][0]["per_gpu_bytes"]["total"] > 0
