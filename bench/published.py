@@ -231,6 +231,10 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
             kw["adapter_dtype"] = "compute"
         if "torchtune" in source and entry["method"] == "qlora":
             kw["qlora_kernel"] = "torchao"  # torchtune's NF4 linear keeps no input
+        if entry["method"] == "qlora" and re.search(r"\bbnb\.nf4\b(?!-dq)", notes):
+            # LitGPT --quantize bnb.nf4 (not bnb.nf4-dq): lightning's BitsandbytesPrecision uses _NF4Linear,
+            # compress_statistics=False, so bitsandbytes keeps an fp32 absmax per 64 weights.
+            kw["qlora_double_quant"] = False
 
     n = int(entry.get("num_gpus") or 1)
     kw["num_gpus"] = n

@@ -44,13 +44,13 @@ from hfmem.activations import ActivationEstimate, LayerModules, Trainability, es
 from hfmem.architecture import Architecture
 from hfmem.meta_model import Inventory
 from hfmem.model_state import (
-    NF4_BYTES_PER_PARAM,
     compute_bytes,
     ModelState,
     ParameterSplit,
     largest_quantized_matrix,
     lora_targets,
     model_state_bytes,
+    nf4_bytes_per_param,
     parameter_split,
 )
 from hfmem.settings import TrainingSettings
@@ -277,7 +277,8 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
             notes.append("LoRA on MoE experts: each expert of the fused 3-D tensors gets its own r·(in+out) adapter, "
                          "as transformers 4's per-expert Linears (PEFT target_parameters on transformers 5)")
     if s.method == "qlora":
-        notes.append(f"QLoRA: NF4 (block 64, double quantisation) = {NF4_BYTES_PER_PARAM:.4f} bytes/param for "
+        dq = "double quantisation" if s.qlora_double_quant else "fp32 absmax, no double quantisation"
+        notes.append(f"QLoRA: NF4 (block 64, {dq}) = {nf4_bytes_per_param(s):.4f} bytes/param for "
                      "nn.Linear weights; embeddings, norms, biases and lm_head stay in the compute dtype; "
                      "one weight at a time is dequantised to the compute dtype (workspace)"
                      + ("; bitsandbytes' 4-bit matmul keeps each layer's input for backward" if s.qlora_kernel == "bitsandbytes" else ""))
@@ -321,8 +322,8 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
             "adapter_dtype": s.adapter_dtype, "alpha": "irrelevant to memory",
             "adapted_layers": sorted({g.name for g in lora_targets(ctx.inventory, s.lora_targets)}),
         },
-        "quantization": {"format": "nf4", "block_size": 64, "double_quant": True,
-                         "bytes_per_param": NF4_BYTES_PER_PARAM} if s.method == "qlora" else None,
+        "quantization": {"format": "nf4", "block_size": 64, "double_quant": s.qlora_double_quant,
+                         "bytes_per_param": nf4_bytes_per_param(s)} if s.method == "qlora" else None,
         "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation,
                      "meaning": "cuda_context: CUDA context and libraries outside PyTorch's allocator; "
                                 "fragmentation: reserved-but-unused share of the allocated peak"},
@@ -339,7 +340,7 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
     params = est.split.total
     bpp = est.state.bytes_per_param
     trained = bpp["weights"] + bpp["gradients"] + bpp["master_weights"] + bpp["optimizer_states"]
-    frozen = est.split.frozen_16bit * est.settings_compute_bytes + est.split.frozen_quantized * NF4_BYTES_PER_PARAM
+    frozen = est.split.frozen_16bit * est.settings_compute_bytes + est.split.frozen_quantized * nf4_bytes_per_param(est.settings)
     state = est.split.trainable * trained + frozen
     per_param = state / params if params else 0.0
     return {

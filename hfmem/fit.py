@@ -111,7 +111,7 @@ class _Planner:
     def _state_key(s: TrainingSettings) -> tuple:
         return (s.method, s.dtype, s.resolved_optimizer, s.resolved_sharding, s.num_gpus, s.offload_optimizer,
                 s.offload_params, s.lora_rank, s.lora_targets, s.adapter_dtype, s.optimizer_in_backward,
-                s.gradient_accumulation_steps > 1)
+                s.gradient_accumulation_steps > 1, s.qlora_double_quant)
 
     @staticmethod
     def _act_key(s: TrainingSettings, seq: int) -> tuple:

@@ -26,6 +26,13 @@ NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
 """QLoRA NF4 with block size 64 and double quantisation: 4 bits + an 8-bit absmax per 64 weights +
 an fp32 second-level constant per 256 blocks = 4.127 bits (Dettmers et al. 2023: 0.127 bits/param)."""
 NF4_NO_DOUBLE_QUANT_BYTES = 0.5 + 4 / 64
+"""NF4 without double quantisation: bitsandbytes.functional.quantize_4bit(compress_statistics=False) keeps
+the absmax of each 64-weight block as an fp32 tensor (4 bits + 32/64 bits = 4.5 bits/param)."""
+
+
+def nf4_bytes_per_param(settings: TrainingSettings) -> float:
+    """Bytes per quantized weight for the settings' NF4 variant (with or without double quantisation)."""
+    return NF4_BYTES_PER_PARAM if settings.qlora_double_quant else NF4_NO_DOUBLE_QUANT_BYTES
 
 BNB_8BIT_BLOCK = 256
 """bitsandbytes' blockwise 8-bit optimizers keep one fp32 absmax per 256 values of each state."""
@@ -226,7 +233,7 @@ def model_state_bytes(
     amp = settings.dtype in {"amp-bf16", "amp-fp16"}
     notes: list[str] = []
 
-    weights = split.trainable * train_w + split.frozen_16bit * compute + split.frozen_quantized * NF4_BYTES_PER_PARAM
+    weights = split.trainable * train_w + split.frozen_16bit * compute + split.frozen_quantized * nf4_bytes_per_param(settings)
     grads = split.trainable * train_w
     masters = split.trainable * master
     states = optimizer_state_bytes(optimizer, state, split)

@@ -129,6 +129,10 @@ class TrainingSettings:
     adapter_dtype: str = "fp32"
     qlora_kernel: str = "bitsandbytes"
     """The 4-bit linear: "bitsandbytes" (HF/PEFT, keeps each quantized layer's input) or "torchao" (torchtune's NF4)."""
+    qlora_double_quant: bool = True
+    """NF4 with double quantisation (bnb_4bit_use_double_quant / LitGPT "bnb.nf4-dq": an 8-bit absmax per 64
+    weights); False keeps bitsandbytes' fp32 absmax per 64 weights (LitGPT "bnb.nf4": lightning's _NF4Linear
+    passes compress_statistics=False to bitsandbytes.functional.quantize_4bit)."""
     optimizer_in_backward: bool = False
     """Step each parameter as its gradient is ready and free it (torchtune): no full gradient set."""
     loss_chunks: int = 1
@@ -186,7 +190,8 @@ class TrainingSettings:
         if self.seq_len is not None:
             changes["seq_len"] = _positive_int("seq_len", self.seq_len, 1)
         changes["loss_chunks"] = _positive_int("loss_chunks", self.loss_chunks, 1)
-        for name in ("compile_loss", "compile_layers", "activation_offloading", "optimizer_in_backward"):
+        for name in ("compile_loss", "compile_layers", "activation_offloading", "optimizer_in_backward",
+                     "qlora_double_quant"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(f"{name} must be true or false; got {getattr(self, name)!r}.")
         if self.qlora_kernel not in {"bitsandbytes", "torchao"}:

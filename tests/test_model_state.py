@@ -115,3 +115,14 @@ def test_lora_parameter_count_equals_peft(model_id: str, targets) -> None:
     inventory = build_inventory(config)
     names = ("all-linear",) if targets == "all-linear" else tuple(targets)
     assert lora_parameters(lora_targets(inventory, names), 8) == peft_trainable
+
+
+def test_nf4_without_double_quant_keeps_an_fp32_absmax_per_64_weights() -> None:
+    """bitsandbytes.functional.quantize_4bit(compress_statistics=False) (lightning's _NF4Linear, LitGPT bnb.nf4)
+    keeps a float32 absmax per 64-weight block; double quantisation stores it in 8 bits (+ fp32 per 256 blocks)."""
+    dq = estimate(*LLAMA, TrainingSettings(method="qlora"))
+    plain = estimate(*LLAMA, TrainingSettings(method="qlora", qlora_double_quant=False))
+    quantized = dq.split.frozen_quantized
+    extra = plain.to_dict()["per_gpu_bytes"]["weights"] - dq.to_dict()["per_gpu_bytes"]["weights"]
+    assert extra == pytest.approx(quantized * (4 / 64 - 1 / 64 - 4 / (64 * 256)), rel=1e-6)
+    assert plain.to_dict()["assumptions"]["quantization"]["double_quant"] is False

@@ -29,7 +29,9 @@ def test_every_measured_entry_is_predicted() -> None:
     "setting or an unmodelled saver): many torchtune rows state no dtype/optimizer/checkpointing/loss. torch.compile "
     "of the decoder layers is modelled now (compile_layers), but every compiled row also runs full activation "
     "checkpointing, where compile only shrinks the one-layer recompute, below the loss's transient in all but one "
-    "row; see the table. Remove this marker when the median falls below 10%."))
+    "row; see the table. QLoRA rows on bitsandbytes stay under-predicted (LitGPT Llama-2-7B -25.1% after its "
+    "bnb.nf4 fp32 absmax is counted, PEFT-docs 70B FSDP/ZeRO-3 -19..-43%, torchtune Llama-2-7B -23.5%). "
+    "Remove this marker when the median falls below 10%."))
 def test_median_absolute_error_below_10_percent() -> None:
     assert published.median_abs_error(TABLE) < 0.10, published.render(TABLE)
 
