@@ -127,3 +127,14 @@ def test_markdown_carries_the_fit_matrix(capsys):
     rows = [line for line in out.splitlines() if line.startswith(("| RTX 4090", "| H200"))]
     assert len(rows) == 2 and rows[1].count("✓") == 3  # an 8B model trains every way on a 141 GB H200
     assert "assumes: bf16" in out
+
+
+def test_qlora_without_double_quantization_costs_the_fp32_absmax(capsys):
+    args = ["example:Meta-Llama-3-8B", "-f", "json", "-m", "qlora", "-g", "rtx4090"]
+    with_dq = json.loads(hfmem(capsys, *args)[1])["estimates"][0]
+    without = json.loads(hfmem(capsys, *args, "--no-qlora-double-quant")[1])["estimates"][0]
+    quantized = with_dq["parameters"]["frozen_quantized"]
+    # QLoRA paper: 4 bytes of fp32 absmax per 64 weights, versus 8-bit absmax + fp32 per 256 blocks with DQ
+    extra = without["per_gpu_bytes"]["weights"] - with_dq["per_gpu_bytes"]["weights"]
+    assert abs(extra - quantized * (4 / 64 - 1 / 64 - 4 / (64 * 256))) < 1e-3 * quantized
+    assert without["assumptions"]["quantization"]["double_quant"] is False
