@@ -86,9 +86,12 @@ class HubClient:
     def __init__(self, settings: HubSettings, sleep: Callable[[float], None] = time.sleep) -> None:
         self.settings = settings
         self._sleep = sleep
-        # huggingface_hub logs each retry it makes ("Trying to resume download...") on stderr; hfmem's
-        # contract is one line per failure, which the error translation below gives.
+        # Two process-wide huggingface_hub settings, set in one place: it logs each retry it makes
+        # ("Trying to resume download...") on stderr, while hfmem's contract is one line per failure;
+        # and it reads its download body timeout from a module constant (no parameter), retrying a
+        # dropped or stalled body itself, so _retry's time budget keeps the two from multiplying.
         logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
+        constants.HF_HUB_DOWNLOAD_TIMEOUT = settings.timeout
 
     # -- repo metadata -------------------------------------------------------------------------
     def resolve(self, repo_id: str, revision: str | None) -> RepoState:
@@ -123,9 +126,6 @@ class HubClient:
     # -- small JSON files ------------------------------------------------------------------------
     def fetch_json(self, repo: RepoState, filename: str, malformed: type[errors.HfmemError]) -> Any:
         """Download (or take from the huggingface_hub cache) a small JSON file at the resolved commit."""
-        # huggingface_hub reads its body timeout per download and retries a dropped or stalled body 5 times
-        # itself; _retry's time budget keeps hfmem from multiplying that (minutes, not seconds).
-        constants.HF_HUB_DOWNLOAD_TIMEOUT = self.settings.timeout
         with self._errors(repo.repo_id, repo.sha, filename):
             path = self._retry(lambda: hf_hub_download(
                 repo.repo_id, filename, revision=repo.sha, cache_dir=self.settings.cache_dir,
