@@ -174,31 +174,22 @@ def derive(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[st
 def _derive_uncached(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[str],
                      key: str) -> tuple[Architecture, Inventory]:
     """Build (or fall back) and cache; called under _BUILD_LOCK."""
-    from hfmem.meta_model import build_inventory, make_config
+    from hfmem.meta_model import build_inventory, make_config, normalised_config
 
     global meta_builds
     try:
-        try:
-            normalised = _normalised(make_config(config))
-        except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError) as err:  # transformers choking
-            raise errors.MalformedConfigError(f"config.json is not a valid config: {' '.join(str(err).split())}") from None
+        config_obj = make_config(config)
     except errors.UnsupportedArchitectureError as err:
         architecture = read_architecture(config)
         notes.append(f"{err} Counts come from the " + ("checkpoint headers." if checkpoint else "config dimensions."))
         inventory = inventory_from_checkpoint(checkpoint) if checkpoint else inventory_from_dims(architecture)
         return architecture, inventory
+    normalised = normalised_config(config_obj)
     architecture = read_architecture(normalised)  # also refuses absurd totals before the build
     meta_builds += 1
-    inventory = build_inventory(config)
+    inventory = build_inventory(config_obj)
     cache.save("inventories", key, {"normalised_config": normalised, "inventory": inventory.to_dict()})
     return architecture, inventory
-
-
-def _normalised(config_obj: Any) -> dict[str, Any]:
-    """The config with transformers' defaults filled in (nested text configs included), as plain JSON."""
-    import json
-
-    return json.loads(config_obj.to_json_string(use_diff=False))
 
 
 def _transformers_version() -> str:

@@ -117,6 +117,10 @@ def _model_class(config: Any, transformers: Any) -> Any:
     raise UnsupportedArchitectureError(f"transformers has no model class for `{config.model_type}`.")
 
 
+# What transformers raises on configs it cannot make sense of (hfmem reports them as MalformedConfigError).
+_CONFIG_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError, StrictDataclassError)
+
+
 def make_config(config_dict: dict[str, Any]) -> Any:
     """A transformers config object for the dict; unknown model types raise UnsupportedArchitectureError."""
     import transformers
@@ -131,20 +135,33 @@ def make_config(config_dict: dict[str, Any]) -> Any:
     rest = {k: v for k, v in config_dict.items() if k not in {"model_type", "auto_map"}}
     try:
         config = transformers.AutoConfig.for_model(model_type, **rest)
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError, StrictDataclassError) as err:
+    except _CONFIG_ERRORS as err:
         reason = " ".join(str(err.__cause__ or err).split())
         raise MalformedConfigError(f"config.json is not a valid `{model_type}` config: {reason}") from None
     config._attn_implementation = "eager"  # never probe for optional kernels during a meta build
     return config
 
 
-def build_inventory(config_dict: dict[str, Any]) -> Inventory:
-    """Instantiate the model on the meta device (no memory for weights or buffers) and count it."""
+def normalised_config(config: Any) -> dict[str, Any]:
+    """A config object (from make_config) with transformers' defaults filled in, nested parts too, as plain JSON."""
+    import json
+
+    try:
+        return json.loads(config.to_json_string(use_diff=False))
+    except _CONFIG_ERRORS as err:
+        raise MalformedConfigError(f"config.json is not a valid config: {' '.join(str(err).split())}") from None
+
+
+def build_inventory(config: dict[str, Any] | Any) -> Inventory:
+    """Instantiate the model on the meta device (no memory for weights or buffers) and count it.
+
+    `config` is a config.json dict, or a config object make_config already built (not built twice).
+    """
     import torch
     import transformers
     from accelerate import init_empty_weights
 
-    config = make_config(config_dict)
+    config = make_config(config) if isinstance(config, dict) else config
     cls = _model_class(config, transformers)
     try:
         with init_empty_weights(include_buffers=True):
