@@ -50,6 +50,13 @@ _SCRIPT_DEFAULTS = {"PEFT README": {"micro_batch_size": 8, "seq_len": 64}}
 # checkpointing on, LoRA rank 8 on q/v/output projections and the MLP. Used where a torchtune row states nothing.
 _FRAMEWORK_DEFAULTS = {"torchtune": {"dtype": "bf16", "gradient_checkpointing": True, "lora_rank": 8,
                                      "lora_targets": ["q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}}
+# The 4-bit linear each source ran. LitGPT's finetune scripts warn on any bitsandbytes but 0.42.0; the PEFT
+# FSDP/DeepSpeed QLoRA guides date from bitsandbytes 0.43.0 (March 2024, the first with quant_storage for FSDP);
+# the QLoRA paper's code is from 2023. All of these predate 0.43.2 (July 2024), which stopped MatMul4Bit from
+# keeping its input. torchtune quantises with torchao's NF4.
+_QLORA_KERNELS = {"torchtune": "torchao", "litgpt": "bitsandbytes-legacy", "peft docs": "bitsandbytes-legacy",
+                  "qlora paper": "bitsandbytes-legacy"}
+_QLORA_KERNEL_WHY = {"torchao": "torchtune's NF4", "bitsandbytes-legacy": "bitsandbytes < 0.43.2 in the source's time"}
 # CUDA context the source itself measured (used for its nvidia-smi rows)
 _SOURCE_CONTEXT_MIB = {"HF Transformers docs": 1343}
 
@@ -229,8 +236,13 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
             assumed.append("lora_rank=16 (hfmem default)")
         if native_bf16:
             kw["adapter_dtype"] = "compute"
-        if "torchtune" in source and entry["method"] == "qlora":
-            kw["qlora_kernel"] = "torchao"  # torchtune's NF4 linear keeps no input
+        if entry["method"] == "qlora":
+            kernel = next((k for name, k in _QLORA_KERNELS.items() if name in source), "bitsandbytes")
+            kw["qlora_kernel"] = kernel
+            if kernel != "bitsandbytes":
+                assumed.append(f"4-bit kernel {kernel} ({_QLORA_KERNEL_WHY[kernel]})")
+            if "litgpt" in source:
+                kw["previous_step_alive"] = True  # LitGPT's fit() keeps `logits` (and its graph) into the next forward
         if entry["method"] == "qlora" and re.search(r"\bbnb\.nf4\b(?!-dq)", notes):
             # LitGPT --quantize bnb.nf4 (not bnb.nf4-dq): lightning's BitsandbytesPrecision uses _NF4Linear,
             # compress_statistics=False, so bitsandbytes keeps an fp32 absmax per 64 weights.
@@ -295,7 +307,7 @@ def predict(entry: dict[str, Any]) -> Row:
                              "gradient_accumulation_steps", "lora_targets", "lora_dropout",
                              "attention", "lora_rank", "num_gpus", "resolved_sharding", "offload_optimizer", "offload_params",
                              "loss_chunks", "compile_loss", "compile_layers", "activation_offloading",
-                             "optimizer_in_backward"}}
+                             "optimizer_in_backward", "qlora_kernel", "previous_step_alive"}}
     row.settings["metric_term"] = key
     return row
 

@@ -99,8 +99,8 @@ class Trainability:
     adapter_output_bytes: float = 4.0
     lora_dropout: float = 0.0
     kept_inputs: frozenset[str] = frozenset()
-    """Frozen layers that keep their input anyway: bitsandbytes' 4-bit matmul stores its input for a
-    weight gradient it never computes (ctx.tensors = (A, B) in MatMul4Bit)."""
+    """Frozen layers that keep their input anyway: bitsandbytes < 0.43.2's 4-bit matmul stored its input for
+    a weight gradient it never computes (ctx.tensors = (A, B) in MatMul4Bit; bitsandbytes PR #1270 dropped A)."""
     input_requires_grad: bool = True
     """Whether the embedding output requires grad (full FT, or LoRA with checkpointing, where HF calls
     enable_input_require_grads). When False, layer 0 saves nothing before its first adapter."""
@@ -189,6 +189,9 @@ class ActivationEstimate:
     notes: tuple[str, ...] = ()
     offloaded: int = 0
     """With activation offloading: saved bytes held in CPU pinned memory instead of on the GPU."""
+    retained: int = 0
+    """The previous step's layer inputs still held as ctx attributes at the end of this forward (see
+    estimate_activations' `retained_inputs`): on the GPU on top of `stored` until the loop drops that step."""
 
     @property
     def layers_total(self) -> int:
@@ -213,8 +216,9 @@ class ActivationEstimate:
 
     @property
     def transient(self) -> int:
-        """The largest transient on top of `stored` during the step (loss backward or a recompute)."""
-        return max(self.loss_peak, self.recompute)
+        """The largest transient on top of `stored` during the step: the loss backward, a recompute, or the
+        previous step's retained inputs at the end of the forward."""
+        return max(self.loss_peak, self.recompute, self.retained)
 
     @property
     def peak(self) -> int:
@@ -239,6 +243,7 @@ class ActivationEstimate:
             "adjustments": self.adjustments,
             "saved": self.saved,
             "offloaded": self.offloaded,
+            "retained": self.retained,
             "stored": self.stored,
             "transient": self.transient,
             "peak": self.peak,
@@ -619,6 +624,20 @@ def _layer(arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p:
     return saved
 
 
+def _held_inputs(arch: Architecture, mods: LayerModules, names: frozenset[str], p: int) -> float:
+    """Bytes per token of the distinct inputs of one layer's linears named in `names` (linears fed the
+    same tensor, such as q/k/v, share one; a parallel block's attention and MLP share the normed input)."""
+    shared_input = mods.attn_in + mods.mlp_in + mods.shared_in if arch.parallel_block else ()
+    groups = [shared_input] if shared_input else [mods.attn_in, mods.mlp_in + mods.shared_in]
+    groups += [mods.attn_out, mods.q_b, mods.kv_b, mods.mlp_out, mods.shared_out]
+    total = sum(p * max(m.in_features for m in group) for group in groups if any(m.name in names for m in group))
+    k = max(1, arch.experts_per_token)
+    for group in (mods.experts_in, mods.experts_out):
+        held = [m for m in group if m.name in names]
+        total += sum(p * k * m.in_features for m in held[:1])  # routed copies of each token
+    return total
+
+
 def _width(mods: tuple[Module, ...], default: int) -> int:
     """The MLP's intermediate width from its input projections (a fused gate_up counts half)."""
     widths = [m.out_features // 2 if "gate_up" in m.name else m.out_features for m in mods]
@@ -709,6 +728,7 @@ def estimate_activations(
     compiled_loss: bool = False,
     activation_offloading: bool = False,
     compiled_layers: bool = False,
+    retained_inputs: frozenset[str] = frozenset(),
 ) -> ActivationEstimate:
     """Activation bytes for a micro-batch: per-layer figures, model-level terms, transients.
 
@@ -724,6 +744,10 @@ def estimate_activations(
     and the loss (computed outside the context).
     `compiled_layers`: each decoder layer under torch.compile (torchtune compile=True): what the
     min-cut partitioner saves (see the module docstring); embeddings, final norm and head stay eager.
+
+    `retained_inputs`: linears whose inputs the previous step still holds at the end of this forward (ctx
+    attributes of a graph the training loop has not dropped yet); without full checkpointing every layer's
+    forward recorded them, so their distinct inputs count once more, over all layers.
 
     `modules`: the result of layer_modules(arch, inventory), when the caller has it already;
     `cache`: a dict the caller keeps per model, so repeated calls reuse the per-layer forms.
@@ -852,6 +876,13 @@ def estimate_activations(
         offloaded = max(0, round(decoder - min(body, 2 * unit)))
         notes.append("activation offloading: the decoder's saved tensors in CPU pinned memory, about two layers' worth "
                      "on the GPU at a time; the output projection's input and the loss stay on the GPU")
+    retained = 0
+    if retained_inputs and gradient_checkpointing != "full":
+        retained = round(tokens * sum(
+            count * _held_inputs(arch, moe_mods if mlp_kind == "moe" else dense_mods, retained_inputs, p)
+            for kind, mlp_kind, count in plan if kind != "mamba"))
+        notes.append("the training loop keeps the previous step's graph until the next forward ends, so that step's "
+                     "4-bit layer inputs (ctx attributes of bitsandbytes < 0.43.2) are still on the GPU")
     return ActivationEstimate(
         micro_batch_size=b,
         seq_len=s,
@@ -867,6 +898,7 @@ def estimate_activations(
         adjustments=adjustments,
         notes=tuple(dict.fromkeys(notes)),
         offloaded=offloaded,
+        retained=retained,
     )
 
 

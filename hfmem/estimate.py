@@ -167,7 +167,7 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     else:
         copy, out = (float(p) if autocast else 4.0), (p if autocast else 4.0)
     kept = frozenset()
-    if settings.method == "qlora" and settings.qlora_kernel == "bitsandbytes":
+    if settings.method == "qlora" and settings.qlora_kernel == "bitsandbytes-legacy":
         kept = frozenset(g.name for g in ctx.inventory.linears if g.component != "head")
     return Trainability(
         trainable=frozenset(),
@@ -185,14 +185,16 @@ def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> A
     """The activation estimate for validated settings at `seq_len`."""
     p = compute_bytes(settings.dtype)
     workspace = ctx.dequant_elements * p if settings.method == "qlora" else 0
+    trained = trainability(ctx, settings)
     return estimate_activations(
         ctx.arch, ctx.inventory,
         micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
         residual_bytes=4 if settings.dtype.startswith("amp") else p,
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
-        trained=trainability(ctx, settings), dequant_workspace=workspace, modules=ctx.modules,
+        trained=trained, dequant_workspace=workspace, modules=ctx.modules,
         cache=ctx.layer_cache, loss_chunks=settings.loss_chunks, compiled_loss=settings.compile_loss,
         activation_offloading=settings.activation_offloading, compiled_layers=settings.compile_layers,
+        retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
     )
 
 
@@ -281,7 +283,8 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
         notes.append(f"QLoRA: NF4 (block 64, {dq}) = {nf4_bytes_per_param(s):.4f} bytes/param for "
                      "nn.Linear weights; embeddings, norms, biases and lm_head stay in the compute dtype; "
                      "one weight at a time is dequantised to the compute dtype (workspace)"
-                     + ("; bitsandbytes' 4-bit matmul keeps each layer's input for backward" if s.qlora_kernel == "bitsandbytes" else ""))
+                     + ("; bitsandbytes < 0.43.2 keeps each 4-bit layer's input for backward"
+                        if s.qlora_kernel == "bitsandbytes-legacy" else ""))
         if any(g.kind == "experts" for g in ctx.inventory.linears):
             notes.append("QLoRA on MoE: transformers 5's fused expert tensors are assumed quantised like "
                          "transformers 4's per-expert nn.Linear layers (bitsandbytes quantises nn.Linear only)")
@@ -323,7 +326,8 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
             "adapted_layers": sorted({g.name for g in lora_targets(ctx.inventory, s.lora_targets)}),
         },
         "quantization": {"format": "nf4", "block_size": 64, "double_quant": s.qlora_double_quant,
-                         "bytes_per_param": nf4_bytes_per_param(s)} if s.method == "qlora" else None,
+                         "bytes_per_param": nf4_bytes_per_param(s), "kernel": s.qlora_kernel,
+                         "previous_step_alive": s.previous_step_alive} if s.method == "qlora" else None,
         "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation,
                      "meaning": "cuda_context: CUDA context and libraries outside PyTorch's allocator; "
                                 "fragmentation: reserved-but-unused share of the allocated peak"},

@@ -16,6 +16,7 @@ from typing import Any
 from hfmem.errors import InvalidInputError
 
 METHODS = ("full", "lora", "qlora")
+QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
 
 DTYPES = ("bf16", "fp16", "bf16-pure", "fp32", "amp-bf16", "amp-fp16")
 """bf16/fp16: mixed precision with 16-bit weights and gradients and fp32 master weights
@@ -128,7 +129,9 @@ class TrainingSettings:
     lora_dropout: float = 0.0
     adapter_dtype: str = "fp32"
     qlora_kernel: str = "bitsandbytes"
-    """The 4-bit linear: "bitsandbytes" (HF/PEFT, keeps each quantized layer's input) or "torchao" (torchtune's NF4)."""
+    """The 4-bit linear: "bitsandbytes" (HF/PEFT with bitsandbytes >= 0.43.2: MatMul4Bit keeps only the packed
+    weight for backward), "bitsandbytes-legacy" (bitsandbytes < 0.43.2, before PR #1270 of July 2024: it also kept
+    each layer's input, as a ctx attribute) or "torchao" (torchtune's NF4, which keeps no input either)."""
     qlora_double_quant: bool = True
     """NF4 with double quantisation (bnb_4bit_use_double_quant / LitGPT "bnb.nf4-dq": an 8-bit absmax per 64
     weights); False keeps bitsandbytes' fp32 absmax per 64 weights (LitGPT "bnb.nf4": lightning's _NF4Linear
@@ -145,6 +148,11 @@ class TrainingSettings:
     compile_layers: bool = False
     """Each decoder layer under torch.compile (torchtune compile=True; inductor's min-cut partitioner): norms keep
     only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward."""
+    previous_step_alive: bool = False
+    """The training loop still references the previous step's outputs while the next forward runs (LitGPT keeps
+    `logits` until it is reassigned), so that step's autograd graph is not freed yet. Saved tensors were released by
+    its backward, but tensors an autograd Function keeps as ctx attributes were not: with bitsandbytes-legacy, every
+    4-bit layer's input of the previous step is still alive at the end of the forward."""
     activation_offloading: bool = False
     """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
     about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
@@ -191,11 +199,11 @@ class TrainingSettings:
             changes["seq_len"] = _positive_int("seq_len", self.seq_len, 1)
         changes["loss_chunks"] = _positive_int("loss_chunks", self.loss_chunks, 1)
         for name in ("compile_loss", "compile_layers", "activation_offloading", "optimizer_in_backward",
-                     "qlora_double_quant"):
+                     "qlora_double_quant", "previous_step_alive"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(f"{name} must be true or false; got {getattr(self, name)!r}.")
-        if self.qlora_kernel not in {"bitsandbytes", "torchao"}:
-            raise InvalidInputError(f"qlora_kernel must be bitsandbytes or torchao; got {self.qlora_kernel!r}.")
+        if self.qlora_kernel not in QLORA_KERNELS:
+            raise InvalidInputError(f"qlora_kernel must be one of {', '.join(QLORA_KERNELS)}; got {self.qlora_kernel!r}.")
         if not 0.0 <= float(self.lora_dropout) < 1.0:
             raise InvalidInputError(f"lora_dropout must be in [0, 1); got {self.lora_dropout!r}.")
         changes["lora_targets"] = parse_lora_targets(self.lora_targets)
