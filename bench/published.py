@@ -289,15 +289,22 @@ def predict(entry: dict[str, Any]) -> Row:
         return row
     config = json.loads(path.read_text())
     config.pop("_note", None)
+    litgpt = "litgpt" in (entry.get("source") or "").lower()
+    if litgpt:
+        # LitGPT's GPT has its own lm_head parameter: convert_hf_checkpoint copies the embedding into it when the
+        # HF checkpoint ties them (Gemma, Falcon), and its finetune scripts reject tie_embeddings.
+        config["tie_word_embeddings"] = False
     arch = read_architecture(config)
     settings, row.assumed, row.unmodelled = settings_for(entry, arch.model_type)
-    if "litgpt" in (entry.get("source") or "").lower():
+    if litgpt:
         # LitGPT's own model code: GELU through F.gelu (tanh approximation), never the python gelu_new;
-        # its attention expands grouped K/V and always reaches a fused SDPA kernel.
+        # its attention expands grouped K/V and always reaches a fused SDPA kernel. Its QLoRA plugin
+        # (lightning's BitsandbytesPrecision) quantises every nn.Linear, the head included.
         if arch.hidden_act.startswith("gelu"):
             arch = replace(arch, hidden_act="gelu_pytorch_tanh")
-        settings = replace(settings, attention="flash_attention_2")
-        row.assumed.append("LitGPT model code (F.gelu, fused SDPA)")
+        settings = replace(settings, attention="flash_attention_2", quantize_head=settings.method == "qlora")
+        row.assumed.append("LitGPT model code (F.gelu, fused SDPA, untied lm_head"
+                           + (", 4-bit lm_head)" if settings.method == "qlora" else ")"))
     est = estimate(arch, build_inventory(config), settings)
     key = _METRIC.get(entry["metric"], "total")
     row.predicted_gib = est.per_gpu_bytes[key] / GIB
@@ -307,7 +314,7 @@ def predict(entry: dict[str, Any]) -> Row:
                              "gradient_accumulation_steps", "lora_targets", "lora_dropout",
                              "attention", "lora_rank", "num_gpus", "resolved_sharding", "offload_optimizer", "offload_params",
                              "loss_chunks", "compile_loss", "compile_layers", "activation_offloading",
-                             "optimizer_in_backward", "qlora_kernel", "previous_step_alive"}}
+                             "optimizer_in_backward", "qlora_kernel", "previous_step_alive", "quantize_head"}}
     row.settings["metric_term"] = key
     return row
 

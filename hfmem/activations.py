@@ -192,6 +192,8 @@ class ActivationEstimate:
     retained: int = 0
     """The previous step's layer inputs still held as ctx attributes at the end of this forward (see
     estimate_activations' `retained_inputs`): on the GPU on top of `stored` until the loop drops that step."""
+    dequant_workspace: int = 0
+    """QLoRA: the largest weight dequantised to the compute dtype, alive while its layer computes."""
 
     @property
     def layers_total(self) -> int:
@@ -217,8 +219,8 @@ class ActivationEstimate:
     @property
     def transient(self) -> int:
         """The largest transient on top of `stored` during the step: the loss backward, a recompute, or the
-        previous step's retained inputs at the end of the forward."""
-        return max(self.loss_peak, self.recompute, self.retained)
+        previous step's retained inputs at the end of the forward, while the last 4-bit weight is dequantised."""
+        return max(self.loss_peak, self.recompute, self.retained and self.retained + self.dequant_workspace)
 
     @property
     def peak(self) -> int:
@@ -244,6 +246,7 @@ class ActivationEstimate:
             "saved": self.saved,
             "offloaded": self.offloaded,
             "retained": self.retained,
+            "dequant_workspace": self.dequant_workspace,
             "stored": self.stored,
             "transient": self.transient,
             "peak": self.peak,
@@ -880,7 +883,8 @@ def estimate_activations(
     if retained_inputs and gradient_checkpointing != "full":
         retained = round(tokens * sum(
             count * _held_inputs(arch, moe_mods if mlp_kind == "moe" else dense_mods, retained_inputs, p)
-            for kind, mlp_kind, count in plan if kind != "mamba"))
+            for kind, mlp_kind, count in plan if kind != "mamba")
+            + (p * h if any(g.component == "head" and g.name in retained_inputs for g in inventory.linears) else 0))
         notes.append("the training loop keeps the previous step's graph until the next forward ends, so that step's "
                      "4-bit layer inputs (ctx attributes of bitsandbytes < 0.43.2) are still on the GPU")
     return ActivationEstimate(
@@ -899,6 +903,7 @@ def estimate_activations(
         notes=tuple(dict.fromkeys(notes)),
         offloaded=offloaded,
         retained=retained,
+        dequant_workspace=dequant_workspace,
     )
 
 

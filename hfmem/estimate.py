@@ -48,6 +48,7 @@ from hfmem.model_state import (
     ModelState,
     ParameterSplit,
     largest_quantized_matrix,
+    quantized_linears,
     lora_targets,
     model_state_bytes,
     nf4_bytes_per_param,
@@ -139,15 +140,14 @@ class Context:
         by = self.inventory.by_component
         return sum(by.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
 
-    @cached_property
-    def dequant_elements(self) -> int:
-        return largest_quantized_matrix(self.inventory)
+    def dequant_elements(self, head: bool) -> int:
+        return largest_quantized_matrix(self.inventory, head)
 
 
 def trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     """What gets gradients and how LoRA adapters hold their inputs, for the settings."""
     key = (settings.method, settings.dtype, settings.adapter_dtype, settings.lora_targets, settings.lora_rank,
-           settings.lora_dropout, settings.gradient_checkpointing != "off", settings.qlora_kernel)
+           settings.lora_dropout, settings.gradient_checkpointing != "off", settings.qlora_kernel, settings.quantize_head)
     if key not in ctx._trainability:
         ctx._trainability[key] = _trainability(ctx, settings)
     return ctx._trainability[key]
@@ -168,7 +168,7 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
         copy, out = (float(p) if autocast else 4.0), (p if autocast else 4.0)
     kept = frozenset()
     if settings.method == "qlora" and settings.qlora_kernel == "bitsandbytes-legacy":
-        kept = frozenset(g.name for g in ctx.inventory.linears if g.component != "head")
+        kept = frozenset(g.name for g in quantized_linears(ctx.inventory, settings.quantize_head))
     return Trainability(
         trainable=frozenset(),
         lora=frozenset(g.name for g in groups),
@@ -184,7 +184,7 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
 def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> ActivationEstimate:
     """The activation estimate for validated settings at `seq_len`."""
     p = compute_bytes(settings.dtype)
-    workspace = ctx.dequant_elements * p if settings.method == "qlora" else 0
+    workspace = ctx.dequant_elements(settings.quantize_head) * p if settings.method == "qlora" else 0
     trained = trainability(ctx, settings)
     return estimate_activations(
         ctx.arch, ctx.inventory,
@@ -280,8 +280,10 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
                          "as transformers 4's per-expert Linears (PEFT target_parameters on transformers 5)")
     if s.method == "qlora":
         dq = "double quantisation" if s.qlora_double_quant else "fp32 absmax, no double quantisation"
+        kept = "embeddings, norms and biases stay" if s.quantize_head else "embeddings, norms, biases and lm_head stay"
+        head = ", the output head included" if s.quantize_head else ""
         notes.append(f"QLoRA: NF4 (block 64, {dq}) = {nf4_bytes_per_param(s):.4f} bytes/param for "
-                     "nn.Linear weights; embeddings, norms, biases and lm_head stay in the compute dtype; "
+                     f"nn.Linear weights{head}; {kept} in the compute dtype; "
                      "one weight at a time is dequantised to the compute dtype (workspace)"
                      + ("; bitsandbytes < 0.43.2 keeps each 4-bit layer's input for backward"
                         if s.qlora_kernel == "bitsandbytes-legacy" else ""))
@@ -327,6 +329,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
         },
         "quantization": {"format": "nf4", "block_size": 64, "double_quant": s.qlora_double_quant,
                          "bytes_per_param": nf4_bytes_per_param(s), "kernel": s.qlora_kernel,
+                         "lm_head_quantized": s.quantize_head,
                          "previous_step_alive": s.previous_step_alive} if s.method == "qlora" else None,
         "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation,
                      "meaning": "cuda_context: CUDA context and libraries outside PyTorch's allocator; "

@@ -104,15 +104,21 @@ def lora_parameters(groups: tuple[LinearGroup, ...], rank: int) -> int:
     return sum(g.count * rank * (g.in_features + g.out_features) for g in groups)
 
 
-def quantized_parameters(inventory: Inventory) -> int:
-    """Weights bitsandbytes 4-bit replaces: nn.Linear / Conv1D weights (not biases), lm_head excluded;
-    fused expert tensors counted as quantized (assumption: as transformers 4's per-expert Linears)."""
-    return sum(g.count * g.in_features * g.out_features for g in inventory.linears if g.component != "head")
+def quantized_linears(inventory: Inventory, head: bool = False) -> tuple[LinearGroup, ...]:
+    """The linears bitsandbytes 4-bit replaces: every nn.Linear / Conv1D, the output head only when `head`
+    (transformers skips it; LitGPT's Fabric plugin does not); fused expert tensors counted as quantized
+    (assumption: as transformers 4's per-expert Linears)."""
+    return tuple(g for g in inventory.linears if head or g.component != "head")
 
 
-def largest_quantized_matrix(inventory: Inventory) -> int:
+def quantized_parameters(inventory: Inventory, head: bool = False) -> int:
+    """Weights the 4-bit format replaces (their biases stay in the compute dtype)."""
+    return sum(g.count * g.in_features * g.out_features for g in quantized_linears(inventory, head))
+
+
+def largest_quantized_matrix(inventory: Inventory, head: bool = False) -> int:
     """Elements of the largest quantized weight: QLoRA dequantizes one at a time into the compute dtype."""
-    return max((g.in_features * g.out_features for g in inventory.linears if g.component != "head"), default=0)
+    return max((g.in_features * g.out_features for g in quantized_linears(inventory, head)), default=0)
 
 
 def parameter_split(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> ParameterSplit:
@@ -136,7 +142,7 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
     largest = max((max(r * g.in_features, r * g.out_features) for g in groups), default=0)
     if settings.method == "lora":
         return ParameterSplit(total + trainable, trainable, total, 0, matrices, 0, largest, matmul + trainable)
-    quantized = quantized_parameters(inventory)
+    quantized = quantized_parameters(inventory, settings.quantize_head)
     return ParameterSplit(total + trainable, trainable, total - quantized, quantized, matrices, 0, largest, trainable)
 
 

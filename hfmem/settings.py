@@ -148,6 +148,9 @@ class TrainingSettings:
     compile_layers: bool = False
     """Each decoder layer under torch.compile (torchtune compile=True; inductor's min-cut partitioner): norms keep
     only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward."""
+    quantize_head: bool = False
+    """QLoRA quantises the output head too (LitGPT: lightning's BitsandbytesPrecision replaces every nn.Linear);
+    transformers' bitsandbytes integration keeps lm_head in the compute dtype (False)."""
     previous_step_alive: bool = False
     """The training loop still references the previous step's outputs while the next forward runs (LitGPT keeps
     `logits` until it is reassigned), so that step's autograd graph is not freed yet. Saved tensors were released by
@@ -199,7 +202,8 @@ class TrainingSettings:
             changes["seq_len"] = _positive_int("seq_len", self.seq_len, 1)
         changes["loss_chunks"] = _positive_int("loss_chunks", self.loss_chunks, 1)
         for name in ("compile_loss", "compile_layers", "activation_offloading", "optimizer_in_backward",
-                     "qlora_double_quant", "previous_step_alive"):
+                     "qlora_double_quant", "previous_step_alive",
+                     "quantize_head"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(f"{name} must be true or false; got {getattr(self, name)!r}.")
         if self.qlora_kernel not in QLORA_KERNELS:

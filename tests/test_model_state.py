@@ -126,3 +126,18 @@ def test_nf4_without_double_quant_keeps_an_fp32_absmax_per_64_weights() -> None:
     extra = plain.to_dict()["per_gpu_bytes"]["weights"] - dq.to_dict()["per_gpu_bytes"]["weights"]
     assert extra == pytest.approx(quantized * (4 / 64 - 1 / 64 - 4 / (64 * 256)), rel=1e-6)
     assert plain.to_dict()["assumptions"]["quantization"]["double_quant"] is False
+
+
+def test_a_quantized_head_is_stored_in_nf4_and_dequantized_whole() -> None:
+    """LitGPT's QLoRA quantises every nn.Linear, lm_head included (transformers keeps it in 16 bits): the
+    head's 32000 x 4096 weights move to NF4, and it becomes the largest matrix dequantised at a time."""
+    arch, inventory = LLAMA
+    head = 32000 * 4096
+    assert arch.vocab_size * arch.hidden_size == head
+    kept = estimate(*LLAMA, TrainingSettings(method="qlora"))
+    quantized = estimate(*LLAMA, TrainingSettings(method="qlora", quantize_head=True))
+    assert quantized.split.frozen_quantized - kept.split.frozen_quantized == head
+    saved = kept.per_gpu_bytes["weights"] - quantized.per_gpu_bytes["weights"]
+    assert saved == pytest.approx(head * (2 - 0.5 - 0.127 / 8), rel=1e-3)
+    assert quantized.activations.dequant_workspace == 2 * head
+    assert kept.activations.dequant_workspace == 2 * 11008 * 4096  # the largest MLP matrix
