@@ -185,6 +185,7 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
     split = re.search(r"grad(?:ient)? accumulation (\d+) \(full\) / (\d+) \(lora\)", notes, re.I)
     accumulation = (split.group(1) if entry["method"] == "full" else split.group(2)) if split else \
         _from_notes(r"grad(?:ient)? accumulation(?: steps)?:? (\d+)", notes)
+    accumulation = accumulation or inferred.get("gradient_accumulation_steps")
     if accumulation:
         kw["gradient_accumulation_steps"] = int(accumulation)
 
@@ -267,6 +268,9 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
             kw["offload_optimizer"] = True
         elif "optimizer" in offload:
             kw["offload_optimizer"] = True
+    if "universal-llm-trainer" in source:
+        kw["loss_upcast"] = False  # nn.CrossEntropyLoss on model(...).logits, bf16 (univlt/models/*.py)
+        assumed.append("bf16 cross-entropy (the trainer's own criterion on the logits)")
     chunks = int(entry.get("loss_chunks") or 1)
     if chunks > 1:
         kw["loss_chunks"] = chunks
@@ -302,9 +306,15 @@ def predict(entry: dict[str, Any]) -> Row:
         # (lightning's BitsandbytesPrecision) quantises every nn.Linear, the head included.
         if arch.hidden_act.startswith("gelu"):
             arch = replace(arch, hidden_act="gelu_pytorch_tanh")
-        settings = replace(settings, attention="flash_attention_2", quantize_head=settings.method == "qlora")
+        # Its loss is chunked_cross_entropy on the bf16 logits in 128-token chunks (LoRA/QLoRA: the head itself
+        # runs per 128 positions of each row; full: the flattened b·s rows split by 128).
+        tokens_per_chunk = 128 * (settings.micro_batch_size if settings.method != "full" else 1)
+        chunks = max(1, settings.micro_batch_size * (settings.seq_len or 0) // tokens_per_chunk)
+        settings = replace(settings, attention="flash_attention_2", quantize_head=settings.method == "qlora",
+                           loss_upcast=False, loss_chunks=chunks)
         row.assumed.append("LitGPT model code (F.gelu, fused SDPA, untied lm_head"
-                           + (", 4-bit lm_head)" if settings.method == "qlora" else ")"))
+                           + (", 4-bit lm_head" if settings.method == "qlora" else "")
+                           + f", bf16 cross-entropy in {chunks} chunks)")
     est = estimate(arch, build_inventory(config), settings)
     key = _METRIC.get(entry["metric"], "total")
     row.predicted_gib = est.per_gpu_bytes[key] / GIB
@@ -314,7 +324,7 @@ def predict(entry: dict[str, Any]) -> Row:
                              "gradient_accumulation_steps", "lora_targets", "lora_dropout",
                              "attention", "lora_rank", "num_gpus", "resolved_sharding", "offload_optimizer", "offload_params",
                              "loss_chunks", "compile_loss", "compile_layers", "activation_offloading",
-                             "optimizer_in_backward", "qlora_kernel", "previous_step_alive", "quantize_head"}}
+                             "optimizer_in_backward", "qlora_kernel", "previous_step_alive", "quantize_head", "loss_upcast"}}
     row.settings["metric_term"] = key
     return row
 

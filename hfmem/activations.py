@@ -732,6 +732,7 @@ def estimate_activations(
     activation_offloading: bool = False,
     compiled_layers: bool = False,
     retained_inputs: frozenset[str] = frozenset(),
+    loss_upcast: bool = True,
 ) -> ActivationEstimate:
     """Activation bytes for a micro-batch: per-layer figures, model-level terms, transients.
 
@@ -748,6 +749,9 @@ def estimate_activations(
     `compiled_layers`: each decoder layer under torch.compile (torchtune compile=True): what the
     min-cut partitioner saves (see the module docstring); embeddings, final norm and head stay eager.
 
+    `loss_upcast`: the cross-entropy runs on fp32 logits (transformers' loss). False: on the compute-dtype
+    logits, which the training loop holds (nn.CrossEntropyLoss on model(...).logits, LitGPT): log_softmax
+    keeps its output in that dtype and its backward needs two more such buffers.
     `retained_inputs`: linears whose inputs the previous step still holds at the end of this forward (ctx
     attributes of a graph the training loop has not dropped yet); without full checkpointing every layer's
     forward recorded them, so their distinct inputs count once more, over all layers.
@@ -819,12 +823,17 @@ def estimate_activations(
     _lora_adapters(final, "lm_head", (Module("lm_head", h, v, 1),), trained, p, dropout_mask_bytes)
     if compiled_loss:
         loss = p * tokens * v + 8 * tokens + 8 * tokens + 4  # logits (compute dtype), 2 fp32 row stats, labels
-    else:
+    elif loss_upcast:
         loss = 4 * tokens * v + 8 * tokens + 4  # log_softmax's fp32 output, labels, the scalar
+    else:
+        loss = 2 * p * tokens * v + 8 * tokens + 4  # the held logits and log_softmax's output, labels, the scalar
     if arch.model_type in _SOFTCAP_FAMILIES:
         loss += p * tokens * v  # final logit soft-capping keeps tanh's output
     chunks = max(1, min(int(loss_chunks), s))
-    loss_peak = 8 * tokens * v / chunks  # the loss backward's two fp32 buffers, one chunk at a time
+    loss_peak = (8 if loss_upcast else 2 * p) * tokens * v / chunks  # the loss backward's two buffers, a chunk at a time
+    if not loss_upcast and not compiled_loss:
+        notes.append("cross-entropy on the compute-dtype logits (no fp32 upcast): the loop holds the logits, "
+                     "log_softmax keeps its output and its backward two more buffers in that dtype")
     if chunks > 1:
         notes.append(f"chunked cross-entropy ({chunks} chunks): the loss backward's fp32 buffers exist one chunk at a time")
     if compiled_loss:

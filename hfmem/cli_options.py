@@ -41,6 +41,14 @@ OptimizerInBackward = Annotated[bool, typer.Option(
     help="Optimizer step fused into backward: each gradient freed at once (torchtune optimizer_in_bwd).")]
 QloraDoubleQuant = Annotated[bool, typer.Option(
     help="QLoRA double quantization of the NF4 block scales (off: one fp32 absmax per 64 weights, +0.047 B/param).")]
+QloraKernel = Annotated[str, typer.Option(
+    help="The 4-bit linear: bitsandbytes (>= 0.43.2), bitsandbytes-legacy (< 0.43.2: keeps each layer's input "
+         "for backward), torchao (torchtune).")]
+QuantizeHead = Annotated[bool, typer.Option(
+    help="QLoRA quantizes lm_head too (LitGPT); transformers keeps it in 16 bits.")]
+LossUpcast = Annotated[bool, typer.Option(
+    help="The cross-entropy runs on fp32 logits (transformers' loss); --no-loss-upcast: on the 16-bit logits "
+         "(a loop calling nn.CrossEntropyLoss on model(...).logits, LitGPT).")]
 Gpus = Annotated[Optional[list[str]], typer.Option(
     "--gpu", "-g", help="GPUs to fit against: catalogue names (h100, rtx4090...) or name=GiB (repeatable; "
                         "default: the whole catalogue).")]
@@ -58,7 +66,8 @@ PLAN_FLAGS: tuple[tuple[str, Any, Any], ...] = (
     ("lora_targets", LoraTargets, "all-linear"), ("loss_chunks", LossChunks, 1), ("compile_loss", CompileLoss, False),
     ("compile_layers", CompileLayers, False), ("activation_offloading", ActivationOffloading, False),
     ("optimizer_in_backward", OptimizerInBackward, False), ("qlora_double_quant", QloraDoubleQuant, True),
-    ("gpu", Gpus, None),
+    ("qlora_kernel", QloraKernel, "bitsandbytes"), ("quantize_head", QuantizeHead, False),
+    ("loss_upcast", LossUpcast, True), ("gpu", Gpus, None),
     ("cuda_context_gib", CudaContext, None), ("fragmentation", Fragmentation, None),
 )
 
@@ -94,7 +103,8 @@ def make_plan(method: list[str] | None = None, seq_len: int | None = None, batch
               lora_targets: str = "all-linear", gpu: list[str] | None = None, cuda_context_gib: float | None = None,
               fragmentation: float | None = None, loss_chunks: int = 1, compile_loss: bool = False,
               activation_offloading: bool = False, optimizer_in_backward: bool = False,
-              compile_layers: bool = False, qlora_double_quant: bool = True):
+              compile_layers: bool = False, qlora_double_quant: bool = True, qlora_kernel: str = "bitsandbytes",
+              quantize_head: bool = False, loss_upcast: bool = True):
     """Validate the flags into a Plan; every bad value is an InvalidInputError naming the flag's value."""
     from hfmem.gpus import resolve_gpus
     from hfmem.report import Plan
@@ -110,6 +120,7 @@ def make_plan(method: list[str] | None = None, seq_len: int | None = None, batch
         offload_params=offload_params, gradient_checkpointing=gradient_checkpointing, attention=attention,
         lora_rank=lora_rank, lora_targets=lora_targets, loss_chunks=loss_chunks, compile_loss=compile_loss,
         activation_offloading=activation_offloading, optimizer_in_backward=optimizer_in_backward,
-        compile_layers=compile_layers, qlora_double_quant=qlora_double_quant, overhead=parse_overhead(cuda_context_gib, fragmentation),
+        compile_layers=compile_layers, qlora_double_quant=qlora_double_quant, qlora_kernel=qlora_kernel,
+        quantize_head=quantize_head, loss_upcast=loss_upcast, overhead=parse_overhead(cuda_context_gib, fragmentation),
     ).validated()
     return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)))

@@ -195,6 +195,7 @@ def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> A
         cache=ctx.layer_cache, loss_chunks=settings.loss_chunks, compiled_loss=settings.compile_loss,
         activation_offloading=settings.activation_offloading, compiled_layers=settings.compile_layers,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
+        loss_upcast=settings.loss_upcast,
     )
 
 
@@ -318,6 +319,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
         "offload_params": s.offload_params,
         "optimizer_in_backward": s.optimizer_in_backward,
         "loss_chunks": s.loss_chunks,
+        "loss_upcast": s.loss_upcast,
         "compile_loss": s.compile_loss,
         "compile_layers": s.compile_layers,
         "activation_offloading": s.activation_offloading,

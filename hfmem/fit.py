@@ -117,7 +117,8 @@ class _Planner:
     def _act_key(s: TrainingSettings, seq: int) -> tuple:
         return (s.method, s.dtype, s.micro_batch_size, seq, s.attention, s.gradient_checkpointing, s.lora_rank,
                 s.lora_targets, s.adapter_dtype, s.lora_dropout, s.qlora_kernel, s.loss_chunks, s.compile_loss,
-                s.activation_offloading, s.compile_layers, s.previous_step_alive, s.quantize_head)
+                s.activation_offloading, s.compile_layers, s.previous_step_alive, s.quantize_head,
+                s.loss_upcast)
 
     def total(self, s: TrainingSettings, seq: int) -> tuple[int, dict[str, int]]:
         """Total bytes per GPU and the per-term figures, for validated settings `s` at `seq`."""

@@ -141,6 +141,9 @@ class TrainingSettings:
     loss_chunks: int = 1
     """Chunked cross-entropy over this many sequence chunks (torchtune CEWithChunkedOutputLoss: 8): the loss
     backward's fp32 (b·s, V) buffers exist one chunk at a time. 1: the usual whole-sequence loss."""
+    loss_upcast: bool = True
+    """The cross-entropy runs on fp32 logits (transformers' loss_function casts them). False: on the compute-dtype
+    logits (a loop calling nn.CrossEntropyLoss on model(...).logits, LitGPT's chunked_cross_entropy)."""
     compile_loss: bool = False
     """The loss under torch.compile (torchtune compile=True compiles model and loss): inductor saves the
     compute-dtype logits and fp32 row statistics instead of log_softmax's fp32 output. The decoder layers
@@ -203,7 +206,7 @@ class TrainingSettings:
         changes["loss_chunks"] = _positive_int("loss_chunks", self.loss_chunks, 1)
         for name in ("compile_loss", "compile_layers", "activation_offloading", "optimizer_in_backward",
                      "qlora_double_quant", "previous_step_alive",
-                     "quantize_head"):
+                     "quantize_head", "loss_upcast"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(f"{name} must be true or false; got {getattr(self, name)!r}.")
         if self.qlora_kernel not in QLORA_KERNELS:

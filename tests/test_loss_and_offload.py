@@ -56,8 +56,12 @@ class _LiveBytes(torch.utils._python_dispatch.TorchDispatchMode):
         self.seen.discard(key)
 
 
-def _loss_backward_extra(chunks: int, b: int = 2, s: int = 256, h: int = 64, v: int = 4096) -> tuple[float, float]:
-    """(saved at the start of backward, backward's extra peak), in units of b·s·V bytes."""
+def _loss_backward_extra(chunks: int, b: int = 2, s: int = 256, h: int = 64, v: int = 4096,
+                         upcast: bool = True) -> tuple[float, float]:
+    """(saved at the start of backward, backward's extra peak), in units of b·s·V bytes.
+
+    upcast: cross-entropy on fp32 logits, dropped before backward (torchtune's recipe, transformers' loss);
+    otherwise on the bf16 logits, which the loop still holds (nn.CrossEntropyLoss on model(...).logits)."""
     torch.manual_seed(0)
     weight = torch.randn(v, h, dtype=torch.bfloat16)
     x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
@@ -65,9 +69,10 @@ def _loss_backward_extra(chunks: int, b: int = 2, s: int = 256, h: int = 64, v: 
     mode = _LiveBytes(weight, x, labels)
     with mode:
         outs = [F.linear(c, weight) for c in x.chunk(chunks, dim=1)]
-        loss = sum(F.cross_entropy(o.float().reshape(-1, v), y.reshape(-1), reduction="sum")
+        loss = sum(F.cross_entropy((o.float() if upcast else o).reshape(-1, v), y.reshape(-1), reduction="sum")
                    for o, y in zip(outs, labels.chunk(chunks, dim=1))) / (b * s)
-        del outs  # the recipe drops the logits before backward
+        if upcast:
+            del outs  # the recipe drops the logits before backward
         stored = mode.live
         mode.peak = mode.live
         loss.backward()
@@ -90,6 +95,21 @@ def test_chunked_cross_entropy_backward_peak_matches_a_real_run() -> None:
                                                          seq_len=s, loss_chunks=chunks, adapter_dtype="compute"))
         assert est.activations.loss / bsv == pytest.approx(stored, rel=0.05)  # log_softmax's fp32 outputs: 4 b·s·V
         assert est.activations.loss_peak / bsv == pytest.approx(extra, rel=0.05)  # 8 b·s·V whole, 8/chunks chunked
+
+
+def test_loss_on_bf16_logits_matches_a_real_run() -> None:
+    """No fp32 upcast (LitGPT, a loop calling nn.CrossEntropyLoss on the logits): 2·2 b·s·V saved (the held
+    logits and log_softmax's bf16 output) and 2·2 more in backward, against 4 and 8 with the upcast."""
+    arch, inventory = _llama_3b()
+    b, s = 2, 256
+    bsv = b * s * arch.vocab_size
+    for chunks in (1, 4):
+        stored, extra = _loss_backward_extra(chunks, upcast=False)
+        est = estimate(arch, inventory, TrainingSettings(method="lora", dtype="bf16-pure", micro_batch_size=b,
+                                                         seq_len=s, loss_chunks=chunks, adapter_dtype="compute",
+                                                         loss_upcast=False))
+        assert est.activations.loss / bsv == pytest.approx(stored, rel=0.05)
+        assert est.activations.loss_peak / bsv == pytest.approx(extra, rel=0.05)
 
 
 def test_compiled_loss_saves_the_logits_in_the_compute_dtype() -> None:
