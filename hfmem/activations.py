@@ -740,7 +740,8 @@ def estimate_activations(
     projection and the fp32 upcast run per chunk of the sequence, so the loss backward's fp32
     buffers exist for one chunk at a time (the saved log_softmax outputs still add up to 4·b·s·V).
     `compiled_loss`: the loss under torch.compile (inductor): it saves the compute-dtype logits and
-    two fp32 row statistics (max, logsumexp) instead of log_softmax's fp32 output.
+    two fp32 row statistics (max, logsumexp) instead of log_softmax's fp32 output, and its fused backward
+    allocates only the logits' gradient.
     `activation_offloading`: torchtune's OffloadActivations around the model's forward: every saved
     tensor of the decoder (embeddings, layers, final norm; with checkpointing, the layer inputs)
     goes to CPU pinned memory; the GPU keeps about two layers' worth (the layer being computed in
@@ -830,14 +831,18 @@ def estimate_activations(
     if arch.model_type in _SOFTCAP_FAMILIES:
         loss += p * tokens * v  # final logit soft-capping keeps tanh's output
     chunks = max(1, min(int(loss_chunks), s))
-    loss_peak = (8 if loss_upcast else 2 * p) * tokens * v / chunks  # the loss backward's two buffers, a chunk at a time
+    # The loss backward, a chunk at a time: eager cross-entropy needs two buffers of the logits' size (log_softmax's
+    # incoming gradient and its result), fp32 with the upcast; compiled, inductor fuses it into one kernel that
+    # writes the logits' gradient in the compute dtype.
+    loss_peak = (p if compiled_loss else 8 if loss_upcast else 2 * p) * tokens * v / chunks
     if not loss_upcast and not compiled_loss:
         notes.append("cross-entropy on the compute-dtype logits (no fp32 upcast): the loop holds the logits, "
                      "log_softmax keeps its output and its backward two more buffers in that dtype")
     if chunks > 1:
         notes.append(f"chunked cross-entropy ({chunks} chunks): the loss backward's fp32 buffers exist one chunk at a time")
     if compiled_loss:
-        notes.append("compiled loss: saves the compute-dtype logits and fp32 row statistics, not log_softmax's fp32 output"
+        notes.append("compiled loss: saves the compute-dtype logits and fp32 row statistics, not log_softmax's fp32 output; "
+                     "its fused backward allocates only the logits' gradient"
                      + ("" if compiled_layers else "; the decoder layers are counted as eager (set compile_layers if they are compiled)"))
     if compiled_layers:
         notes.append("compiled decoder layers: norms keep input and rstd, activation functions and eager attention's fp32 "

@@ -138,6 +138,47 @@ def test_compiled_loss_saves_the_logits_in_the_compute_dtype() -> None:
     assert per_token(eager) / per_token(est) == pytest.approx(2.0, rel=0.01)
 
 
+_CE_PEAK = """
+import resource, sys, torch, torch.nn.functional as F
+n, v = 2048, 65536
+fn = lambda x, y: F.cross_entropy(x.float(), y, reduction="sum")
+if sys.argv[1] == "inductor":
+    fn = torch.compile(fn, backend="inductor")
+warm = torch.randn(128, v, dtype=torch.bfloat16, requires_grad=True)
+fn(warm, torch.randint(0, v, (128,))).backward()  # compiles at another shape, below the measured peak
+x = torch.randn(n, v, dtype=torch.bfloat16, requires_grad=True)
+y = torch.randint(0, v, (n,))
+rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+loss = fn(x, y)
+forward = rss()
+loss.backward()
+print((rss() - forward) / (n * v * 2))
+"""
+
+
+def _ce_backward_extra(backend: str) -> float:
+    """The loss backward's peak above the forward's, in bf16 logit-sized units, from the process's peak RSS."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _CE_PEAK, backend], capture_output=True, text=True, timeout=600)
+    if run.returncode != 0 and backend == "inductor" and "CppCompileError" in run.stderr + run.stdout:
+        pytest.skip("inductor cannot build its C++ kernels here")
+    assert run.returncode == 0, run.stderr[-2000:]
+    return float(run.stdout.split()[-1])
+
+
+def test_compiled_loss_backward_allocates_only_the_logits_gradient() -> None:
+    """inductor fuses cross_entropy(logits.float()) backward into one kernel: one bf16 (b·s, V) buffer (the
+    gradient), where eager needs two fp32 ones; measured as peak RSS growth of a real CPU run."""
+    arch, inventory = _llama_3b()
+    s = 256
+    compiled = estimate(arch, inventory, TrainingSettings(method="lora", dtype="bf16-pure", seq_len=s, compile_loss=True,
+                                                          adapter_dtype="compute"))
+    per_logit = compiled.activations.loss_peak / (s * arch.vocab_size)
+    assert per_logit == pytest.approx(2 * _ce_backward_extra("inductor"), rel=0.15)  # ~2 bytes per logit
+
+
 def _torchtune_3b_full(offload: bool) -> TrainingSettings:
     return TrainingSettings(method="full", dtype="bf16-pure", micro_batch_size=2, seq_len=4096, attention="sdpa",
                             gradient_checkpointing="full", loss_chunks=8, compile_loss=True, optimizer_in_backward=True,
