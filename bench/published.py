@@ -259,6 +259,8 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
             assumed.append(f"sharding={default}")
     elif sharding in {"zero3", "fsdp"}:
         kw["sharding"] = _SHARDING[sharding]
+    if inferred.get("custom_sharded_layers"):
+        kw["fsdp_wrap_embeddings"] = True  # torchtune shards tok_embeddings and output as units of their own
     offload = str(entry.get("cpu_offload") or "")
     if offload and offload != "False":
         if "activation" in offload:
@@ -271,7 +273,7 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
     if "universal-llm-trainer" in source:
         kw["loss_upcast"] = False  # nn.CrossEntropyLoss on model(...).logits, bf16 (univlt/models/*.py)
         assumed.append("bf16 cross-entropy (the trainer's own criterion on the logits)")
-    chunks = int(entry.get("loss_chunks") or 1)
+    chunks = int(entry.get("loss_chunks") or inferred.get("loss_chunks") or 1)
     if chunks > 1:
         kw["loss_chunks"] = chunks
     if entry.get("compile"):
@@ -302,7 +304,7 @@ def predict(entry: dict[str, Any]) -> Row:
     settings, row.assumed, row.unmodelled = settings_for(entry, arch.model_type)
     if litgpt:
         # LitGPT's own model code: GELU through F.gelu (tanh approximation), never the python gelu_new;
-        # its attention expands grouped K/V and always reaches a fused SDPA kernel. Its QLoRA plugin
+        # its attention expands grouped K/V into a copy per query head and reaches a fused SDPA kernel. Its QLoRA plugin
         # (lightning's BitsandbytesPrecision) quantises every nn.Linear, the head included.
         if arch.hidden_act.startswith("gelu"):
             arch = replace(arch, hidden_act="gelu_pytorch_tanh")
@@ -310,10 +312,13 @@ def predict(entry: dict[str, Any]) -> Row:
         # runs per 128 positions of each row; full: the flattened b·s rows split by 128).
         tokens_per_chunk = 128 * (settings.micro_batch_size if settings.method != "full" else 1)
         chunks = max(1, settings.micro_batch_size * (settings.seq_len or 0) // tokens_per_chunk)
-        settings = replace(settings, attention="flash_attention_2", quantize_head=settings.method == "qlora",
-                           loss_upcast=False, loss_chunks=chunks)
+        # With a bitsandbytes plugin its finetune scripts swap AdamW for bnb.optim.PagedAdamW
+        # (litgpt.utils.instantiate_bnb_optimizer): 32-bit states in CUDA managed memory.
+        qlora = settings.method == "qlora"
+        settings = replace(settings, attention="flash_attention_2", repeat_kv=True, quantize_head=qlora, loss_upcast=False,
+                           loss_chunks=chunks, optimizer="paged_adamw" if qlora else settings.optimizer)
         row.assumed.append("LitGPT model code (F.gelu, fused SDPA, untied lm_head"
-                           + (", 4-bit lm_head" if settings.method == "qlora" else "")
+                           + (", 4-bit lm_head, bnb PagedAdamW" if qlora else "")
                            + f", bf16 cross-entropy in {chunks} chunks)")
     est = estimate(arch, build_inventory(config), settings)
     key = _METRIC.get(entry["metric"], "total")
@@ -324,7 +329,8 @@ def predict(entry: dict[str, Any]) -> Row:
                              "gradient_accumulation_steps", "lora_targets", "lora_dropout",
                              "attention", "lora_rank", "num_gpus", "resolved_sharding", "offload_optimizer", "offload_params",
                              "loss_chunks", "compile_loss", "compile_layers", "activation_offloading",
-                             "optimizer_in_backward", "qlora_kernel", "previous_step_alive", "quantize_head", "loss_upcast"}}
+                             "optimizer_in_backward", "qlora_kernel", "previous_step_alive", "quantize_head", "loss_upcast",
+                             "fsdp_wrap_embeddings", "repeat_kv"}}
     row.settings["metric_term"] = key
     return row
 

@@ -411,8 +411,10 @@ def _lora_adapters(saved: _Saved, role: str, modules: tuple[Module, ...], traine
 
 def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, mods: LayerModules,
                trained: Trainability, mask_bytes: float | None, sliding: bool, input_grad: bool = True,
-               autocast: bool = False, compiled: bool = False) -> None:
+               autocast: bool = False, compiled: bool = False, repeat_kv: bool = False) -> None:
     """What the attention block saves per token, after the (shared) normed input.
+
+    repeat_kv: the model code repeats grouped K/V to every query head before a fused kernel (LitGPT).
 
     autocast: torch autocast runs softmax in fp32 whatever the model code asks for.
     compiled: torch.compile's partitioner keeps eager attention's raw scores and fp32 row max/sum
@@ -491,6 +493,8 @@ def _attention(saved: _Saved, arch: Architecture, kernel: str, s: int, p: int, m
         else:
             gqa_native = not sliding and dq == dv and dq <= 256
             k_heads = kv if (rep == 1 or gqa_native) else a
+        if repeat_kv and kv > 1:
+            k_heads = a  # expanded and reshaped into a copy per query head (MQA's single head stays broadcast)
         saved.add("attn.q", p * a * dq)
         saved.add("attn.k", p * k_heads * dq)
         saved.add("attn.v", p * k_heads * dv)
@@ -552,15 +556,15 @@ def _sliding(arch: Architecture, kind: str, s: int) -> bool:
 
 def _layer_at(cache: dict, arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p: int,
               mods: LayerModules, trained: Trainability, mask_bytes: float | None, *, input_grad: bool = True,
-              r: int | None = None, compiled: bool = False) -> _Saved:
+              r: int | None = None, compiled: bool = False, repeat_kv: bool = False) -> _Saved:
     """`_layer` at length s, from a cached affine form: per-token terms are a + b·s (the a·s² terms)."""
     sliding = _sliding(arch, kind, s)
-    key = (kind, mlp_kind, kernel, p, mods, trained, mask_bytes, input_grad, sliding, r, compiled)
+    key = (kind, mlp_kind, kernel, p, mods, trained, mask_bytes, input_grad, sliding, r, compiled, repeat_kv)
     forms = cache.get(key)
     if forms is None:
         forms = cache[key] = tuple(
             _layer(arch, kind, mlp_kind, kernel, length, p, mods, trained, mask_bytes, input_grad=input_grad,
-                   sliding=sliding, r=r, compiled=compiled) for length in (0, 1))
+                   sliding=sliding, r=r, compiled=compiled, repeat_kv=repeat_kv) for length in (0, 1))
     zero, one = forms
     out = _Saved()
     for name in one.terms.keys() | zero.terms.keys():
@@ -572,7 +576,7 @@ def _layer_at(cache: dict, arch: Architecture, kind: str, mlp_kind: str, kernel:
 
 def _layer(arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p: int,
            mods: LayerModules, trained: Trainability, mask_bytes: float | None, *, input_grad: bool = True,
-           sliding: bool = False, r: int | None = None, compiled: bool = False) -> _Saved:
+           sliding: bool = False, r: int | None = None, compiled: bool = False, repeat_kv: bool = False) -> _Saved:
     """Saved bytes per token of one layer (attention kind x MLP kind); the caller multiplies by b·s.
 
     compiled: the layer runs under torch.compile (see the module docstring for what changes).
@@ -601,7 +605,7 @@ def _layer(arch: Architecture, kind: str, mlp_kind: str, kernel: str, s: int, p:
             _linear_inputs(saved, "attn_norm.out", h, p, attn_input_users, trained, r=r)
         _lora_adapters(saved, "attn_in", mods.attn_in + mods.q_b + mods.kv_b, trained, p, mask_bytes)
         _attention(saved, arch, kernel, s, p, mods, trained, mask_bytes, sliding, input_grad, autocast=bool(r and r > p),
-                   compiled=compiled)
+                   compiled=compiled, repeat_kv=repeat_kv)
         _lora_adapters(saved, "attn_out", mods.attn_out, trained, p, mask_bytes)
         if arch.model_type in _SANDWICH_NORM_FAMILIES:
             _norm(saved, "post_attn_norm", arch, h, p, trained, norm_w, r=r, compiled=compiled)
@@ -733,6 +737,7 @@ def estimate_activations(
     compiled_layers: bool = False,
     retained_inputs: frozenset[str] = frozenset(),
     loss_upcast: bool = True,
+    repeat_kv: bool = False,
 ) -> ActivationEstimate:
     """Activation bytes for a micro-batch: per-layer figures, model-level terms, transients.
 
@@ -753,6 +758,8 @@ def estimate_activations(
     `loss_upcast`: the cross-entropy runs on fp32 logits (transformers' loss). False: on the compute-dtype
     logits, which the training loop holds (nn.CrossEntropyLoss on model(...).logits, LitGPT): log_softmax
     keeps its output in that dtype and its backward needs two more such buffers.
+    `repeat_kv`: the model code repeats grouped K/V heads to every query head before a fused attention
+    kernel (LitGPT's expand + reshape), so the kernel saves K and V at the query heads' count.
     `retained_inputs`: linears whose inputs the previous step still holds at the end of this forward (ctx
     attributes of a graph the training loop has not dropped yet); without full checkpointing every layer's
     forward recorded them, so their distinct inputs count once more, over all layers.
@@ -774,7 +781,7 @@ def estimate_activations(
     for kind, mlp_kind, count in _layer_plan(arch):
         mods = moe_mods if mlp_kind == "moe" else dense_mods
         saved = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, r=r,
-                          compiled=compiled_layers)
+                          compiled=compiled_layers, repeat_kv=repeat_kv)
         label = kind if mlp_kind in {"dense", "none"} else f"{kind}+moe"
         layers.append(LayerActivation(
             kind=label, count=count, bytes=round(saved.total * tokens),
@@ -856,9 +863,9 @@ def estimate_activations(
         kind, mlp_kind, _ = plan[0]
         mods = moe_mods if mlp_kind == "moe" else dense_mods
         regular = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, r=r,
-                            compiled=compiled_layers)
+                            compiled=compiled_layers, repeat_kv=repeat_kv)
         first = _layer_at(cache, arch, kind, mlp_kind, kernel, s, p, mods, trained, dropout_mask_bytes, input_grad=False, r=r,
-                          compiled=compiled_layers)
+                          compiled=compiled_layers, repeat_kv=repeat_kv)
         adjustments = round((first.total - regular.total) * tokens)
         if arch.embedding_dropout > 0:
             adjustments -= round(_mask(dropout_mask_bytes, p) * h * tokens)  # no grad: no mask kept

@@ -24,8 +24,14 @@ Zero = Annotated[Optional[str], typer.Option(
 NumGpus = Annotated[int, typer.Option(help="GPUs the estimate shards over.")]
 OffloadOptimizer = Annotated[bool, typer.Option(help="Offload optimizer states to CPU (ZeRO/FSDP).")]
 OffloadParams = Annotated[bool, typer.Option(help="Offload parameters to CPU (ZeRO-3/FSDP).")]
+FsdpWrapEmbeddings = Annotated[bool, typer.Option(
+    help="FSDP: embeddings and head are units of their own, gathered only while used (torchtune "
+         "custom_sharded_layers), not held in the root unit for the whole step.")]
 Checkpointing = Annotated[str, typer.Option(help="Gradient checkpointing: off, full, selective.")]
 Attention = Annotated[str, typer.Option(help="Attention kernel: flash, sdpa, eager.")]
+RepeatKv = Annotated[bool, typer.Option(
+    help="The model code repeats grouped K/V heads to every query head before attention (LitGPT), so K/V are "
+         "saved at the query heads' count.")]
 LoraRank = Annotated[int, typer.Option(help="LoRA rank r (alpha does not change memory).")]
 LoraTargets = Annotated[str, typer.Option(help="LoRA target modules: all-linear, or names like q_proj,v_proj.")]
 LossChunks = Annotated[int, typer.Option(
@@ -62,7 +68,9 @@ PLAN_FLAGS: tuple[tuple[str, Any, Any], ...] = (
     ("method", Methods, None), ("seq_len", SeqLen, None), ("batch_size", BatchSize, 1),
     ("grad_accum", GradAccum, 1), ("dtype", Dtype, "bf16"), ("optimizer", Optimizer, None), ("zero", Zero, None),
     ("num_gpus", NumGpus, 1), ("offload_optimizer", OffloadOptimizer, False), ("offload_params", OffloadParams, False),
-    ("gradient_checkpointing", Checkpointing, "off"), ("attention", Attention, "flash"), ("lora_rank", LoraRank, 16),
+    ("fsdp_wrap_embeddings", FsdpWrapEmbeddings, False),
+    ("gradient_checkpointing", Checkpointing, "off"), ("attention", Attention, "flash"),
+    ("repeat_kv", RepeatKv, False), ("lora_rank", LoraRank, 16),
     ("lora_targets", LoraTargets, "all-linear"), ("loss_chunks", LossChunks, 1), ("compile_loss", CompileLoss, False),
     ("compile_layers", CompileLayers, False), ("activation_offloading", ActivationOffloading, False),
     ("optimizer_in_backward", OptimizerInBackward, False), ("qlora_double_quant", QloraDoubleQuant, True),
@@ -99,7 +107,9 @@ def split_list(values: list[str] | None) -> tuple[str, ...]:
 def make_plan(method: list[str] | None = None, seq_len: int | None = None, batch_size: int = 1,
               grad_accum: int = 1, dtype: str = "bf16", optimizer: str | None = None, zero: str | None = None,
               num_gpus: int = 1, offload_optimizer: bool = False, offload_params: bool = False,
-              gradient_checkpointing: str = "off", attention: str = "flash", lora_rank: int = 16,
+              fsdp_wrap_embeddings: bool = False,
+              gradient_checkpointing: str = "off", attention: str = "flash", repeat_kv: bool = False,
+              lora_rank: int = 16,
               lora_targets: str = "all-linear", gpu: list[str] | None = None, cuda_context_gib: float | None = None,
               fragmentation: float | None = None, loss_chunks: int = 1, compile_loss: bool = False,
               activation_offloading: bool = False, optimizer_in_backward: bool = False,
@@ -117,7 +127,7 @@ def make_plan(method: list[str] | None = None, seq_len: int | None = None, batch
     training = TrainingSettings(
         method=chosen[0], seq_len=seq_len, micro_batch_size=batch_size, gradient_accumulation_steps=grad_accum,
         dtype=dtype, optimizer=optimizer, sharding=zero, num_gpus=num_gpus, offload_optimizer=offload_optimizer,
-        offload_params=offload_params, gradient_checkpointing=gradient_checkpointing, attention=attention,
+        offload_params=offload_params, fsdp_wrap_embeddings=fsdp_wrap_embeddings, gradient_checkpointing=gradient_checkpointing, attention=attention, repeat_kv=repeat_kv,
         lora_rank=lora_rank, lora_targets=lora_targets, loss_chunks=loss_chunks, compile_loss=compile_loss,
         activation_offloading=activation_offloading, optimizer_in_backward=optimizer_in_backward,
         compile_layers=compile_layers, qlora_double_quant=qlora_double_quant, qlora_kernel=qlora_kernel,

@@ -57,6 +57,7 @@ from hfmem.model_state import (
 from hfmem.settings import TrainingSettings
 
 GIB = 1 << 30
+_ROOT_COMPONENTS = ("embeddings", "head", "vision", "projector")
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,12 @@ class Context:
     @cached_property
     def root_parameters(self) -> int:
         by = self.inventory.by_component
-        return sum(by.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
+        return sum(by.get(k, 0) for k in _ROOT_COMPONENTS)
+
+    @cached_property
+    def largest_root_unit(self) -> int:
+        by = self.inventory.by_component
+        return max(by.get(k, 0) for k in _ROOT_COMPONENTS)
 
     def dequant_elements(self, head: bool) -> int:
         return largest_quantized_matrix(self.inventory, head)
@@ -195,7 +201,7 @@ def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> A
         cache=ctx.layer_cache, loss_chunks=settings.loss_chunks, compiled_loss=settings.compile_loss,
         activation_offloading=settings.activation_offloading, compiled_layers=settings.compile_layers,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
-        loss_upcast=settings.loss_upcast,
+        loss_upcast=settings.loss_upcast, repeat_kv=settings.repeat_kv,
     )
 
 
@@ -204,6 +210,7 @@ def state_for(ctx: Context, settings: TrainingSettings) -> ModelState:
     return model_state_bytes(
         ctx.split(settings), settings, hidden_size=ctx.arch.hidden_size,
         layer_parameters=ctx.layer_parameters, root_parameters=ctx.root_parameters,
+        largest_root_unit=ctx.largest_root_unit,
     )
 
 
@@ -312,11 +319,13 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
         "gradient_checkpointing": s.gradient_checkpointing,
         "attention": s.attention,
         "attention_kernel_used": act.attention,
+        "repeat_kv": s.repeat_kv,
         "sharding": s.resolved_sharding,
         "zero_stage": s.zero_stage,
         "num_gpus": s.num_gpus,
         "offload_optimizer": s.offload_optimizer,
         "offload_params": s.offload_params,
+        "fsdp_wrap_embeddings": s.fsdp_wrap_embeddings,
         "optimizer_in_backward": s.optimizer_in_backward,
         "loss_chunks": s.loss_chunks,
         "loss_upcast": s.loss_upcast,

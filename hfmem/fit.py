@@ -111,14 +111,14 @@ class _Planner:
     def _state_key(s: TrainingSettings) -> tuple:
         return (s.method, s.dtype, s.resolved_optimizer, s.resolved_sharding, s.num_gpus, s.offload_optimizer,
                 s.offload_params, s.lora_rank, s.lora_targets, s.adapter_dtype, s.optimizer_in_backward,
-                s.gradient_accumulation_steps > 1, s.qlora_double_quant, s.quantize_head)
+                s.gradient_accumulation_steps > 1, s.qlora_double_quant, s.quantize_head, s.fsdp_wrap_embeddings)
 
     @staticmethod
     def _act_key(s: TrainingSettings, seq: int) -> tuple:
         return (s.method, s.dtype, s.micro_batch_size, seq, s.attention, s.gradient_checkpointing, s.lora_rank,
                 s.lora_targets, s.adapter_dtype, s.lora_dropout, s.qlora_kernel, s.loss_chunks, s.compile_loss,
                 s.activation_offloading, s.compile_layers, s.previous_step_alive, s.quantize_head,
-                s.loss_upcast)
+                s.loss_upcast, s.repeat_kv)
 
     def total(self, s: TrainingSettings, seq: int) -> tuple[int, dict[str, int]]:
         """Total bytes per GPU and the per-term figures, for validated settings `s` at `seq`."""

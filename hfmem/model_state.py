@@ -218,11 +218,13 @@ def model_state_bytes(
     hidden_size: int,
     layer_parameters: int,
     root_parameters: int,
+    largest_root_unit: int = 0,
 ) -> ModelState:
     """Per-GPU model state for the split and settings (sharding, offload, optimizer, dtype).
 
     layer_parameters: parameters of one decoder layer (ZeRO-3/FSDP gather two at a time);
-    root_parameters: those outside the decoder layers (FSDP's root unit: embeddings, head, final norm).
+    root_parameters: those outside the decoder layers (FSDP's root unit: embeddings, head, final norm);
+    largest_root_unit: the largest of them (embeddings or head) when each is an FSDP unit of its own.
     """
     n = settings.num_gpus
     sharding = settings.resolved_sharding
@@ -290,9 +292,14 @@ def model_state_bytes(
         unit_grads = min(layer_parameters, split.trainable) * train_w
         if sharding == "fsdp_full_shard":
             weights /= n
-            buffers += gathered + unit_grads + root_parameters * compute
-            notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, "
-                         "the root unit (embeddings, head, final norm) gathered for the whole step")
+            if settings.fsdp_wrap_embeddings:
+                buffers += gathered + unit_grads + largest_root_unit * compute
+                notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, and the "
+                             "embeddings or the head (each its own unit) gathered while in use")
+            else:
+                buffers += gathered + unit_grads + root_parameters * compute
+                notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, "
+                             "the root unit (embeddings, head, final norm) gathered for the whole step")
         else:
             buffers += unit_grads
             notes.append("FSDP shard-grad-op: parameters stay unsharded between forward and backward")

@@ -122,8 +122,14 @@ class TrainingSettings:
     num_gpus: int = 1
     offload_optimizer: bool = False
     offload_params: bool = False
+    fsdp_wrap_embeddings: bool = False
+    """FSDP full shard with the embeddings and the head as units of their own (torchtune custom_sharded_layers):
+    each is gathered only while used, instead of in the root unit for the whole step."""
     gradient_checkpointing: str = "off"
     attention: str = "flash_attention_2"
+    repeat_kv: bool = False
+    """The model code repeats grouped K/V heads to every query head before attention (LitGPT's expand + reshape);
+    transformers hands the kernel the grouped heads (enable_gqa / flash-attn's native GQA)."""
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = ("all-linear",)
     lora_dropout: float = 0.0
@@ -206,7 +212,7 @@ class TrainingSettings:
         changes["loss_chunks"] = _positive_int("loss_chunks", self.loss_chunks, 1)
         for name in ("compile_loss", "compile_layers", "activation_offloading", "optimizer_in_backward",
                      "qlora_double_quant", "previous_step_alive",
-                     "quantize_head", "loss_upcast"):
+                     "quantize_head", "loss_upcast", "fsdp_wrap_embeddings", "repeat_kv"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidInputError(f"{name} must be true or false; got {getattr(self, name)!r}.")
         if self.qlora_kernel not in QLORA_KERNELS:

@@ -168,3 +168,30 @@ def test_lora_frozen_path_matches_peft(model_id: str, targets) -> None:
         # PEFT's fp32 adapters on a bf16 model (no autocast) keep an fp32 copy of every adapted
         # layer's input: all-linear LoRA then saves more activations than a full fine-tune.
         assert est.stored > _predict(model_id, _kernel("sdpa", tuple(backends)), "bf16").stored
+
+
+def test_repeated_kv_heads_are_saved_at_the_query_heads_count() -> None:
+    """LitGPT expands grouped K/V to every query head and reshapes (a copy) before SDPA; the fused kernel then
+    saves K and V at the query heads' count. Seen with saved_tensors_hooks on the same three lines of code."""
+    b, s, heads, groups, head_dim = 2, 64, 8, 2, 32
+    q = torch.randn(b, heads, s, head_dim, dtype=torch.bfloat16, requires_grad=True)
+    kv = [torch.randn(b, groups, 1, s, head_dim, dtype=torch.bfloat16, requires_grad=True) for _ in range(2)]
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        k, v = (x.expand(b, groups, heads // groups, s, head_dim).reshape(b, heads, s, head_dim) for x in kv)
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    expanded = sorted(n for ptr, n in saved.items() if ptr in {k.untyped_storage().data_ptr(), v.untyped_storage().data_ptr()})
+    assert expanded == [b * heads * s * head_dim * 2] * 2
+
+    config = tiny_config("meta-llama/Meta-Llama-3-8B", 1)
+    arch, inventory = read_architecture(config), build_inventory(config)
+    assert (arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim) == (heads, groups, head_dim)
+    terms = {flag: estimate_activations(arch, inventory, micro_batch_size=b, seq_len=s, attention="sdpa",
+                                        repeat_kv=flag).layers[0].terms for flag in (False, True)}
+    assert terms[True]["attn.k"] == terms[True]["attn.v"] == expanded[0]
+    assert terms[False]["attn.k"] == expanded[0] * groups // heads

@@ -141,3 +141,13 @@ def test_a_quantized_head_is_stored_in_nf4_and_dequantized_whole() -> None:
     assert saved == pytest.approx(head * (2 - 0.5 - 0.127 / 8), rel=1e-3)
     assert quantized.activations.dequant_workspace == 2 * head
     assert kept.activations.dequant_workspace == 2 * 11008 * 4096  # the largest MLP matrix
+
+
+def test_fsdp_embeddings_as_units_of_their_own_gather_one_at_a_time() -> None:
+    """torchtune's custom_sharded_layers make tok_embeddings and output FSDP units of their own: instead of the
+    root unit (embeddings and head, 2 x 32000 x 4096 for Llama-2-7B) held for the whole step, one of them is
+    gathered while in use: one 32000 x 4096 bf16 matrix less."""
+    base = dict(method="full", dtype="bf16-pure", sharding="fsdp_full_shard", num_gpus=8)
+    root = estimate(*LLAMA, TrainingSettings(**base)).per_gpu_bytes["sharding_buffers"]
+    own = estimate(*LLAMA, TrainingSettings(**base, fsdp_wrap_embeddings=True)).per_gpu_bytes["sharding_buffers"]
+    assert root - own == 2 * 32000 * 4096
