@@ -104,18 +104,13 @@ def split_list(values: list[str] | None) -> tuple[str, ...]:
     return tuple(v.strip() for value in values or [] for v in value.split(",") if v.strip())
 
 
-def make_plan(method: list[str] | None = None, seq_len: int | None = None, batch_size: int = 1,
-              grad_accum: int = 1, dtype: str = "bf16", optimizer: str | None = None, zero: str | None = None,
-              num_gpus: int = 1, offload_optimizer: bool = False, offload_params: bool = False,
-              fsdp_wrap_embeddings: bool = False,
-              gradient_checkpointing: str = "off", attention: str = "flash", repeat_kv: bool = False,
-              lora_rank: int = 16,
-              lora_targets: str = "all-linear", gpu: list[str] | None = None, cuda_context_gib: float | None = None,
-              fragmentation: float | None = None, loss_chunks: int = 1, compile_loss: bool = False,
-              activation_offloading: bool = False, optimizer_in_backward: bool = False,
-              compile_layers: bool = False, qlora_double_quant: bool = True, qlora_kernel: str = "bitsandbytes",
-              quantize_head: bool = False, loss_upcast: bool = True):
-    """Validate the flags into a Plan; every bad value is an InvalidInputError naming the flag's value."""
+def make_plan(method: list[str] | None = None, batch_size: int = 1, grad_accum: int = 1, zero: str | None = None,
+              gpu: list[str] | None = None, cuda_context_gib: float | None = None, fragmentation: float | None = None,
+              **same_named: Any):
+    """Validate the flags into a Plan; every bad value is an InvalidInputError naming the flag's value.
+
+    `same_named`: the flags that carry a TrainingSettings field's name (--seq-len -> seq_len, ...).
+    """
     from hfmem.gpus import resolve_gpus
     from hfmem.report import Plan
     from hfmem.settings import METHODS, TrainingSettings, parse_overhead
@@ -125,12 +120,7 @@ def make_plan(method: list[str] | None = None, seq_len: int | None = None, batch
     if unknown:
         raise InvalidInputError(f"--method must be one of {', '.join(METHODS)}; got {unknown[0]!r}.")
     training = TrainingSettings(
-        method=chosen[0], seq_len=seq_len, micro_batch_size=batch_size, gradient_accumulation_steps=grad_accum,
-        dtype=dtype, optimizer=optimizer, sharding=zero, num_gpus=num_gpus, offload_optimizer=offload_optimizer,
-        offload_params=offload_params, fsdp_wrap_embeddings=fsdp_wrap_embeddings, gradient_checkpointing=gradient_checkpointing, attention=attention, repeat_kv=repeat_kv,
-        lora_rank=lora_rank, lora_targets=lora_targets, loss_chunks=loss_chunks, compile_loss=compile_loss,
-        activation_offloading=activation_offloading, optimizer_in_backward=optimizer_in_backward,
-        compile_layers=compile_layers, qlora_double_quant=qlora_double_quant, qlora_kernel=qlora_kernel,
-        quantize_head=quantize_head, loss_upcast=loss_upcast, overhead=parse_overhead(cuda_context_gib, fragmentation),
+        method=chosen[0], micro_batch_size=batch_size, gradient_accumulation_steps=grad_accum, sharding=zero,
+        overhead=parse_overhead(cuda_context_gib, fragmentation), **same_named,
     ).validated()
     return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)))
