@@ -638,10 +638,10 @@ def _held_inputs(arch: Architecture, mods: LayerModules, names: frozenset[str], 
     groups = [shared_input] if shared_input else [mods.attn_in, mods.mlp_in + mods.shared_in]
     groups += [mods.attn_out, mods.q_b, mods.kv_b, mods.mlp_out, mods.shared_out]
     total = sum(p * max(m.in_features for m in group) for group in groups if any(m.name in names for m in group))
-    k = max(1, arch.experts_per_token)
-    for group in (mods.experts_in, mods.experts_out):
+    for group in (mods.experts_in, mods.experts_out):  # each token reaches top-k experts: k routed copies
         held = [m for m in group if m.name in names]
-        total += sum(p * k * m.in_features for m in held[:1])  # routed copies of each token
+        if held:
+            total += p * max(1, arch.experts_per_token) * held[0].in_features
     return total
 
 
