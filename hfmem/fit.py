@@ -30,7 +30,7 @@ only on batch and sequence, so a full matrix costs a few hundred small evaluatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from hfmem.activations import ActivationEstimate
@@ -98,6 +98,18 @@ class Fit:
         }
 
 
+# The settings fields each memoised part reads: every field but those it is known to ignore, so a new setting
+# lands in both keys and can never make two different settings share an entry.
+_FIELDS = tuple(f.name for f in fields(TrainingSettings))
+_STATE_FIELDS = tuple(n for n in _FIELDS if n not in {
+    "seq_len", "micro_batch_size", "gradient_accumulation_steps", "attention", "gradient_checkpointing", "loss_chunks",
+    "compile_loss", "compile_layers", "activation_offloading", "lora_dropout", "qlora_kernel", "previous_step_alive",
+    "loss_upcast", "repeat_kv"})
+_ACTIVATION_FIELDS = tuple(n for n in _FIELDS if n not in {
+    "seq_len", "sharding", "num_gpus", "offload_optimizer", "offload_params", "optimizer", "gradient_accumulation_steps",
+    "optimizer_in_backward", "fsdp_wrap_embeddings", "qlora_double_quant"})
+
+
 class _Planner:
     """Memoised totals for one model: model state by (settings sans batch/seq), activations by (b, s)."""
 
@@ -109,16 +121,11 @@ class _Planner:
 
     @staticmethod
     def _state_key(s: TrainingSettings) -> tuple:
-        return (s.method, s.dtype, s.resolved_optimizer, s.resolved_sharding, s.num_gpus, s.offload_optimizer,
-                s.offload_params, s.lora_rank, s.lora_targets, s.adapter_dtype, s.optimizer_in_backward,
-                s.gradient_accumulation_steps > 1, s.qlora_double_quant, s.quantize_head, s.fsdp_wrap_embeddings)
+        return tuple(getattr(s, name) for name in _STATE_FIELDS) + (s.gradient_accumulation_steps > 1,)
 
     @staticmethod
     def _act_key(s: TrainingSettings, seq: int) -> tuple:
-        return (s.method, s.dtype, s.micro_batch_size, seq, s.attention, s.gradient_checkpointing, s.lora_rank,
-                s.lora_targets, s.adapter_dtype, s.lora_dropout, s.qlora_kernel, s.loss_chunks, s.compile_loss,
-                s.activation_offloading, s.compile_layers, s.previous_step_alive, s.quantize_head,
-                s.loss_upcast, s.repeat_kv)
+        return tuple(getattr(s, name) for name in _ACTIVATION_FIELDS) + (seq,)
 
     def total(self, s: TrainingSettings, seq: int) -> tuple[int, dict[str, int]]:
         """Total bytes per GPU and the per-term figures, for validated settings `s` at `seq`."""
@@ -198,7 +205,7 @@ def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[
 def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int, fits_one_gpu: bool,
                max_gpus: int) -> dict[str, Any] | None:
     """The fewest GPUs (cheapest sharding first, offload last) that fit `single`; None within max_gpus."""
-    memo_key = planner._state_key(single) + planner._act_key(single, seq)
+    memo_key = (single, seq)
 
     def total_of(n: int, sharding: str, off_opt: bool, off_par: bool) -> int:
         key = memo_key + ("n", n, sharding, off_opt, off_par)
@@ -235,7 +242,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     total, per_gpu = planner.total(single, seq)
     fits = total <= limit
 
-    base_key = planner._state_key(single) + planner._act_key(single, seq)
+    base_key = (single, seq)
 
     def total_of(tag: tuple, make: Any) -> int:
         """Memoised total of a variant of `single` (GPU-independent, so shared by the whole matrix)."""
@@ -282,7 +289,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
         status = "multi_gpu"
     else:
         status = "does_not_fit"
-    akey = ("assumptions",) + planner._state_key(single) + planner._act_key(single, seq)
+    akey = ("assumptions", single, seq)
     if akey not in planner.memo:
         planner.memo[akey] = estimate_in(ctx, single).assumptions
     return Fit(
