@@ -285,6 +285,28 @@ def settings_for(entry: dict[str, Any], model_type: str) -> tuple[TrainingSettin
     return TrainingSettings(**kw), assumed, sorted(set(unmodelled))
 
 
+def _litgpt(arch: Any, settings: TrainingSettings) -> tuple[Any, TrainingSettings, str]:
+    """What LitGPT's own model code and finetune scripts do, read from their source.
+
+    GELU through F.gelu (tanh approximation), never the python gelu_new; attention expands grouped K/V
+    into a copy per query head and reaches a fused SDPA kernel; the loss is chunked_cross_entropy on the
+    bf16 logits in 128-token chunks (LoRA/QLoRA: the head runs per 128 positions of each row; full: the
+    flattened b·s rows split by 128). With a bitsandbytes plugin (lightning's BitsandbytesPrecision,
+    which quantises every nn.Linear, the head included) the scripts swap AdamW for bnb.optim.PagedAdamW
+    (litgpt.utils.instantiate_bnb_optimizer): 32-bit states in CUDA managed memory.
+    """
+    if arch.hidden_act.startswith("gelu"):
+        arch = replace(arch, hidden_act="gelu_pytorch_tanh")
+    tokens_per_chunk = 128 * (settings.micro_batch_size if settings.method != "full" else 1)
+    chunks = max(1, settings.micro_batch_size * (settings.seq_len or 0) // tokens_per_chunk)
+    qlora = settings.method == "qlora"
+    settings = replace(settings, attention="flash_attention_2", repeat_kv=True, quantize_head=qlora, loss_upcast=False,
+                       loss_chunks=chunks, optimizer="paged_adamw" if qlora else settings.optimizer)
+    return arch, settings, ("LitGPT model code (F.gelu, fused SDPA, untied lm_head"
+                            + (", 4-bit lm_head, bnb PagedAdamW" if qlora else "")
+                            + f", bf16 cross-entropy in {chunks} chunks)")
+
+
 def predict(entry: dict[str, Any]) -> Row:
     """Predict one entry; rows that cannot be predicted say why."""
     row = Row(id=entry["id"], model=entry["model"], method=entry["method"], kind=entry["kind"],
@@ -303,35 +325,13 @@ def predict(entry: dict[str, Any]) -> Row:
     arch = read_architecture(config)
     settings, row.assumed, row.unmodelled = settings_for(entry, arch.model_type)
     if litgpt:
-        # LitGPT's own model code: GELU through F.gelu (tanh approximation), never the python gelu_new;
-        # its attention expands grouped K/V into a copy per query head and reaches a fused SDPA kernel. Its QLoRA plugin
-        # (lightning's BitsandbytesPrecision) quantises every nn.Linear, the head included.
-        if arch.hidden_act.startswith("gelu"):
-            arch = replace(arch, hidden_act="gelu_pytorch_tanh")
-        # Its loss is chunked_cross_entropy on the bf16 logits in 128-token chunks (LoRA/QLoRA: the head itself
-        # runs per 128 positions of each row; full: the flattened b·s rows split by 128).
-        tokens_per_chunk = 128 * (settings.micro_batch_size if settings.method != "full" else 1)
-        chunks = max(1, settings.micro_batch_size * (settings.seq_len or 0) // tokens_per_chunk)
-        # With a bitsandbytes plugin its finetune scripts swap AdamW for bnb.optim.PagedAdamW
-        # (litgpt.utils.instantiate_bnb_optimizer): 32-bit states in CUDA managed memory.
-        qlora = settings.method == "qlora"
-        settings = replace(settings, attention="flash_attention_2", repeat_kv=True, quantize_head=qlora, loss_upcast=False,
-                           loss_chunks=chunks, optimizer="paged_adamw" if qlora else settings.optimizer)
-        row.assumed.append("LitGPT model code (F.gelu, fused SDPA, untied lm_head"
-                           + (", 4-bit lm_head, bnb PagedAdamW" if qlora else "")
-                           + f", bf16 cross-entropy in {chunks} chunks)")
+        arch, settings, note = _litgpt(arch, settings)
+        row.assumed.append(note)
     est = estimate(arch, build_inventory(config), settings)
     key = _METRIC.get(entry["metric"], "total")
     row.predicted_gib = est.per_gpu_bytes[key] / GIB
     row.error = row.predicted_gib / row.measured_gib - 1
-    row.settings = {k: v for k, v in est.to_dict()["settings"].items()
-                    if k in {"dtype", "resolved_optimizer", "micro_batch_size", "seq_len", "gradient_checkpointing",
-                             "gradient_accumulation_steps", "lora_targets", "lora_dropout",
-                             "attention", "lora_rank", "num_gpus", "resolved_sharding", "offload_optimizer", "offload_params",
-                             "loss_chunks", "compile_loss", "compile_layers", "activation_offloading",
-                             "optimizer_in_backward", "qlora_kernel", "previous_step_alive", "quantize_head", "loss_upcast",
-                             "fsdp_wrap_embeddings", "repeat_kv"}}
-    row.settings["metric_term"] = key
+    row.settings = est.to_dict()["settings"] | {"metric_term": key}
     return row
 
 

@@ -220,7 +220,8 @@ class ActivationEstimate:
     def transient(self) -> int:
         """The largest transient on top of `stored` during the step: the loss backward, a recompute, or the
         previous step's retained inputs at the end of the forward, while the last 4-bit weight is dequantised."""
-        return max(self.loss_peak, self.recompute, self.retained and self.retained + self.dequant_workspace)
+        end_of_forward = self.retained + self.dequant_workspace if self.retained else 0
+        return max(self.loss_peak, self.recompute, end_of_forward)
 
     @property
     def peak(self) -> int:
