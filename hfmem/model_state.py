@@ -218,7 +218,7 @@ def model_state_bytes(
     hidden_size: int,
     layer_parameters: int,
     root_parameters: int,
-    largest_root_unit: int = 0,
+    largest_root_unit: int,
 ) -> ModelState:
     """Per-GPU model state for the split and settings (sharding, offload, optimizer, dtype).
 
