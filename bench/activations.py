@@ -18,9 +18,9 @@ import torch  # noqa: E402
 from saved_activations import build_model, saved_bytes  # noqa: E402
 from tiny_models import TINY, tiny_config  # noqa: E402
 
-from hfmem.activations import estimate_activations  # noqa: E402
-from hfmem.architecture import read_architecture  # noqa: E402
-from hfmem.meta_model import build_inventory  # noqa: E402
+from hfmem.memory.activations import estimate_activations  # noqa: E402
+from hfmem.model.architecture import read_architecture  # noqa: E402
+from hfmem.model.meta import build_inventory  # noqa: E402
 
 B, S = 2, 128
 

@@ -70,8 +70,8 @@ async def _rerouted(self, request):
 httpx2.AsyncHTTPTransport.handle_async_request = _rerouted
 '''
 
-NO_PRELOAD = ("import sys, hfmem.analysis as a; a._preload_transformers = lambda: None; "
-              "from hfmem.cli import run; sys.exit(run(sys.argv[1:]))")
+NO_PRELOAD = ("import sys, hfmem.model.load as a; a._preload_transformers = lambda: None; "
+              "from hfmem.cli.main import run; sys.exit(run(sys.argv[1:]))")
 
 
 @dataclass
@@ -116,7 +116,7 @@ def tools(peers_python: str | None, sitecustomize_dir: str) -> dict[str, tuple[l
 
 def meta_build_seconds(model: str) -> tuple[float, int]:
     """Time one uncached meta build (transformers imported beforehand) and return the count."""
-    from hfmem.meta_model import build_inventory
+    from hfmem.model.meta import build_inventory
 
     config = json.loads((ROOT / "fixtures" / "hub" / model / "config.json").read_text())
     start = time.perf_counter()

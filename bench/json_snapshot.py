@@ -1,13 +1,13 @@
 """Write `hfmem MODEL --format json` for every fixture model into a folder, to diff a refactor's output.
 
-    python bench/json_snapshot.py OUT_DIR            # one file per model
-    diff -r BEFORE_DIR AFTER_DIR                     # no output: nothing changed
+    python bench/json_snapshot.py BEFORE                   # one JSON file per model
+    python bench/json_snapshot.py AFTER --against BEFORE   # the same, then the models whose JSON differs
 
 Models: every `example:` config, every `fixtures/configs/**/config.json` and every repo of
 `fixtures/hub` served by the test Hub (`tests/hubserver.py`, with its granted token), so the real
 client, the headers and the cross-check run too. The runs are in-process through the CLI's own
 `run`, with fresh caches, and failures are kept as their exit code and one-line message, so a
-changed refusal shows up as well.
+changed refusal shows up as well. Files are compared as parsed JSON (key order aside).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def hub_repos() -> list[str]:
 
 def snapshot(model: str) -> str:
     """The CLI's JSON for one model (or its exit code and stderr line), as text."""
-    from hfmem.cli import run
+    from hfmem.cli.main import run
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -50,11 +50,23 @@ def snapshot(model: str) -> str:
     return out.getvalue()
 
 
+def differing(before: Path, after: Path) -> list[str]:
+    """Names of the snapshot files whose parsed JSON differs (or that exist on one side only)."""
+    names = sorted({p.name for p in before.iterdir()} | {p.name for p in after.iterdir()})
+
+    def parsed(folder: Path, name: str) -> object:
+        path = folder / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    return [n for n in names if parsed(before, n) != parsed(after, n)]
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if len(argv) not in (1, 3) or (len(argv) == 3 and argv[1] != "--against"):
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    target = Path(argv[0])
+    target = Path(argv[0]).resolve()
+    before = Path(argv[2]).resolve() if len(argv) == 3 else None
     target.mkdir(parents=True, exist_ok=True)
     os.chdir(ROOT)
     os.environ["HFMEM_CACHE_DIR"] = tempfile.mkdtemp(prefix="hfmem-snapshot-")
@@ -64,8 +76,11 @@ def main(argv: list[str]) -> int:
         for model in models():
             name = model.replace(":", "_").replace("/", "__") + ".json"
             (target / name).write_text(snapshot(model))
-            print(model, file=sys.stderr)
-    return 0
+    if before is None:
+        return 0
+    changed = differing(before, target)
+    print("\n".join(changed) + f"\n{len(changed)} of {len(models())} models differ")
+    return 1 if changed else 0
 
 
 if __name__ == "__main__":

@@ -26,10 +26,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hfmem.architecture import read_architecture  # noqa: E402
-from hfmem.estimate import estimate  # noqa: E402
-from hfmem.meta_model import build_inventory  # noqa: E402
-from hfmem.settings import Overhead, TrainingSettings  # noqa: E402
+from hfmem.model.architecture import read_architecture  # noqa: E402
+from hfmem.memory.estimate import estimate  # noqa: E402
+from hfmem.model.meta import build_inventory  # noqa: E402
+from hfmem.memory.settings import Overhead, TrainingSettings  # noqa: E402
 
 FIXTURES = ROOT / "fixtures"
 GIB = 1 << 30

@@ -1,5 +1,5 @@
 """`python -m hfmem` runs the CLI."""
 
-from hfmem.cli import main
+from hfmem.cli.main import main
 
 main()

@@ -20,11 +20,11 @@ pytest.importorskip("transformers")
 from saved_activations import build_model, saved_bytes  # noqa: E402
 from tiny_models import TINY, tiny_config  # noqa: E402
 
-from hfmem.activations import Trainability, estimate_activations  # noqa: E402
-from hfmem.architecture import read_architecture  # noqa: E402
-from hfmem.meta_model import build_inventory  # noqa: E402
-from hfmem.model_state import parameter_split  # noqa: E402
-from hfmem.settings import TrainingSettings  # noqa: E402
+from hfmem.memory.activations import Trainability, estimate_activations  # noqa: E402
+from hfmem.model.architecture import read_architecture  # noqa: E402
+from hfmem.model.meta import build_inventory  # noqa: E402
+from hfmem.memory.model_state import parameter_split  # noqa: E402
+from hfmem.memory.settings import TrainingSettings  # noqa: E402
 
 B, S = 2, 128
 TOLERANCE = 0.05

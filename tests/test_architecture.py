@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from hfmem.analysis import guard_config
-from hfmem.architecture import read_architecture
+from hfmem.model.guard import guard_config
+from hfmem.model.architecture import read_architecture
 from hfmem.errors import AbsurdConfigError, MalformedConfigError
 
 EXAMPLES = Path(__file__).parent.parent / "hfmem" / "examples"
@@ -66,7 +66,7 @@ def test_guard_checks_nested_dims_before_any_build(config):
 
 
 def test_self_contradicting_config_is_a_malformed_config_error(tmp_path, capsys, monkeypatch):
-    from hfmem.cli import run
+    from hfmem.cli.main import run
 
     monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
     config = _config("Qwen2.5-0.5B") | {"num_hidden_layers": 2, "layer_types": ["full_attention"] * 24}
@@ -81,7 +81,7 @@ def test_unknown_architecture_is_counted_from_its_headers(tmp_path, capsys, monk
 
     from hubserver import safetensors_header
 
-    from hfmem.cli import run
+    from hfmem.cli.main import run
 
     monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
     config = {"model_type": "my_custom_arch", "architectures": ["MyCustomForCausalLM"],

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hfmem.cli import run
+from hfmem.cli.main import run
 
 PER_GPU_KEYS = {"weights", "gradients", "optimizer", "activations", "overhead", "total"}
 

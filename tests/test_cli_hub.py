@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hubserver import GRANTED_TOKEN, sha_of
 
-from hfmem.cli import run
+from hfmem.cli.main import run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 PUBLISHED = json.loads((FIXTURES / "parameter_counts.json").read_text())

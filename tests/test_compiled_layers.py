@@ -19,9 +19,9 @@ pytest.importorskip("transformers")
 from saved_activations import build_model  # noqa: E402
 from tiny_models import tiny_config  # noqa: E402
 
-from hfmem.activations import Trainability, estimate_activations  # noqa: E402
-from hfmem.architecture import read_architecture  # noqa: E402
-from hfmem.meta_model import build_inventory  # noqa: E402
+from hfmem.memory.activations import Trainability, estimate_activations  # noqa: E402
+from hfmem.model.architecture import read_architecture  # noqa: E402
+from hfmem.model.meta import build_inventory  # noqa: E402
 
 B, S = 2, 128
 TOLERANCE = 0.05

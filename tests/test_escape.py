@@ -2,7 +2,7 @@
 
 import pytest
 
-from hfmem.render_markdown import escape
+from hfmem.render.markdown import escape
 
 HOSTILE = "x](http://evil)<img src=x onerror=alert(1)> @everyone.json"
 

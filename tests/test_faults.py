@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from hfmem.cli import run
+from hfmem.cli.main import run
 
 MODEL = "openai-community/gpt2"
 GPT2_TOTAL = 124_439_808

@@ -11,10 +11,10 @@ import pytest
 from tiny_models import reference_model
 
 from hfmem.errors import InvalidInputError
-from hfmem.estimate import estimate
-from hfmem.fit import fit_matrix, fit_one
-from hfmem.gpus import catalogue, find_gpu, parse_gpu_spec
-from hfmem.settings import TrainingSettings
+from hfmem.memory.estimate import estimate
+from hfmem.memory.fit import fit_matrix, fit_one
+from hfmem.hardware.gpus import catalogue, find_gpu, parse_gpu_spec
+from hfmem.memory.settings import TrainingSettings
 
 
 

@@ -31,11 +31,11 @@ from fuzz_stats import record
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hfmem.analysis import guard_config
-from hfmem.architecture import read_architecture
-from hfmem.cli import run
+from hfmem.model.guard import guard_config
+from hfmem.model.architecture import read_architecture
+from hfmem.cli.main import run
 from hfmem.errors import HfmemError, MalformedCheckpointError
-from hfmem.safetensors_header import DTYPE_BYTES, MAX_HEADER_BYTES, header_length, parse_header, shard_files
+from hfmem.hub.safetensors import DTYPE_BYTES, MAX_HEADER_BYTES, header_length, parse_header, shard_files
 
 # HFMEM_FUZZ_SCALE=10 runs ten times the examples (by hand, to hunt; CI keeps the default).
 SCALE = int(os.environ.get("HFMEM_FUZZ_SCALE", "1"))

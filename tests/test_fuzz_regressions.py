@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hfmem.cli import run
+from hfmem.cli.main import run
 
 BASE = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hfmem.errors import InvalidInputError
-from hfmem.gpus import catalogue, catalogue_units, find_gpu, parse_gpu_spec, resolve_gpus
-from hfmem.settings import TrainingSettings, parse_lora_targets
+from hfmem.hardware.gpus import catalogue, catalogue_units, find_gpu, parse_gpu_spec, resolve_gpus
+from hfmem.memory.settings import TrainingSettings, parse_lora_targets
 
 REQUIRED = {"RTX 3090": 24, "RTX 4090": 24, "RTX 5090": 32, "L4": 24, "A10": 24, "L40S": 48, "A100 40GB": 40,
             "A100 80GB": 80, "H100 80GB": 80, "H800 80GB": 80, "H200 141GB": 141, "B200 180GB": 180,

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from hfmem.architecture import read_architecture
-from hfmem.estimate import estimate
-from hfmem.meta_model import build_inventory
-from hfmem.settings import TrainingSettings
+from hfmem.model.architecture import read_architecture
+from hfmem.memory.estimate import estimate
+from hfmem.model.meta import build_inventory
+from hfmem.memory.settings import TrainingSettings
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

@@ -7,10 +7,10 @@ import pytest
 
 from tiny_models import reference_model
 
-from hfmem.estimate import estimate
-from hfmem.meta_model import build_inventory
-from hfmem.model_state import lora_parameters, lora_targets
-from hfmem.settings import TrainingSettings
+from hfmem.memory.estimate import estimate
+from hfmem.model.meta import build_inventory
+from hfmem.memory.model_state import lora_parameters, lora_targets
+from hfmem.memory.settings import TrainingSettings
 
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from hfmem.errors import InvalidInputError
-from hfmem.modelref import examples, parse_model_ref
+from hfmem.hub.modelref import examples, parse_model_ref
 
 
 @pytest.mark.parametrize("text, name, revision", [

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hfmem import pr_configs
+from hfmem.github import pr_configs
 from hfmem.errors import InvalidInputError
 
 

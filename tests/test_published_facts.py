@@ -8,13 +8,14 @@ import pytest
 
 from tiny_models import reference_config, reference_model
 
-from hfmem.activations import estimate_activations
-from hfmem.architecture import read_architecture
-from hfmem.estimate import estimate
-from hfmem.gpus import find_gpu
-from hfmem.meta_model import Inventory, LinearGroup, build_inventory
-from hfmem.model_state import NF4_BYTES_PER_PARAM, ParameterSplit, model_state_bytes
-from hfmem.settings import TrainingSettings
+from hfmem.memory.activations import estimate_activations
+from hfmem.model.architecture import read_architecture
+from hfmem.memory.estimate import estimate
+from hfmem.hardware.gpus import find_gpu
+from hfmem.model.inventory import Inventory, LinearGroup
+from hfmem.model.meta import build_inventory
+from hfmem.memory.model_state import NF4_BYTES_PER_PARAM, ParameterSplit, model_state_bytes
+from hfmem.memory.settings import TrainingSettings
 
 
 

@@ -15,10 +15,10 @@ import pytest
 from test_loss_and_offload import _LiveBytes
 from tiny_models import tiny_config
 
-from hfmem.architecture import read_architecture
-from hfmem.estimate import estimate
-from hfmem.meta_model import build_inventory
-from hfmem.settings import TrainingSettings
+from hfmem.model.architecture import read_architecture
+from hfmem.memory.estimate import estimate
+from hfmem.model.meta import build_inventory
+from hfmem.memory.settings import TrainingSettings
 
 torch = pytest.importorskip("torch")
 MODEL = "meta-llama/Meta-Llama-3-8B"

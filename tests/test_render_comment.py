@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from hfmem.render_comment import LEGEND, Item, render
-from hfmem.render_diff import regressions, render_diff
+from hfmem.render.comment import LEGEND, Item, render
+from hfmem.render.diff import regressions, render_diff
 
 GIB = 1024**3
 GPUS = ("rtx4090", "a100-80gb", "h100-80gb")
@@ -95,7 +95,7 @@ def test_unchanged_fit_is_one_row():
 
 
 def test_verdicts():
-    from hfmem.render_diff import verdict
+    from hfmem.render.diff import verdict
 
     assert verdict(None) == "—"
     assert verdict({"single_gpu": {"fits": True}, "status": "fits"}) == "✅"

@@ -6,7 +6,7 @@ import struct
 import pytest
 
 from hfmem.errors import MalformedCheckpointError
-from hfmem.safetensors_header import header_length, parse_header, shard_files
+from hfmem.hub.safetensors import header_length, parse_header, shard_files
 
 
 def _raw(table: dict) -> bytes:

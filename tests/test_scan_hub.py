@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hfmem.cli import run
-from hfmem.scan import iter_records
+from hfmem.cli.main import run
+from hfmem.scan.runner import iter_records
 from hubserver import sha_of
 from scan_repos import ORG, add_scan_repos
 
@@ -121,7 +121,7 @@ def test_refuses_to_append_without_resume_and_bad_options(hub, tmp_path, capsys)
 
 def _start_scan(list_path: Path, out: Path, *extra: str) -> subprocess.Popen:
     """`hfmem scan` in a real subprocess (it inherits the environment pointing at the fake Hub)."""
-    code = "import sys; from hfmem.cli import run; sys.exit(run(sys.argv[1:]))"
+    code = "import sys; from hfmem.cli.main import run; sys.exit(run(sys.argv[1:]))"
     return subprocess.Popen([sys.executable, "-c", code, "scan", str(list_path), "-o", str(out), "--concurrency", "4",
                              *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

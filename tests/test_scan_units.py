@@ -1,4 +1,4 @@
-"""hfmem.scan and hfmem.scan_export pure parts: lists, shards, the JSONL store, filters and exports."""
+"""hfmem.scan.runner and hfmem.scan.export pure parts: lists, shards, the JSONL store, filters and exports."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from hfmem import errors
-from hfmem.scan import (
+from hfmem.scan.runner import (
     ResultStore,
     error_record,
     ok_record,
@@ -21,7 +21,7 @@ from hfmem.scan import (
     settings_digest,
     shard_of,
 )
-from hfmem.scan_export import matches_fits, parse_fit_filter, summarise, to_csv, to_markdown
+from hfmem.scan.export import matches_fits, parse_fit_filter, summarise, to_csv, to_markdown
 
 SETTINGS = {"endpoint": "http://hub.test", "offline": False}
 
@@ -35,7 +35,7 @@ def fake_report(model: str, total: int, fit: list[dict] | None = None) -> dict:
 
 
 def fit_entry(method: str, gpu: str, usable_gib: float, fits: bool, aliases: tuple[str, ...] = ()) -> dict:
-    """The keys of a fit[] entry (hfmem/fit.py Fit.to_dict) the filters read."""
+    """The keys of a fit[] entry (hfmem/memory/fit.py Fit.to_dict) the filters read."""
     return {"gpu": {"name": gpu, "aliases": list(aliases), "usable_gib": usable_gib}, "method": method,
             "status": "fits" if fits else "does_not_fit", "single_gpu": {"fits": fits}}
 
@@ -167,8 +167,8 @@ def test_exports_deduplicate_and_filter():
 def test_scan_takes_every_estimate_flag_of_hfmem_model():
     import typer
 
-    from hfmem.cli import app
-    from hfmem.cli_scan import scan_app
+    from hfmem.cli.main import app
+    from hfmem.cli.scan import scan_app
 
     def flags(typer_app) -> set[str]:
         return {o for p in typer.main.get_command(typer_app).params for o in p.opts}

@@ -36,8 +36,8 @@ def reference_config(model_id: str) -> dict[str, Any]:
 
 def reference_model(model_id: str) -> tuple[Any, Any]:
     """Architecture and meta-model inventory of the full-size fixture config."""
-    from hfmem.architecture import read_architecture
-    from hfmem.meta_model import build_inventory
+    from hfmem.model.architecture import read_architecture
+    from hfmem.model.meta import build_inventory
 
     config = reference_config(model_id)
     return read_architecture(config), build_inventory(config)

@@ -9,16 +9,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from hfmem.fit_advice import fit_grid, verdict_parts
+from hfmem.memory.advice import fit_grid, verdict_parts
+from hfmem.render.common import ARCH_ROWS, METHOD_TITLES, settings_line
 from hfmem.units import count, gib, size
-
-_ARCH_ROWS = [
-    ("model_type", "model type"), ("model_class", "class"), ("num_layers", "layers"), ("hidden_size", "hidden"),
-    ("num_attention_heads", "heads"), ("num_key_value_heads", "KV heads"), ("head_dim", "head dim"),
-    ("attention_kind", "attention"), ("intermediate_size", "intermediate"), ("vocab_size", "vocab"),
-    ("num_experts", "experts"), ("experts_per_token", "experts / token"), ("moe_intermediate_size", "expert width"),
-    ("max_position_embeddings", "max positions"), ("sliding_window", "sliding window"), ("dtype", "stored dtype"),
-]
 
 
 def architecture_table(report: dict[str, Any]) -> Table:
@@ -26,7 +19,7 @@ def architecture_table(report: dict[str, Any]) -> Table:
     table = Table(title="Architecture", show_header=False, title_justify="left", box=None, pad_edge=False)
     table.add_column(style="dim")
     table.add_column()
-    for key, label in _ARCH_ROWS:
+    for key, label in ARCH_ROWS:
         value = arch.get(key)
         if value in (None, 0) and key in {"num_experts", "experts_per_token", "moe_intermediate_size", "sliding_window"}:
             continue
@@ -67,19 +60,6 @@ def notes_text(report: dict[str, Any]) -> Text:
     for note in report["notes"]:
         lines.append(f"note: {note}\n", style="dim")
     return lines
-
-
-METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
-def settings_line(report: dict[str, Any]) -> str:
-    """The assumptions every cell shares, in one line."""
-    a = report["estimates"][0]["assumptions"]
-    overhead = a["overhead"]
-    lora = a.get("lora") or {}
-    lora_text = f" · LoRA r={lora['rank']} on {','.join(lora['targets'])}" if lora else ""
-    return (f"{a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
-            f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
-            f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
-            f"{lora_text}")
 
 
 def fit_cell(fit: dict[str, Any]) -> Text:

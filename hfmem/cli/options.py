@@ -111,9 +111,9 @@ def make_plan(method: list[str] | None = None, batch_size: int = 1, grad_accum: 
 
     `same_named`: the flags that carry a TrainingSettings field's name (--seq-len -> seq_len, ...).
     """
-    from hfmem.gpus import resolve_gpus
-    from hfmem.report import Plan
-    from hfmem.settings import METHODS, TrainingSettings, parse_overhead
+    from hfmem.hardware.gpus import resolve_gpus
+    from hfmem.memory.plan import Plan
+    from hfmem.memory.settings import METHODS, TrainingSettings, parse_overhead
 
     chosen = tuple(m.lower() for m in split_list(method)) or METHODS
     unknown = [m for m in chosen if m not in METHODS]

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from hfmem import __version__, errors
-from hfmem.render_comment import Item, render
-from hfmem.settings import METHODS
+from hfmem.render.comment import Item, render
+from hfmem.memory.settings import METHODS
 
 MARKER = "<!-- hfmem-action: sticky fit table -->"
 COMMENT_BUDGET = 60_000  # characters: GitHub refuses comments over 65,536; the margin absorbs the footer
@@ -83,7 +83,7 @@ def get_input(env: Mapping[str, str], name: str) -> str:
 
 def split_list(text: str) -> list[str]:
     """Items separated by newlines or commas; `#` starts a comment; blanks and repeats dropped."""
-    from hfmem.scan import read_list
+    from hfmem.scan.runner import read_list
 
     return read_list(part for line in text.splitlines() for part in line.split(","))
 
@@ -98,8 +98,8 @@ def positive_int(name: str, text: str) -> int | None:
 
 def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
     """Validate every input before any network request."""
-    from hfmem.modelref import parse_model_ref
-    from hfmem.scan import load_list, read_list
+    from hfmem.hub.modelref import parse_model_ref
+    from hfmem.scan.runner import load_list, read_list
 
     models = read_list(get_input(env, "models").splitlines())
     if models_file := get_input(env, "models-file"):
@@ -139,7 +139,7 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
 
 def resolve_gpu_names(specs: list[str]) -> list[str]:
     """Catalogue names for catalogue GPUs (aliases resolved), `name=GiB` specs kept as given; unknown: error."""
-    from hfmem.gpus import resolve_gpus
+    from hfmem.hardware.gpus import resolve_gpus
 
     try:
         return [spec if gpu.user_defined else gpu.name for spec, gpu in zip(specs, resolve_gpus(specs))]
@@ -149,7 +149,7 @@ def resolve_gpu_names(specs: list[str]) -> list[str]:
 
 def parse_fit_condition(condition: str, gpus: list[str]) -> tuple[str, str]:
     """`qlora:rtx4090` -> ("qlora", "RTX 4090"); a GPU may also be one of the `name=GiB` specs in gpus."""
-    from hfmem.gpus import find_gpu
+    from hfmem.hardware.gpus import find_gpu
 
     method, _, gpu = (part.strip() for part in condition.partition(":"))
     if method not in METHODS:
@@ -201,8 +201,8 @@ def analyse(ref: Any, report_fn: ReportFn, paths: Mapping[str, str]) -> tuple[di
 
 def build_items(inputs: Inputs, pr: PullRequest | None, workspace: Path, report_fn: ReportFn, log: Log) -> list[Item]:
     """Reports for every listed model, then for the matched config files (head, and base when changed)."""
-    from hfmem import pr_configs
-    from hfmem.modelref import ModelRef, parse_model_ref
+    from hfmem.github import pr_configs
+    from hfmem.hub.modelref import ModelRef, parse_model_ref
 
     items = [Item(model, "model", "listed", *analyse(parse_model_ref(model), report_fn, {})) for model in inputs.models]
     if not inputs.config_globs:
@@ -229,7 +229,7 @@ def build_items(inputs: Inputs, pr: PullRequest | None, workspace: Path, report_
 
 def failures(items: list[Item], fail_on: list[str]) -> list[str]:
     """One line per violated `fail-on` condition and item (METHOD:GPU: the settings as given fit one GPU)."""
-    from hfmem.render_diff import fit_entries, fits, regressions
+    from hfmem.render.diff import fit_entries, fits, regressions
 
     found = []
     for condition in fail_on:
@@ -249,8 +249,8 @@ def failures(items: list[Item], fail_on: list[str]) -> list[str]:
 # -- outputs -----------------------------------------------------------------------------------------
 def settings_line(inputs: Inputs) -> str:
     """What the estimates assume, in one line above the tables."""
-    from hfmem.render_diff import cell
-    from hfmem.settings import TrainingSettings
+    from hfmem.render.diff import cell
+    from hfmem.memory.settings import TrainingSettings
 
     t = TrainingSettings().validated()
     seq = f"sequence length {inputs.seq_len:,}" if inputs.seq_len else "sequence length 2,048 (or the model's maximum)"
@@ -289,7 +289,7 @@ def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], lo
 
 def post_comment(env: Mapping[str, str], inputs: Inputs, pr: PullRequest | None, body: str, log: Log) -> int:
     """Create or update the sticky comment; 0, or the exit code of a GitHub failure other than a fork's 403."""
-    from hfmem.github_api import GitHub, GitHubApiError
+    from hfmem.github.api import GitHub, GitHubApiError
 
     if pr is None:
         log(f"not a pull request event ({env.get('GITHUB_EVENT_NAME') or 'unknown'}): the table is in the job summary only.")
@@ -353,10 +353,10 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
 
 def default_report_fn(inputs: Inputs) -> ReportFn:
     """`build_report` with the inputs' hf-token and Plan (training settings, methods, GPUs)."""
-    from hfmem.gpus import resolve_gpus
-    from hfmem.hub import HubSettings
-    from hfmem.report import Plan, build_report
-    from hfmem.settings import TrainingSettings
+    from hfmem.hardware.gpus import resolve_gpus
+    from hfmem.hub.client import HubSettings
+    from hfmem.memory.plan import Plan, build_report
+    from hfmem.memory.settings import TrainingSettings
 
     hub = HubSettings.from_env(token=inputs.hf_token or None)
     training = TrainingSettings(method=inputs.methods[0], seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)

@@ -1,6 +1,6 @@
 """Turn scan records (JSONL) into a CSV table or a markdown summary, optionally filtered by fit.
 
-Filters work on the record shape `hfmem/scan.py` writes; `--fits METHOD:GPU` keeps models whose
+Filters work on the record shape `hfmem/scan/runner.py` writes; `--fits METHOD:GPU` keeps models whose
 report's `fit[]` says that method fits on one such GPU with the scan's settings (see `fit_cells`).
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple
 
 from hfmem import errors
-from hfmem.scan import record_key
+from hfmem.scan.runner import record_key
 from hfmem.units import count
 
 _FIT = re.compile(r"^\s*([A-Za-z]+)\s*:\s*(\S.*?)\s*$")
@@ -46,8 +46,8 @@ class FitCell(NamedTuple):
 
 def parse_fit_filter(text: str) -> FitFilter:
     """`qlora:rtx4090` -> FitFilter("qlora", "RTX 4090"); anything else is a one-line input error."""
-    from hfmem.gpus import find_gpu
-    from hfmem.settings import METHODS
+    from hfmem.hardware.gpus import find_gpu
+    from hfmem.memory.settings import METHODS
 
     match = _FIT.match(text)
     if not match or match[1].lower() not in METHODS:
@@ -61,7 +61,7 @@ def parse_fit_filter(text: str) -> FitFilter:
 
 
 def fit_cells(record: dict[str, Any]) -> list[FitCell]:
-    """The record's `report.fit[]` entries (shape: hfmem/fit.py `Fit.to_dict`); none for failed records.
+    """The record's `report.fit[]` entries (shape: hfmem/memory/fit.py `Fit.to_dict`); none for failed records.
 
     Read: `method`, `gpu.name`, `gpu.aliases`, `gpu.usable_gib` and `single_gpu.fits` (fits on one GPU
     with the scan's settings, no mitigation). Entries missing any of them are skipped.

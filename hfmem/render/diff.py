@@ -2,16 +2,16 @@
 
 Rows: the architecture fields that changed, the exact parameter count, peak memory per training
 method, and every (method, GPU) whose fit verdict changed. Everything from the pull request (paths,
-error texts) goes through `render_markdown.escape`.
+error texts) goes through `render.markdown.escape`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hfmem.fit_advice import recommendation, single_gpu_change
-from hfmem.render_markdown import escape, table
-from hfmem.render_table import _ARCH_ROWS
+from hfmem.memory.advice import recommendation, single_gpu_change
+from hfmem.render.markdown import escape, table
+from hfmem.render.common import ARCH_ROWS
 from hfmem.units import count, gib
 
 MAX_CELL = 200  # characters of untrusted text per cell, before escaping
@@ -57,7 +57,7 @@ def fits(entry: dict[str, Any] | None) -> bool | None:
 
 
 def verdict(entry: dict[str, Any] | None) -> str:
-    """A short cell: ✅ fits as set, ⚠️ the one-GPU change that makes it fit, ❌ the GPUs it needs (fit_advice)."""
+    """A short cell: ✅ fits as set, ⚠️ the one-GPU change that makes it fit, ❌ the GPUs it needs (memory.advice)."""
     if entry is None:
         return "—"
     if fits(entry):
@@ -95,7 +95,7 @@ def render_diff(path: str, status: str, base: dict[str, Any] | None, head: dict[
         return "\n".join(out)
     rows = []
     base_arch, head_arch = (base or {}).get("architecture") or {}, head.get("architecture") or {}
-    for key, name in _ARCH_ROWS:
+    for key, name in ARCH_ROWS:
         before, after = base_arch.get(key), head_arch.get(key)
         if base is not None and before != after:
             numeric = all(isinstance(v, int) and not isinstance(v, bool) for v in (before, after))

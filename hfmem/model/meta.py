@@ -7,68 +7,16 @@ hit the cache never pay for them. Remote code is never run: only classes shipped
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from huggingface_hub.errors import StrictDataclassError
 
 from hfmem.errors import MalformedConfigError, UnsupportedArchitectureError
+from hfmem.model.inventory import COMPONENTS, Inventory, LinearGroup
 
-COMPONENTS = ("embeddings", "attention", "ssm", "mlp", "experts", "router", "norms", "head", "vision", "projector", "other")
 
 _VISION = re.compile(r"(^|\.)(vision_tower|vision_model|visual|vision_encoder|image_encoder|audio_tower|encoder_vision)(\.|$)")
 _PROJECTOR = re.compile(r"(^|\.)(multi_modal_projector|mm_projector|connector|image_newline)(\.|$)")
-
-
-@dataclass(frozen=True)
-class LinearGroup:
-    """Weight matrices of one role and shape, aggregated over layers (and experts).
-
-    `kind` is "linear" for `nn.Linear` modules (what LoRA targets and bitsandbytes quantizes),
-    "conv1d" for GPT-2's transposed Conv1D, "experts" for fused per-expert weight tensors.
-    """
-
-    name: str
-    component: str
-    in_features: int
-    out_features: int
-    count: int
-    kind: str
-    has_bias: bool
-
-    @property
-    def parameters(self) -> int:
-        return self.count * (self.in_features * self.out_features + (self.out_features if self.has_bias else 0))
-
-
-@dataclass(frozen=True)
-class Inventory:
-    """Exact counts from the meta model: tied weights counted once, buffers kept apart."""
-
-    model_class: str
-    total: int
-    by_component: dict[str, int]
-    linears: tuple[LinearGroup, ...]
-    tied: tuple[tuple[str, str], ...]
-    buffers: dict[str, int]
-    """Buffer elements by leaf name (e.g. "inv_freq"); some checkpoints store such buffers as tensors."""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["linears"] = [asdict(g) | {"parameters": g.parameters} for g in self.linears]
-        return data
-
-    @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Inventory":
-        linears = tuple(LinearGroup(**{k: v for k, v in g.items() if k != "parameters"}) for g in data["linears"])
-        return Inventory(
-            model_class=data["model_class"],
-            total=data["total"],
-            by_component=dict(data["by_component"]),
-            linears=linears,
-            tied=tuple(tuple(p) for p in data["tied"]),
-            buffers=dict(data["buffers"]),
-        )
 
 
 def _component(name: str, chain: list[str], is_output: bool, is_embedding: bool) -> str:

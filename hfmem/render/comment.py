@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hfmem.render_diff import cell, fit_entries, memory_by_method, render_diff, verdict
-from hfmem.render_markdown import table
+from hfmem.render.diff import cell, fit_entries, memory_by_method, render_diff, verdict
+from hfmem.render.markdown import table
 from hfmem.units import count, gib
 
 VISIBLE_DIFFS = 3
@@ -28,7 +28,7 @@ class Item:
 
     label: str
     kind: str  # "model" or "config"
-    status: str = "listed"  # configs: added, modified, no-base, outside (see pr_configs.ConfigFile)
+    status: str = "listed"  # configs: added, modified, no-base, outside (see github.pr_configs.ConfigFile)
     head: dict[str, Any] | None = None
     head_error: str | None = None
     base: dict[str, Any] | None = None

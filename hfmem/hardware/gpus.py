@@ -1,4 +1,4 @@
-"""The GPU catalogue (hfmem/data/gpus.json) and user-defined `name=GiB` specs.
+"""The GPU catalogue (gpus.json beside this module) and user-defined `name=GiB` specs.
 
 `usable_gib` is the device total the driver reports; the fit search compares estimates with it.
 """
@@ -45,7 +45,7 @@ class Gpu:
 @lru_cache(maxsize=1)
 def catalogue() -> tuple[Gpu, ...]:
     """All GPUs of the shipped catalogue, smallest first."""
-    text = resources.files("hfmem").joinpath("data/gpus.json").read_text(encoding="utf-8")
+    text = resources.files("hfmem.hardware").joinpath("gpus.json").read_text(encoding="utf-8")
     data = json.loads(text)
     gpus = tuple(
         Gpu(name=g["name"], usable_gib=float(g["usable_gib"]), vendor_memory=g.get("vendor_memory"),
@@ -58,7 +58,7 @@ def catalogue() -> tuple[Gpu, ...]:
 
 def catalogue_units() -> str:
     """The catalogue's note on units (vendor GB vs GiB)."""
-    return json.loads(resources.files("hfmem").joinpath("data/gpus.json").read_text(encoding="utf-8"))["units"]
+    return json.loads(resources.files("hfmem.hardware").joinpath("gpus.json").read_text(encoding="utf-8"))["units"]
 
 
 def _key(name: str) -> str:

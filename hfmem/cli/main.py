@@ -15,7 +15,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from hfmem import cli_options as opt
+from hfmem.cli import options as opt
 from hfmem import errors
 
 # typer may vendor click; find its ClickException through a public subclass either way.
@@ -43,9 +43,9 @@ def model(
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
-    from hfmem.hub import HubSettings
-    from hfmem.modelref import parse_model_ref
-    from hfmem.report import build_report
+    from hfmem.hub.client import HubSettings
+    from hfmem.hub.modelref import parse_model_ref
+    from hfmem.memory.plan import build_report
 
     ref = parse_model_ref(model, revision)
     report = build_report(ref, HubSettings.from_env(token=token, timeout=timeout), plan)
@@ -56,11 +56,11 @@ def emit(report: dict, output: OutputFormat, details: bool) -> None:
     if output is OutputFormat.json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     elif output is OutputFormat.markdown:
-        from hfmem.render_markdown import render
+        from hfmem.render.markdown import render
 
         sys.stdout.write(render(report))
     else:
-        from hfmem.render_table import render
+        from hfmem.render.table import render
 
         render(report, Console(), details=details)
 
@@ -73,7 +73,7 @@ def _fail(message: str, code: int) -> int:
 def run(argv: list[str]) -> int:
     """Run the CLI on argv and return the exit status instead of raising."""
     if argv[:1] == ["scan"]:
-        from hfmem.cli_scan import scan_app
+        from hfmem.cli.scan import scan_app
 
         command, argv, prog = typer.main.get_command(scan_app), argv[1:], "hfmem scan"
     else:

@@ -40,10 +40,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from hfmem.activations import ActivationEstimate, LayerModules, Trainability, estimate_activations, layer_modules
-from hfmem.architecture import Architecture
-from hfmem.meta_model import Inventory
-from hfmem.model_state import (
+from hfmem.memory.activations import ActivationEstimate, LayerModules, Trainability, estimate_activations, layer_modules
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory
+from hfmem.memory.model_state import (
     compute_bytes,
     ModelState,
     ParameterSplit,
@@ -54,7 +54,7 @@ from hfmem.model_state import (
     nf4_bytes_per_param,
     parameter_split,
 )
-from hfmem.settings import TrainingSettings
+from hfmem.memory.settings import TrainingSettings
 
 GIB = 1 << 30
 _ROOT_COMPONENTS = ("embeddings", "head", "vision", "projector")

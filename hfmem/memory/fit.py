@@ -33,14 +33,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from hfmem.activations import ActivationEstimate
-from hfmem.architecture import Architecture
+from hfmem.memory.activations import ActivationEstimate
+from hfmem.model.architecture import Architecture
 from hfmem.errors import InvalidInputError
-from hfmem.estimate import Context, activations_for, combine, estimate_in, state_for
-from hfmem.gpus import Gpu
-from hfmem.meta_model import Inventory
-from hfmem.model_state import ModelState
-from hfmem.settings import METHODS, TrainingSettings
+from hfmem.memory.estimate import Context, activations_for, combine, estimate_in, state_for
+from hfmem.hardware.gpus import Gpu
+from hfmem.model.inventory import Inventory
+from hfmem.memory.model_state import ModelState
+from hfmem.memory.settings import METHODS, TrainingSettings
 
 # Cheapest first: each step shards or moves more and costs more communication.
 SHARDING_LADDER: tuple[tuple[str, bool, bool], ...] = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hfmem.fit_advice import fit_grid, verdict_parts
-from hfmem.render_table import _ARCH_ROWS, METHOD_TITLES, settings_line
+from hfmem.memory.advice import fit_grid, verdict_parts
+from hfmem.render.common import ARCH_ROWS, METHOD_TITLES, settings_line
 from hfmem.units import count
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
@@ -34,7 +34,7 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
 def render(report: dict[str, Any]) -> str:
     arch, params, check = report["architecture"], report["parameters"], report["crosscheck"]
     title = f"### {escape(report['model'])}" + (f" @ `{report['sha'][:12]}`" if report.get("sha") else "")
-    arch_rows = [[label, escape(arch.get(key))] for key, label in _ARCH_ROWS if arch.get(key) not in (None, 0)]
+    arch_rows = [[label, escape(arch.get(key))] for key, label in ARCH_ROWS if arch.get(key) not in (None, 0)]
     param_rows = [[escape(c), count(n)] for c, n in params["by_component"].items()]
     param_rows.append(["**total**", f"**{count(params['total'])}**"])
     if params["checkpoint_total"] is not None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hfmem.analysis import ModelReport, analyse
-from hfmem.gpus import Gpu
-from hfmem.hub import HubSettings
-from hfmem.modelref import ModelRef
-from hfmem.settings import METHODS, TrainingSettings
+from hfmem.model.load import ModelReport, analyse
+from hfmem.hardware.gpus import Gpu
+from hfmem.hub.client import HubSettings
+from hfmem.hub.modelref import ModelRef
+from hfmem.memory.settings import METHODS, TrainingSettings
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,9 @@ def build_report(ref: ModelRef, settings: HubSettings, plan: Plan | None = None)
 
 def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
     """The analysis as a dict, plus `estimates[]` (one per method) and `fit[]` (method x GPU)."""
-    from hfmem.estimate import estimate
-    from hfmem.fit import fit_matrix
-    from hfmem.gpus import catalogue
+    from hfmem.memory.estimate import estimate
+    from hfmem.memory.fit import fit_matrix
+    from hfmem.hardware.gpus import catalogue
 
     arch, inventory = result.architecture, result.inventory
     training = plan.training.validated()

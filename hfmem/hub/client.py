@@ -31,7 +31,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status
 
 from hfmem import __version__, errors
-from hfmem.safetensors_header import (
+from hfmem.hub.safetensors import (
     FIRST_READ_BYTES,
     PREFIX_BYTES,
     Checkpoint,

@@ -1,7 +1,7 @@
 """`hfmem scan`: analyse many models into append-only JSONL, with progress, resume, shards and exports.
 
 `hfmem.cli.run` dispatches `hfmem scan ...` here. The per-model work is `report.build_report`, the
-same seam as `hfmem MODEL`, with the same estimate flags (`hfmem.cli_options`) turned into the same
+same seam as `hfmem MODEL`, with the same estimate flags (`hfmem.cli.options`) turned into the same
 Plan; `scan_settings` puts that Plan into the settings digest that `--resume` matches on.
 """
 
@@ -17,13 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from hfmem import __version__, errors
-from hfmem import cli_options as opt
+from hfmem.cli import options as opt
 
 if TYPE_CHECKING:
-    from hfmem.hub import HubSettings
-    from hfmem.report import Plan
-    from hfmem.scan import ScanStats
-    from hfmem.scan_export import FitFilter
+    from hfmem.hub.client import HubSettings
+    from hfmem.memory.plan import Plan
+    from hfmem.scan.runner import ScanStats
+    from hfmem.scan.export import FitFilter
 
 RATE_LIMIT_WAIT_S = 300.0
 """Longest 429 Retry-After a scan sleeps through: the Hub's rate-limit window is 5 minutes."""
@@ -71,9 +71,9 @@ def scan(
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
-    from hfmem import scan as engine
-    from hfmem.hub import HubSettings
-    from hfmem.scan_export import parse_fit_filter, summarise
+    from hfmem.scan import runner as engine
+    from hfmem.hub.client import HubSettings
+    from hfmem.scan.export import parse_fit_filter, summarise
 
     shard_k_n = engine.parse_shard(shard) if shard else None
     filters = [parse_fit_filter(f) for f in fits or []]
@@ -113,8 +113,8 @@ def scan_settings(hub: HubSettings, plan: Plan) -> dict[str, Any]:
 
 def _check_filters(filters: list[FitFilter], plan: Plan) -> None:
     """Refuse a --fits that this scan's methods and GPUs can never satisfy (a typo would export nothing)."""
-    from hfmem.gpus import catalogue
-    from hfmem.scan_export import gpu_key
+    from hfmem.hardware.gpus import catalogue
+    from hfmem.scan.export import gpu_key
 
     gpus = {gpu_key(name) for g in plan.gpus or catalogue() for name in (g.name, *g.aliases)}
     for f in filters:
@@ -127,8 +127,8 @@ def _check_filters(filters: list[FitFilter], plan: Plan) -> None:
 def _scan(models: list[str], hub: HubSettings, plan: Plan, settings: dict[str, Any], out: Path, resume: bool,
           concurrency: int) -> ScanStats:
     """Run the scan behind a progress bar on stderr and print a one-line summary."""
-    from hfmem import scan as engine
-    from hfmem.report import build_report
+    from hfmem.scan import runner as engine
+    from hfmem.memory.plan import build_report
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     store = engine.ResultStore(out, resume)
@@ -159,7 +159,7 @@ def _counts(stats: ScanStats) -> str:
 def _export(rows: list[dict[str, Any]], filters: list[FitFilter], csv_path: Path | None,
             markdown_path: Path | None) -> None:
     """Write the requested CSV and markdown files from the chosen rows."""
-    from hfmem.scan_export import to_csv, to_markdown
+    from hfmem.scan.export import to_csv, to_markdown
 
     for path, text in ((csv_path, lambda: to_csv(rows)), (markdown_path, lambda: to_markdown(rows, filters))):
         if path is None:

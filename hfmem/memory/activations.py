@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfmem.architecture import Architecture
-from hfmem.meta_model import Inventory
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory
 
 # Tensors each transformers activation (ACT2FN) saves for its backward, besides the next linear's
 # input: "in" = its input, "out" = its output (shared with what the next op saves), "t" = an

@@ -3,7 +3,7 @@
 A record is written and flushed the moment its model finishes, so a crash or Ctrl-C loses only the
 models in flight; `--resume` skips every (model, settings digest) already recorded. Sharding hashes
 each model id, so N jobs given the same list cover it exactly once whatever order they read it in.
-Meta builds are shared through hfmem's cache by config hash (see analysis.derive).
+Meta builds are shared through hfmem's cache by config hash (see model.derive).
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ import httpx2
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from hfmem import analysis, cache, errors
-from hfmem.hub import HubClient, HubSettings
-from hfmem.modelref import ModelRef, parse_model_ref
+from hfmem import errors
+from hfmem.model import derive
+from hfmem.hub import cache
+from hfmem.hub.client import HubClient, HubSettings
+from hfmem.hub.modelref import ModelRef, parse_model_ref
 
 try:
     import fcntl
@@ -232,11 +234,11 @@ def run_scan(models: list[str], report_fn: ReportFn, settings: dict[str, Any], s
     digest = settings_digest(settings)
     todo = [m for m in models if (m, digest) not in store.recorded]
     stats = ScanStats(total=len(models), skipped=len(models) - len(todo))
-    builds_before = analysis.meta_builds
+    builds_before = derive.meta_builds
 
     def tick() -> None:
         stats.elapsed = time.monotonic() - stats.started
-        stats.builds = analysis.meta_builds - builds_before
+        stats.builds = derive.meta_builds - builds_before
         if progress:
             progress(stats)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hfmem import errors
-from hfmem.hub import INDEX_FILE, SINGLE_FILE, read_json_file
-from hfmem.safetensors_header import PREFIX_BYTES, Checkpoint, header_length, parse_header, shard_files
+from hfmem.hub.client import INDEX_FILE, SINGLE_FILE, read_json_file
+from hfmem.hub.safetensors import PREFIX_BYTES, Checkpoint, header_length, parse_header, shard_files
 
 
 def read_config(path: Path) -> dict:

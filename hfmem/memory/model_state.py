@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hfmem.architecture import Architecture
-from hfmem.meta_model import Inventory, LinearGroup
-from hfmem.settings import TrainingSettings
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory, LinearGroup
+from hfmem.memory.settings import TrainingSettings
 
 GIB = 1 << 30
 

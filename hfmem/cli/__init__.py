@@ -1,0 +1,1 @@
+"""The hfmem command line."""

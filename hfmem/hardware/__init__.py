@@ -1,0 +1,1 @@
+"""The GPU catalogue (gpus.json) and user-defined GPU specs."""

@@ -1,0 +1,65 @@
+"""Architecture and exact inventory of a config: the meta build, cached by config hash, or a fallback.
+
+Builds take turns under one lock (accelerate's init_empty_weights patches torch globals), and each
+distinct config is built once per transformers version across processes, through hfmem's cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from hfmem import errors
+from hfmem.hub import cache
+from hfmem.model.architecture import Architecture, read_architecture
+from hfmem.model.guard import guard_config
+from hfmem.model.inventory import Inventory, inventory_from_checkpoint, inventory_from_dims
+from hfmem.hub.safetensors import Checkpoint
+
+
+# Meta builds patch torch globals (accelerate's init_empty_weights), so threads take turns; holding one lock
+# across check-build-save also means concurrent fine-tunes sharing a config hash build it once.
+_BUILD_LOCK = threading.Lock()
+meta_builds = 0
+
+
+"""Meta-model builds this process has started (`hfmem scan` reports the count)."""
+
+
+def derive(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[str]) -> tuple[Architecture, Inventory]:
+    """Architecture and exact inventory: meta build (cached by config hash), else headers, else config dims."""
+    guard_config(config)
+    key = cache.config_hash(config, salt=_transformers_version())
+    if hit := cache.load("inventories", key):
+        return read_architecture(hit["normalised_config"]), Inventory.from_dict(hit["inventory"])
+    with _BUILD_LOCK:  # a thread that waited here finds the inventory another one just built
+        if hit := cache.load("inventories", key):
+            return read_architecture(hit["normalised_config"]), Inventory.from_dict(hit["inventory"])
+        return _derive_uncached(config, checkpoint, notes, key)
+
+
+def _derive_uncached(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[str],
+                     key: str) -> tuple[Architecture, Inventory]:
+    """Build (or fall back) and cache; called under _BUILD_LOCK."""
+    from hfmem.model.meta import build_inventory, make_config, normalised_config
+
+    global meta_builds
+    try:
+        config_obj = make_config(config)
+    except errors.UnsupportedArchitectureError as err:
+        architecture = read_architecture(config)
+        notes.append(f"{err} Counts come from the " + ("checkpoint headers." if checkpoint else "config dimensions."))
+        inventory = inventory_from_checkpoint(checkpoint) if checkpoint else inventory_from_dims(architecture)
+        return architecture, inventory
+    normalised = normalised_config(config_obj)
+    architecture = read_architecture(normalised)  # also refuses absurd totals before the build
+    meta_builds += 1
+    inventory = build_inventory(config_obj)
+    cache.save("inventories", key, {"normalised_config": normalised, "inventory": inventory.to_dict()})
+    return architecture, inventory
+
+
+def _transformers_version() -> str:
+    from importlib.metadata import version
+
+    return version("transformers")

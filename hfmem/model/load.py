@@ -1,0 +1,128 @@
+"""From a model reference to a ModelReport: fetch (or load from cache), derive the architecture, count, cross-check.
+
+The orchestration lives here; each step is in its own module (hub.client, hub.local, hub.cache,
+model.derive, model.crosscheck). The heavy transformers import starts in a background thread while the
+Hub answers.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from hfmem import errors
+from hfmem.hub import cache
+from hfmem.model.architecture import Architecture
+from hfmem.model.crosscheck import CrossCheck, cross_check
+from hfmem.model.derive import derive
+from hfmem.hub.client import HubClient, HubSettings
+from hfmem.model.inventory import Inventory
+from hfmem.hub.modelref import ModelRef
+from hfmem.hub.safetensors import Checkpoint
+
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class ModelReport:
+    """Everything hfmem knows about one model's architecture and parameters."""
+
+    model: str
+    source: str
+    revision: str | None
+    sha: str | None
+    config: dict[str, Any]
+    architecture: Architecture
+    inventory: Inventory
+    checkpoint: Checkpoint | None
+    crosscheck: CrossCheck
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON schema (documented in README.md, `schema_version` bumps on breaking changes)."""
+        ckpt = self.checkpoint
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model,
+            "source": self.source,
+            "revision": self.revision,
+            "sha": self.sha,
+            "architecture": self.architecture.to_dict() | {"model_class": self.inventory.model_class or None},
+            "parameters": {
+                "total": self.inventory.total,
+                "by_component": self.inventory.by_component,
+                "checkpoint_total": ckpt.total if ckpt else None,
+                "checkpoint_bytes": ckpt.total_bytes if ckpt else None,
+                "checkpoint_files": ckpt.files if ckpt else 0,
+                "by_dtype": ckpt.by_dtype() if ckpt else {},
+                "tied": [list(pair) for pair in self.inventory.tied],
+                "linear_layers": [g.__dict__ | {"parameters": g.parameters} for g in self.inventory.linears],
+            },
+            "crosscheck": self.crosscheck.to_dict(),
+            "notes": self.notes,
+        }
+
+
+def _preload_transformers() -> None:
+    try:
+        import accelerate  # noqa: F401
+        import transformers  # noqa: F401
+    except Exception:  # the build step reports import problems itself
+        pass
+
+
+def analyse(ref: ModelRef, settings: HubSettings | None = None) -> ModelReport:
+    """Resolve, fetch and derive; Hub results are cached per commit so pinned re-runs do no I/O."""
+    from hfmem.hub import local
+
+    notes: list[str] = []
+    if ref.kind == "hub":
+        config, checkpoint, repo_id, sha = _fetch(ref, settings or HubSettings.from_env())
+        name, revision = repo_id, ref.revision
+    else:
+        config_path = ref.path / "config.json" if ref.kind == "local" else ref.path
+        config = local.read_config(config_path)
+        checkpoint = local.read_checkpoint(ref.path) if ref.kind == "local" else None
+        name, revision, sha = ref.name, None, None
+    if checkpoint is None:
+        notes.append("No safetensors checkpoint: parameters come from the config alone (no header cross-check).")
+    architecture, inventory = derive(config, checkpoint, notes)
+    built = inventory if inventory.model_class else None  # a fallback inventory cannot check the headers
+    check = cross_check(built, checkpoint, config, architecture.num_layers)
+    return ModelReport(name, ref.kind, revision, sha, config, architecture, inventory, checkpoint, check, notes)
+
+
+def _fetch(ref: ModelRef, settings: HubSettings) -> tuple[dict, Checkpoint | None, str, str]:
+    """config.json and checkpoint headers for a Hub ref, from hfmem's cache when the commit is known."""
+    if ref.pinned and (hit := cache.load("repos", f"{ref.name}@{ref.revision}")):
+        return _from_cached(hit)
+    ref_key = f"{ref.name}@{ref.revision or 'main'}"
+    if settings.offline and (known := cache.load("refs", ref_key)):
+        if hit := cache.load("repos", f"{known['repo_id']}@{known['sha']}"):
+            return _from_cached(hit)
+    client = HubClient(settings)
+    repo = client.resolve(ref.name, ref.revision)
+    if not settings.offline:  # remember where the revision pointed, for HF_HUB_OFFLINE runs
+        cache.save("refs", ref_key, {"repo_id": repo.repo_id, "sha": repo.sha})
+    if hit := cache.load("repos", f"{repo.repo_id}@{repo.sha}"):
+        return _from_cached(hit)
+    threading.Thread(target=_preload_transformers, daemon=True).start()
+    if "config.json" not in repo.files:
+        raise errors.MalformedConfigError(f"{repo.repo_id}@{repo.sha[:12]} has no config.json.")
+    config = client.fetch_json(repo, "config.json", errors.MalformedConfigError)
+    if not isinstance(config, dict):
+        raise errors.MalformedConfigError(f"{repo.repo_id}/config.json is not a JSON object.")
+    checkpoint = None if settings.offline else client.fetch_checkpoint(repo)
+    entry = {"repo_id": repo.repo_id, "sha": repo.sha, "config": config,
+             "checkpoint": checkpoint.to_dict() if checkpoint else None}
+    if not settings.offline:
+        for key in {f"{repo.repo_id}@{repo.sha}", f"{ref.name}@{repo.sha}"}:
+            cache.save("repos", key, entry)
+    return config, checkpoint, repo.repo_id, repo.sha
+
+
+def _from_cached(entry: dict) -> tuple[dict, Checkpoint | None, str, str]:
+    checkpoint = Checkpoint.from_dict(entry["checkpoint"]) if entry.get("checkpoint") else None
+    return entry["config"], checkpoint, entry["repo_id"], entry["sha"]

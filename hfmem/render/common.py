@@ -1,0 +1,27 @@
+"""Pieces every renderer shares: the architecture rows, the method titles and the one-line settings summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+ARCH_ROWS = [
+    ("model_type", "model type"), ("model_class", "class"), ("num_layers", "layers"), ("hidden_size", "hidden"),
+    ("num_attention_heads", "heads"), ("num_key_value_heads", "KV heads"), ("head_dim", "head dim"),
+    ("attention_kind", "attention"), ("intermediate_size", "intermediate"), ("vocab_size", "vocab"),
+    ("num_experts", "experts"), ("experts_per_token", "experts / token"), ("moe_intermediate_size", "expert width"),
+    ("max_position_embeddings", "max positions"), ("sliding_window", "sliding window"), ("dtype", "stored dtype"),
+]
+METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
+
+
+def settings_line(report: dict[str, Any]) -> str:
+    """The assumptions every cell shares, in one line."""
+    a = report["estimates"][0]["assumptions"]
+    overhead = a["overhead"]
+    lora = a.get("lora") or {}
+    lora_text = f" · LoRA r={lora['rank']} on {','.join(lora['targets'])}" if lora else ""
+    return (f"{a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
+            f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
+            f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
+            f"{lora_text}")
