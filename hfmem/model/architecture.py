@@ -240,6 +240,10 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
     intermediate = _int(cfg, "intermediate_size", None) or 4 * hidden
     vocab = _int(cfg, "vocab_size", required=True)
     experts = _int(cfg, "num_experts", 0) or 0
+    per_token = (_int(cfg, "experts_per_token", 0) or 0) if experts else 0
+    if per_token > experts:
+        name = next(n for n in _ALIASES["experts_per_token"] if cfg.get(n) is not None)
+        raise MalformedConfigError(f"config.json `{name}` ({per_token:,}) exceeds the number of experts ({experts:,}).")
     mla = None
     if _int(cfg, "kv_lora_rank", None):
         mla = MlaDims(
@@ -265,7 +269,7 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
         max_position_embeddings=_int(cfg, "max_position_embeddings", None),
         sliding_window=_sliding_window(cfg),
         num_experts=experts,
-        experts_per_token=(_int(cfg, "experts_per_token", 0) or 0) if experts else 0,
+        experts_per_token=per_token,
         moe_intermediate_size=_int(cfg, "moe_intermediate_size", None) if experts else None,
         num_shared_experts=(_int(cfg, "num_shared_experts", 0) or 0) if experts else 0,
         num_dense_layers=_dense_layers(cfg, layers, experts),
