@@ -59,3 +59,33 @@ def test_globs_stay_in_the_workspace(repo, pattern):
 def test_base_sha_is_validated(repo):
     with pytest.raises(InvalidInputError, match="not a commit id"):
         pr_configs.collect(["*.json"], repo[0], "--output=/tmp/x")
+
+
+def test_directory_link_loops_are_not_followed(repo):
+    """`configs/loop -> .` twice made glob.glob walk about 2^40 paths; the walk now ends, links not descended."""
+    import threading
+
+    root, _ = repo
+    (root / "a" / "loop").symlink_to(root / "a")
+    (root / "a" / "back").symlink_to(root)
+    result: list = []
+    walker = threading.Thread(target=lambda: result.append(pr_configs.match_configs(["**/*.json"], root)), daemon=True)
+    walker.start()
+    walker.join(timeout=30)
+    assert result, "the glob walk did not finish"
+    assert [rel for rel, _ in result[0]] == ["a/config.json", "b.json", "c.json"]
+
+
+def test_hidden_parts_match_only_when_named(repo):
+    root, _ = repo
+    (root / ".cache").mkdir()
+    (root / ".cache" / "config.json").write_text("{}")
+    assert ".cache/config.json" not in [rel for rel, _ in pr_configs.match_configs(["**/*.json"], root)]
+    assert [rel for rel, _ in pr_configs.match_configs([".cache/*.json"], root)] == [".cache/config.json"]
+
+
+def test_too_many_matches_stop_the_walk(repo, monkeypatch):
+    root, _ = repo
+    monkeypatch.setattr(pr_configs, "MAX_CONFIGS", 2)
+    with pytest.raises(InvalidInputError, match="more than 2 files"):
+        pr_configs.match_configs(["**/*.json"], root)

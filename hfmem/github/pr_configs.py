@@ -2,17 +2,18 @@
 request, fetch each file's base version with `git show <base sha>:<path>` so the report can diff them.
 
 Git runs with an argument list (never a shell) and a validated sha; matches that resolve outside the
-workspace (symlinks, `..`) are refused, so a pull request cannot make the Action read other files.
+workspace (symlinks, `..`) are refused, so a pull request cannot make the Action read other files, and
+`**` never descends into a directory link, so a link loop in the checkout cannot make the walk endless.
 """
 
 from __future__ import annotations
 
-import glob
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Iterator
 
 from hfmem.errors import InvalidInputError
 from hfmem.hub.client import MAX_JSON_BYTES
@@ -42,14 +43,26 @@ def match_configs(globs: list[str], workspace: Path) -> list[tuple[str, Path | N
     for pattern in globs:
         if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
             raise InvalidInputError(f"config-paths {pattern!r}: use a glob relative to the workspace, without '..'.")
-        for rel in glob.glob(pattern, root_dir=root, recursive=True):
+        for rel in _glob(root, pattern):
             target = (root / rel).resolve()
             inside = target.is_relative_to(root)
             if (not inside or target.is_file()) and rel not in found:
                 found[rel] = target if inside else None
-    if len(found) > MAX_CONFIGS:
-        raise InvalidInputError(f"config-paths match {len(found):,} files; at most {MAX_CONFIGS:,} are analysed.")
+            if len(found) > MAX_CONFIGS:  # stop the walk here, not after it
+                raise InvalidInputError(f"config-paths match more than {MAX_CONFIGS:,} files; at most "
+                                        f"{MAX_CONFIGS:,} are analysed.")
     return sorted(found.items())
+
+
+def _glob(root: Path, pattern: str) -> Iterator[str]:
+    """Workspace-relative matches of a glob, lazily. pathlib's `**` does not follow directory links (glob.glob's
+    does, so `configs/loop -> .` made it walk about 2^40 paths); hidden names match only when the pattern names a
+    hidden part, as with glob.glob."""
+    hidden = any(part.startswith(".") for part in PurePosixPath(pattern).parts)
+    for path in root.glob(pattern):
+        rel = path.relative_to(root)
+        if hidden or not any(part.startswith(".") for part in rel.parts):
+            yield rel.as_posix()
 
 
 def missing_base(workspace: Path, sha: str) -> str | None:
