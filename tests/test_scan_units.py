@@ -175,3 +175,48 @@ def test_scan_takes_every_estimate_flag_of_hfmem_model():
 
     model_only = {"MODEL", "model", "--revision", "--format", "-f", "--details"}  # per line as org/name@rev instead
     assert flags(app) - model_only <= flags(scan_app)
+
+
+def test_resume_keeps_a_whole_last_record_without_its_newline(tmp_path):
+    """The last record is complete but unterminated: it is counted done and kept (it used to be trimmed)."""
+    path = tmp_path / "r.jsonl"
+    first, last = (json.dumps(ok_record(m, SETTINGS, fake_report(m, 10))) for m in ("org/a", "org/b"))
+    path.write_text(first + "\n" + last)
+    store = ResultStore(path, resume=True)
+    store.append(ok_record("org/c", SETTINGS, fake_report("org/c", 10)))
+    store.close()
+    assert [r["model"] for r in iter_records(path)] == ["org/a", "org/b", "org/c"]
+    assert path.read_text().endswith("\n") and len(path.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("content", ["org/a\norg/b\n# my models\norg/c", "org/a\n", "not json at all"])
+def test_out_that_is_not_a_results_file_is_refused_untouched(tmp_path, content):
+    path = tmp_path / "models.txt"
+    path.write_text(content)
+    for resume in (False, True):
+        with pytest.raises(errors.InvalidInputError, match="is not an hfmem scan results file .line 1 is not"):
+            ResultStore(path, resume=resume)
+    assert path.read_text() == content
+
+
+def test_out_as_the_model_list_itself_is_refused(tmp_path, capsys):
+    from hfmem.cli.main import run
+
+    models = tmp_path / "models.txt"
+    models.write_text("org/a\norg/b")
+    assert run(["scan", str(models), "-o", str(models)]) == 2
+    assert "is not an hfmem scan results file" in capsys.readouterr().err
+    assert models.read_text() == "org/a\norg/b"
+
+
+def test_out_to_a_pipe_is_refused_not_hung(tmp_path):
+    """`hfmem scan list -o /dev/stdout | cat` reopened the pipe for reading and waited forever."""
+    import subprocess
+    import sys
+
+    models = tmp_path / "models.txt"
+    models.write_text("org/a\n")
+    code = "import sys; from hfmem.cli.main import run; sys.exit(run(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", code, "scan", str(models), "-o", "/dev/stdout"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, text=True)
+    assert done.returncode == 2 and "is not a regular file" in done.stderr

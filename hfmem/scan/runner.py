@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -131,19 +132,11 @@ def record_key(record: dict[str, Any]) -> tuple[str, str]:
 
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
     """Every complete record of a JSONL file, in order; a line a kill cut short (or any non-record) is skipped."""
-    try:
-        with open(path, "rb") as handle:
-            for line in handle:
-                try:
-                    record = json.loads(line)
-                    record_key(record)
-                except (ValueError, TypeError, KeyError):
-                    continue
-                yield record
-    except FileNotFoundError:
+    if not path.exists():
         return
-    except OSError as err:
-        raise errors.InvalidInputError(f"cannot read {path}: {err.strerror}.") from None
+    for line in _lines(path):
+        if (record := _record(line)) is not None:
+            yield record
 
 
 class ResultStore:
@@ -151,14 +144,14 @@ class ResultStore:
 
     def __init__(self, path: Path, resume: bool) -> None:
         self.path = path
-        self.recorded = {record_key(r) for r in iter_records(path)}
+        self.recorded, self._tail = read_store(path)
         if self.recorded and not resume:
             raise errors.InvalidInputError(f"{path} already holds {len(self.recorded)} models' records; pass --resume "
                                            "to continue it, or choose another --out.")
         self._handle = self._open()
 
     def _open(self) -> IO[bytes]:
-        """Open for appending, locked against a second scan, dropping a last line a kill cut short."""
+        """Open for appending, locked against a second scan; end the last line as read_store decided."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handle = open(self.path, "ab+")
@@ -170,7 +163,10 @@ class ResultStore:
             except OSError:
                 handle.close()
                 raise errors.InvalidInputError(f"another scan is writing {self.path}.") from None
-        _drop_partial_line(handle)
+        if self._tail == "whole":
+            handle.write(b"\n")
+        elif self._tail == "cut":
+            _drop_partial_line(handle)
         return handle
 
     def append(self, record: dict[str, Any]) -> None:
@@ -182,14 +178,56 @@ class ResultStore:
         self._handle.close()
 
 
+def read_store(path: Path) -> tuple[set[tuple[str, str]], str | None]:
+    """The resume keys an existing --out holds, and what its last line needs: None, "whole" (a complete record
+    whose newline is missing) or "cut" (a record a kill cut short). Anything else is refused, file untouched."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return set(), None
+    except OSError as err:
+        raise errors.InvalidInputError(f"cannot read {path}: {err.strerror}.") from None
+    if not stat.S_ISREG(info.st_mode):  # reading a pipe back (-o /dev/stdout | cat) would wait forever
+        raise errors.InvalidInputError(f"--out {path} is not a regular file (a pipe, terminal or device); records go "
+                                       "to a file that --resume can read back: write to a file, then read that.")
+    keys: set[tuple[str, str]] = set()
+    tail = None
+    for number, line in enumerate(_lines(path), 1):
+        if not line.strip():
+            continue
+        record = _record(line)
+        if record is not None:
+            keys.add(record_key(record))
+            tail = None if line.endswith(b"\n") else "whole"
+        elif not line.endswith(b"\n") and line.lstrip().startswith(b"{"):
+            tail = "cut"  # a JSON object a kill cut short
+        else:
+            raise errors.InvalidInputError(f"{path} is not an hfmem scan results file (line {number:,} is not a scan "
+                                           "record); it is left untouched: choose another --out.")
+    return keys, tail
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    try:
+        with open(path, "rb") as handle:
+            yield from handle
+    except OSError as err:
+        raise errors.InvalidInputError(f"cannot read {path}: {err.strerror}.") from None
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    """The record a JSONL line holds, or None when it is not one."""
+    try:
+        record = json.loads(line)
+        record_key(record)
+    except (ValueError, TypeError, KeyError):
+        return None
+    return record
+
+
 def _drop_partial_line(handle: IO[bytes]) -> None:
     """Truncate after the last newline: a record without one was being written when the process died."""
     size = handle.seek(0, os.SEEK_END)
-    if size == 0:
-        return
-    handle.seek(max(0, size - 1))
-    if handle.read(1) == b"\n":
-        return
     pos = size
     while pos > 0:
         step = min(65536, pos)
