@@ -40,7 +40,8 @@ def _literal_exit_codes(path: Path) -> list[str]:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "exit_code" for t in node.targets):
             values.append(node.value)
         elif isinstance(node, ast.Dict):
-            values += [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == "exit_code"]
+            values += [v for k, v in zip(node.keys, node.values)
+                       if isinstance(k, ast.Constant) and k.value == "exit_code"]
         elif isinstance(node, ast.Call):
             values += [k.value for k in node.keywords if k.arg == "exit_code"]
             if getattr(node.func, "attr", None) == "exit":

@@ -126,7 +126,8 @@ def test_breakdown_serialises_as_the_report_always_has() -> None:
     assert isinstance(est.per_gpu_bytes, MemoryBreakdown) and est.per_gpu_bytes.paged_optimizer > 0
     data = json.loads(json.dumps(est.to_dict()))
     assert list(data["per_gpu_bytes"]) == PER_GPU_ORDER
-    assert data["per_gpu_bytes"]["required"] == est.per_gpu_bytes.required == est.total - est.per_gpu_bytes.paged_optimizer
+    required = est.per_gpu_bytes.required
+    assert data["per_gpu_bytes"]["required"] == required == est.total - est.per_gpu_bytes.paged_optimizer
     assert data["per_gpu_gib"] == {k: round(v / GIB, 3) for k, v in data["per_gpu_bytes"].items()}
     fit = json.loads(json.dumps(fit_one(*LLAMA3, settings, find_gpu("rtx4090"), "qlora").to_dict()))
     assert fit["single_gpu"]["per_gpu_bytes"] == data["per_gpu_bytes"]

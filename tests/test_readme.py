@@ -22,7 +22,8 @@ def test_exit_code_table_lists_every_code() -> None:
 def test_regenerate_rewrites_only_between_the_markers() -> None:
     text = "intro\n<!-- BEGIN exit-codes (generated) -->\nstale table\n<!-- END exit-codes -->\noutro\n"
     new = _readme.regenerate(text)
-    assert new.startswith("intro\n<!-- BEGIN exit-codes (generated) -->\n") and new.endswith("<!-- END exit-codes -->\noutro\n")
+    assert new.startswith("intro\n<!-- BEGIN exit-codes (generated) -->\n")
+    assert new.endswith("<!-- END exit-codes -->\noutro\n")
     assert "stale" not in new and _readme.section(new, "exit-codes") == _readme.generated("exit-codes")
 
 
