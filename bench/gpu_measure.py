@@ -28,8 +28,8 @@ from hfmem.model.architecture import read_architecture  # noqa: E402
 from hfmem.memory.estimate import estimate  # noqa: E402
 from hfmem.model.meta import build_inventory  # noqa: E402
 from hfmem.memory.settings import TrainingSettings  # noqa: E402
+from hfmem.units import GIB  # noqa: E402
 
-GIB = 1 << 30
 HUB = ROOT / "fixtures" / "hub"
 
 
@@ -80,7 +80,8 @@ def config_of(model: str) -> dict[str, Any]:
 
 def predict(case: Case, config: dict[str, Any]) -> dict[str, float]:
     est = estimate(read_architecture(config), build_inventory(config), case.settings())
-    return {k: est.per_gpu_bytes[k] / GIB for k in ("allocated_peak", "reserved_peak")}
+    peaks = est.per_gpu_bytes
+    return {"allocated_peak": peaks.allocated_peak / GIB, "reserved_peak": peaks.reserved_peak / GIB}
 
 
 def build(case: Case, config: dict[str, Any], device: str) -> Any:

@@ -30,9 +30,9 @@ from hfmem.model.architecture import read_architecture  # noqa: E402
 from hfmem.memory.estimate import estimate  # noqa: E402
 from hfmem.model.meta import build_inventory  # noqa: E402
 from hfmem.memory.settings import Overhead, TrainingSettings  # noqa: E402
+from hfmem.units import GIB  # noqa: E402
 
 FIXTURES = ROOT / "fixtures"
-GIB = 1 << 30
 
 _DTYPE = {"bf16": "bf16-pure", "mixed-bf16": "bf16", "mixed-fp16": "fp16", "fp32": "fp32", "fp16": "fp16",
           "amp-fp16": "amp-fp16"}
@@ -329,7 +329,7 @@ def predict(entry: dict[str, Any]) -> Row:
         row.assumed.append(note)
     est = estimate(arch, build_inventory(config), settings)
     key = _METRIC.get(entry["metric"], "total")
-    row.predicted_gib = est.per_gpu_bytes[key] / GIB
+    row.predicted_gib = getattr(est.per_gpu_bytes, key) / GIB
     row.error = row.predicted_gib / row.measured_gib - 1
     row.settings = est.to_dict()["settings"] | {"metric_term": key}
     return row

@@ -1,8 +1,11 @@
-"""Number formatting shared by the renderers."""
+"""Byte units (the one definition of each) and the number formatting the renderers share."""
 
 from __future__ import annotations
 
-GIB = 1024**3
+MIB = 1 << 20
+GIB = 1 << 30
+GB = 10**9
+"""A decimal gigabyte, as GPU vendors state memory (an "80 GB" card)."""
 
 
 def count(n: int | None) -> str:
@@ -16,9 +19,10 @@ def count(n: int | None) -> str:
 
 
 def gib(n_bytes: float | None) -> str:
+    """Bytes in GiB to one decimal, '-' for None (a figure that was not estimated)."""
     return "-" if n_bytes is None else f"{n_bytes / GIB:,.1f} GiB"
 
 
 def size(n_bytes: float) -> str:
     """Bytes in GiB, or MiB below 1 GiB, so small per-layer terms do not read as zero."""
-    return f"{n_bytes / 2**20:,.1f} MiB" if abs(n_bytes) < GIB else gib(n_bytes)
+    return f"{n_bytes / MIB:,.1f} MiB" if abs(n_bytes) < GIB else gib(n_bytes)

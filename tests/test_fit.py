@@ -11,10 +11,12 @@ import pytest
 from tiny_models import reference_model
 
 from hfmem.errors import InvalidInputError
+from hfmem.memory.breakdown import MemoryBreakdown
 from hfmem.memory.estimate import estimate
 from hfmem.memory.fit import fit_matrix, fit_one
 from hfmem.hardware.gpus import catalogue, find_gpu, parse_gpu_spec
 from hfmem.memory.settings import TrainingSettings
+from hfmem.units import GIB
 
 
 
@@ -25,7 +27,7 @@ SETTINGS = TrainingSettings()
 
 
 def _required(model, settings) -> int:
-    return estimate(*model, settings).per_gpu_bytes["required"]
+    return estimate(*model, settings).per_gpu_bytes.required
 
 
 def test_a_full_matrix_is_fast() -> None:
@@ -110,6 +112,26 @@ def test_user_defined_gpu_and_json_shape() -> None:
         assert entry["assumptions"]["dtype"] == "bf16"
     with pytest.raises(InvalidInputError):
         fit_matrix(*LLAMA3, SETTINGS, gpus, ("dpo",))
+
+
+PER_GPU_ORDER = ["weights", "gradients", "optimizer", "activations", "overhead", "total", "required", "master_weights",
+                 "optimizer_states", "sharding_buffers", "activations_stored", "activation_transient", "loss_peak",
+                 "recompute", "optimizer_step_transient", "autocast_weight_copies", "paged_optimizer",
+                 "gradient_activation_overlap", "allocated_peak", "reserved_peak", "cuda_context", "fragmentation"]
+
+
+def test_breakdown_serialises_as_the_report_always_has() -> None:
+    settings = TrainingSettings(method="qlora")
+    est = estimate(*LLAMA3, settings)
+    assert isinstance(est.per_gpu_bytes, MemoryBreakdown) and est.per_gpu_bytes.paged_optimizer > 0
+    data = json.loads(json.dumps(est.to_dict()))
+    assert list(data["per_gpu_bytes"]) == PER_GPU_ORDER
+    required = est.per_gpu_bytes.required
+    assert data["per_gpu_bytes"]["required"] == required == est.total - est.per_gpu_bytes.paged_optimizer
+    assert data["per_gpu_gib"] == {k: round(v / GIB, 3) for k, v in data["per_gpu_bytes"].items()}
+    fit = json.loads(json.dumps(fit_one(*LLAMA3, settings, find_gpu("rtx4090"), "qlora").to_dict()))
+    assert fit["single_gpu"]["per_gpu_bytes"] == data["per_gpu_bytes"]
+    assert fit["single_gpu"]["total_bytes"] == est.per_gpu_bytes.required
 
 
 def test_estimate_json_shape_and_how_the_terms_add_up() -> None:

@@ -15,6 +15,7 @@ LAYERS = {
     "memory": 3,
     "render": 4, "scan": 4,
     "cli": 5, "github": 5,
+    "_readme": 6,  # README sections generated from any layer's tables
 }
 TOP_LEVEL = {"__init__", "__main__"}
 

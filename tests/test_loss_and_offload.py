@@ -23,10 +23,10 @@ from hfmem.model.architecture import read_architecture
 from hfmem.memory.estimate import estimate
 from hfmem.model.meta import build_inventory
 from hfmem.memory.settings import TrainingSettings
+from hfmem.units import GIB
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
-GIB = 1 << 30
 HUB = Path(__file__).resolve().parent.parent / "fixtures" / "hub"
 
 
@@ -194,7 +194,7 @@ def test_activation_offloading_saving_matches_torchtunes_table() -> None:
     arch, inventory = _llama_3b()
     on = estimate(arch, inventory, _torchtune_3b_full(True))
     off = estimate(arch, inventory, _torchtune_3b_full(False))
-    saving = (off.per_gpu_bytes["allocated_peak"] - on.per_gpu_bytes["allocated_peak"]) / GIB
+    saving = (off.per_gpu_bytes.allocated_peak - on.per_gpu_bytes.allocated_peak) / GIB
     assert saving == pytest.approx(23.1 - 21.8, rel=0.15)
     act = on.activations
     assert act.saved == off.activations.saved and act.stored + act.offloaded == act.saved

@@ -137,7 +137,7 @@ def test_a_quantized_head_is_stored_in_nf4_and_dequantized_whole() -> None:
     kept = estimate(*LLAMA, TrainingSettings(method="qlora"))
     quantized = estimate(*LLAMA, TrainingSettings(method="qlora", quantize_head=True))
     assert quantized.split.frozen_quantized - kept.split.frozen_quantized == head
-    saved = kept.per_gpu_bytes["weights"] - quantized.per_gpu_bytes["weights"]
+    saved = kept.per_gpu_bytes.weights - quantized.per_gpu_bytes.weights
     assert saved == pytest.approx(head * (2 - 0.5 - 0.127 / 8), rel=1e-3)
     assert quantized.activations.dequant_workspace == 2 * head
     assert kept.activations.dequant_workspace == 2 * 11008 * 4096  # the largest MLP matrix
@@ -148,6 +148,6 @@ def test_fsdp_embeddings_as_units_of_their_own_gather_one_at_a_time() -> None:
     root unit (embeddings and head, 2 x 32000 x 4096 for Llama-2-7B) held for the whole step, one of them is
     gathered while in use: one 32000 x 4096 bf16 matrix less."""
     base = dict(method="full", dtype="bf16-pure", sharding="fsdp_full_shard", num_gpus=8)
-    root = estimate(*LLAMA, TrainingSettings(**base)).per_gpu_bytes["sharding_buffers"]
-    own = estimate(*LLAMA, TrainingSettings(**base, fsdp_wrap_embeddings=True)).per_gpu_bytes["sharding_buffers"]
+    root = estimate(*LLAMA, TrainingSettings(**base)).per_gpu_bytes.sharding_buffers
+    own = estimate(*LLAMA, TrainingSettings(**base, fsdp_wrap_embeddings=True)).per_gpu_bytes.sharding_buffers
     assert root - own == 2 * 32000 * 4096

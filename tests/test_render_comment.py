@@ -6,8 +6,8 @@ import re
 
 from hfmem.render.comment import LEGEND, Item, render
 from hfmem.render.diff import regressions, render_diff
+from hfmem.units import GIB
 
-GIB = 1024**3
 GPUS = ("rtx4090", "a100-80gb", "h100-80gb")
 LIMIT = 65_536
 

@@ -7,7 +7,6 @@ hfmem/errors.py); tracebacks appear only with HFMEM_DEBUG=1.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from enum import Enum
 from typing import Annotated, Any, Optional
@@ -66,6 +65,7 @@ def emit(report: dict, output: OutputFormat, details: bool) -> None:
 
 
 def _fail(message: str, code: int) -> int:
+    """Print `hfmem: error: MESSAGE` on stderr and return the exit code."""
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"hfmem: error: {message}", markup=False)
     return code
 
@@ -80,23 +80,20 @@ def run(argv: list[str]) -> int:
         command, prog = typer.main.get_command(app), "hfmem"
     try:
         command.main(args=argv, prog_name=prog, standalone_mode=False)
-        return 0
-    except errors.HfmemError as err:
-        return _fail(str(err), err.exit_code)
+        return errors.ExitCode.OK
     except typer.Exit as done:
         return done.exit_code
-    except _CLICK_ERROR as err:
+    except _CLICK_ERROR as err:  # click's own status: 2 (ExitCode.INVALID_INPUT) for a bad command line
         return _fail(err.format_message().splitlines()[0] if err.format_message() else str(err), err.exit_code)
     except typer.Abort:
-        return _fail("aborted.", 130)
-    except KeyboardInterrupt:
-        return _fail("interrupted.", 130)
-    except BrokenPipeError:
-        return 0
-    except Exception as err:  # a bug: still one line, with the detail a report needs
-        if os.environ.get("HFMEM_DEBUG"):
+        return _fail("aborted.", errors.ExitCode.INTERRUPTED)
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): not a failure
+        return errors.ExitCode.OK
+    except (Exception, KeyboardInterrupt) as err:  # hfmem's errors, Ctrl-C, and bugs: still one line
+        code, message = errors.classify(err)
+        if code is errors.ExitCode.INTERNAL and errors.debugging():
             raise
-        return _fail(f"internal error ({type(err).__name__}: {err}); rerun with HFMEM_DEBUG=1 and report it.", 70)
+        return _fail(message, code)
 
 
 def main() -> None:

@@ -35,18 +35,6 @@ Hub's per-5-minute request limits bound throughput, and 429s are waited out rath
 scan_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 
 
-class ScanFailuresError(errors.HfmemError):
-    """The scan finished but some models could not be analysed (each has an error record)."""
-
-    exit_code = 1
-
-
-class ScanInterruptedError(errors.HfmemError):
-    """Ctrl-C during a scan: every finished model is already recorded."""
-
-    exit_code = 130
-
-
 @scan_app.command(help="Analyse many models: FILE lists one model per line (org/name[@revision], `#` comments, "
                        "`-` for stdin) and/or --author/--search/--limit list them from the Hub. One JSONL record "
                        "per model goes to --out as it finishes. Without a FILE or Hub listing, exports --out.")
@@ -103,7 +91,7 @@ def scan(
     _export([row for row, chosen in rows if chosen], filters, csv_path, markdown_path)
     failed = sum(row["status"] != "ok" for row, _ in rows)
     if stats is not None and failed:
-        raise ScanFailuresError(f"{failed} of {len(rows)} models failed; their records in {out} say why.")
+        raise errors.ScanFailuresError(f"{failed} of {len(rows)} models failed; their records in {out} say why.")
 
 
 def scan_settings(hub: HubSettings, plan: Plan) -> dict[str, Any]:
@@ -143,7 +131,8 @@ def _scan(models: list[str], hub: HubSettings, plan: Plan, settings: dict[str, A
 
             stats = engine.run_scan(models, lambda ref: build_report(ref, hub, plan), settings, store, concurrency, show)
     except KeyboardInterrupt:
-        raise ScanInterruptedError(f"interrupted; finished models are recorded in {out}, rerun with --resume.") from None
+        raise errors.ScanInterruptedError(
+            f"interrupted; finished models are recorded in {out}, rerun with --resume.") from None
     finally:
         store.close()
     console.print(f"hfmem: scanned {stats.total} models: {_counts(stats)}, {stats.builds} meta-model builds, "

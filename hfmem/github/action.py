@@ -188,12 +188,10 @@ def analyse(ref: Any, report_fn: ReportFn, paths: Mapping[str, str]) -> tuple[di
     """(report, None) or (None, one-line error); `paths` maps local file paths to the names users know."""
     try:
         return report_fn(ref), None
-    except errors.HfmemError as err:
-        message = str(err)
-    except Exception as err:  # a bug in hfmem: recorded for this row, the others still run
-        if os.environ.get("HFMEM_DEBUG"):
+    except Exception as err:  # hfmem's errors, and bugs: recorded for this row, the others still run
+        code, message = errors.classify(err)
+        if code is errors.ExitCode.INTERNAL and errors.debugging():
             raise
-        message = f"internal error ({type(err).__name__}); rerun with HFMEM_DEBUG=1 and report it."
     for path, shown in paths.items():
         message = message.replace(path, shown)
     return None, message
@@ -289,31 +287,31 @@ def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], lo
 
 def post_comment(env: Mapping[str, str], inputs: Inputs, pr: PullRequest | None, body: str, log: Log) -> int:
     """Create or update the sticky comment; 0, or the exit code of a GitHub failure other than a fork's 403."""
-    from hfmem.github.api import GitHub, GitHubApiError
+    from hfmem.github.api import GitHub
 
     if pr is None:
         log(f"not a pull request event ({env.get('GITHUB_EVENT_NAME') or 'unknown'}): the table is in the job summary only.")
-        return 0
+        return errors.ExitCode.OK
     if not inputs.token:
         log("no GitHub token (input `token`): the table is in the job summary only.")
-        return 0
+        return errors.ExitCode.OK
     repository = env.get("GITHUB_REPOSITORY", "")
     if not _REPOSITORY.match(repository):
         raise errors.InvalidInputError(f"GITHUB_REPOSITORY {repository!r} is not owner/name.")
     github = GitHub(env.get("GITHUB_API_URL") or "https://api.github.com", inputs.token, repository)
     try:
         done, comment = github.upsert_comment(pr.number, MARKER, body)
-    except GitHubApiError as err:
+    except errors.GitHubApiError as err:
         if err.status == 403:
             why = "a pull request from a fork gets a read-only token" if pr.fork else "the token lacks pull-requests: write"
             log(f"cannot comment on pull request #{pr.number} (HTTP 403: {why}); the table is in the job summary only.")
-            return 0
+            return errors.ExitCode.OK
         log.error(str(err))
         return err.exit_code
     finally:
         github.close()
     log(f"{done} the comment on pull request #{pr.number}: {comment.get('html_url') or comment.get('id')}")
-    return 0
+    return errors.ExitCode.OK
 
 
 def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | None = None) -> int:
@@ -338,17 +336,14 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
         status = post_comment(env, inputs, pr, body, log)
         if problems:
             shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-            log.error(f"fail-on ({', '.join(inputs.fail_on)}): {shown}")
-            return errors.DoesNotFitError.exit_code
+            raise errors.DoesNotFitError(f"fail-on ({', '.join(inputs.fail_on)}): {shown}")
         return status
-    except errors.HfmemError as err:
-        log.error(str(err))
-        return err.exit_code
-    except Exception as err:  # a bug: still one line
-        if os.environ.get("HFMEM_DEBUG"):
+    except Exception as err:  # hfmem's errors, and bugs: still one line
+        code, message = errors.classify(err)
+        if code is errors.ExitCode.INTERNAL and errors.debugging():
             raise
-        log.error(f"internal error ({type(err).__name__}); rerun with HFMEM_DEBUG=1 and report it.")
-        return 70
+        log.error(message)
+        return code
 
 
 def default_report_fn(inputs: Inputs) -> ReportFn:

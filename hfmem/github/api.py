@@ -14,20 +14,10 @@ from typing import Any, Callable
 import httpx2
 
 from hfmem import __version__
-from hfmem.errors import HfmemError
+from hfmem.errors import GitHubApiError
 
 MAX_PAGES = 50  # 5,000 comments: far more than a pull request has; stops a runaway Link chain
 _TRANSIENT = {429, 500, 502, 503, 504}
-
-
-class GitHubApiError(HfmemError):
-    """GitHub refused or kept failing a request; `status` is the HTTP status (None for transport errors)."""
-
-    exit_code = 13
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass

@@ -14,8 +14,7 @@ from importlib import resources
 from typing import Any
 
 from hfmem.errors import InvalidInputError
-
-GIB = 1 << 30
+from hfmem.units import GB, GIB
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ def parse_gpu_spec(spec: str) -> Gpu:
         raise InvalidInputError(f"bad GPU spec {spec!r}: expected name=GiB, e.g. my-card=40 (name: letters, digits, . _ -).")
     size = float(match["size"])
     unit = (match["unit"] or "GiB").lower()
-    gib = size * 1e9 / GIB if unit == "gb" else size
+    gib = size * GB / GIB if unit == "gb" else size
     if not math.isfinite(gib) or gib <= 0 or gib > 4096:
         raise InvalidInputError(f"bad GPU spec {spec!r}: memory must be between 0 and 4096 GiB.")
     return Gpu(name=match["name"].strip(), usable_gib=round(gib, 3), vendor_memory=size,

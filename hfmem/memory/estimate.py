@@ -5,33 +5,11 @@ Public API (pure functions, no torch):
     estimate(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> Estimate
     Estimate.to_dict() -> {
         "method", "num_gpus", "settings": {...}, "parameters": {...},
-        "per_gpu_bytes": {"weights", "gradients", "optimizer", "activations", "overhead", "total",
-                          "master_weights", "optimizer_states", "sharding_buffers",
-                          "activations_stored", "activation_transient", "loss_peak", "recompute",
-                          "required", "optimizer_step_transient", "autocast_weight_copies", "paged_optimizer",
-                          "gradient_activation_overlap",
-                          "allocated_peak", "reserved_peak",
-                          "cuda_context", "fragmentation"},
+        "per_gpu_bytes": {...MemoryBreakdown's terms...}, "per_gpu_gib": {...the same in GiB...},
         "cpu_bytes", "activations": {...per-layer figures...},
         "rule_of_thumb": {...}, "assumptions": {...}, "notes": [...]}
 
-How the total is formed (all per GPU):
-    allocated_peak = weights + gradients + optimizer + sharding_buffers + activations
-                     + optimizer_step_transient - gradient_activation_overlap
-                   = weights + optimizer + sharding_buffers
-                     + max(activations + gradients alive in forward, gradients + optimizer_step_transient)
-    total = allocated_peak + fragmentation + cuda_context + paged_optimizer
-where paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
-allocator: it is in the device total but not in allocated/reserved, and it can page out to the CPU,
-so `required` = total - paged_optimizer is what must stay resident (the fit checks use it);
-where `optimizer` is ZeRO's K·Ψ (states + fp32 master weights), `activations` is what backward
-keeps at the end of the forward pass plus the largest transient (the loss's fp32 buffers, a
-checkpointed layer's recompute, QLoRA's dequantised weight), and the overlap removes the gradients
-that are not yet allocated while all activations are alive: with gradients set to None after each
-step (the HF default), backward allocates gradients as it frees activations, so the peak is
-max(activations + first gradients, gradients). Accumulating over several micro-batches (or ZeRO's
-preallocated gradient partitions) keeps gradients alive: no overlap. `fragmentation` is the
-allocator's reserved-but-unused share and `cuda_context` the CUDA context: both explicit settings.
+The per-GPU terms and how they add up to the total are hfmem.memory.breakdown's (`combine`).
 """
 
 from __future__ import annotations
@@ -41,6 +19,7 @@ from functools import cached_property
 from typing import Any
 
 from hfmem.memory.activations import ActivationEstimate, LayerModules, Trainability, estimate_activations, layer_modules
+from hfmem.memory.breakdown import MemoryBreakdown, combine
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 from hfmem.memory.model_state import (
@@ -56,7 +35,6 @@ from hfmem.memory.model_state import (
 )
 from hfmem.memory.settings import TrainingSettings
 
-GIB = 1 << 30
 _ROOT_COMPONENTS = ("embeddings", "head", "vision", "projector")
 
 
@@ -69,14 +47,14 @@ class Estimate:
     split: ParameterSplit
     state: ModelState
     activations: ActivationEstimate
-    per_gpu_bytes: dict[str, int]
+    per_gpu_bytes: MemoryBreakdown
     assumptions: dict[str, Any]
     notes: tuple[str, ...] = ()
     model: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
-        return self.per_gpu_bytes["total"]
+        return self.per_gpu_bytes.total
 
     @property
     def settings_compute_bytes(self) -> int:
@@ -84,7 +62,7 @@ class Estimate:
 
     def fits(self, usable_bytes: int) -> bool:
         """Whether it trains on a GPU of `usable_bytes`: paged optimizer states may page out to the CPU."""
-        return self.per_gpu_bytes["required"] <= usable_bytes
+        return self.per_gpu_bytes.required <= usable_bytes
 
     def to_dict(self) -> dict[str, Any]:
         settings = self.settings.to_dict() | {"seq_len": self.seq_len}
@@ -94,8 +72,8 @@ class Estimate:
             "num_gpus": self.settings.num_gpus,
             "settings": settings,
             "parameters": self.split.to_dict(),
-            "per_gpu_bytes": dict(self.per_gpu_bytes),
-            "per_gpu_gib": {k: round(v / GIB, 3) for k, v in self.per_gpu_bytes.items()},
+            "per_gpu_bytes": self.per_gpu_bytes.to_dict(),
+            "per_gpu_gib": self.per_gpu_bytes.to_gib(),
             "cpu_bytes": self.state.cpu_bytes,
             "bytes_per_param": self.state.bytes_per_param,
             "activations": self.activations.to_dict(),
@@ -212,47 +190,6 @@ def state_for(ctx: Context, settings: TrainingSettings) -> ModelState:
         layer_parameters=ctx.layer_parameters, root_parameters=ctx.root_parameters,
         largest_root_unit=ctx.largest_root_unit,
     )
-
-
-def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState, act: ActivationEstimate) -> dict[str, int]:
-    """Per-GPU bytes by term, and the total (see the module docstring for how they add up)."""
-    activations = act.peak
-    full_grads = split.trainable * state.bytes_per_param["gradients"]
-    shard = state.gradients / full_grads if full_grads else 0.0
-    early = min(state.gradients, round(split.largest_trainable * state.bytes_per_param["gradients"] * shard))
-    grads_in_forward = state.gradients if state.gradients_persist else early
-    backward_peak = activations + grads_in_forward + state.forward_transient
-    step_peak = state.gradients + state.step_transient
-    transients = state.step_transient + state.forward_transient
-    overlap = activations + state.gradients + transients - max(backward_peak, step_peak)
-    paged = state.paged_optimizer
-    allocated = state.weights + state.optimizer - paged + state.sharding_buffers + max(backward_peak, step_peak)
-    fragmentation = round(allocated * settings.overhead.fragmentation)
-    context = round(settings.overhead.cuda_context_gib * GIB)
-    return {
-        "weights": state.weights,
-        "gradients": state.gradients,
-        "optimizer": state.optimizer,
-        "activations": activations,
-        "overhead": fragmentation + context,
-        "total": allocated + fragmentation + context + paged,
-        "required": allocated + fragmentation + context,
-        "master_weights": state.master_weights,
-        "optimizer_states": state.optimizer_states,
-        "sharding_buffers": state.sharding_buffers,
-        "activations_stored": act.stored,
-        "activation_transient": act.transient,
-        "loss_peak": act.loss_peak,
-        "recompute": act.recompute,
-        "optimizer_step_transient": state.step_transient,
-        "autocast_weight_copies": state.forward_transient,
-        "paged_optimizer": paged,
-        "gradient_activation_overlap": overlap,
-        "allocated_peak": allocated,
-        "reserved_peak": allocated + fragmentation,
-        "cuda_context": context,
-        "fragmentation": fragmentation,
-    }
 
 
 def estimate(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> Estimate:

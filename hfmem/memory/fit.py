@@ -36,7 +36,8 @@ from typing import Any
 from hfmem.memory.activations import ActivationEstimate
 from hfmem.model.architecture import Architecture
 from hfmem.errors import InvalidInputError
-from hfmem.memory.estimate import Context, activations_for, combine, estimate_in, state_for
+from hfmem.memory.breakdown import MemoryBreakdown, combine
+from hfmem.memory.estimate import Context, activations_for, estimate_in, state_for
 from hfmem.hardware.gpus import Gpu
 from hfmem.model.inventory import Inventory
 from hfmem.memory.model_state import ModelState
@@ -127,7 +128,7 @@ class _Planner:
     def _act_key(s: TrainingSettings, seq: int) -> tuple:
         return tuple(getattr(s, name) for name in _ACTIVATION_FIELDS) + (seq,)
 
-    def total(self, s: TrainingSettings, seq: int) -> tuple[int, dict[str, int]]:
+    def total(self, s: TrainingSettings, seq: int) -> tuple[int, MemoryBreakdown]:
         """Total bytes per GPU and the per-term figures, for validated settings `s` at `seq`."""
         sk = self._state_key(s)
         state = self._states.get(sk)
@@ -138,7 +139,7 @@ class _Planner:
         if act is None:
             act = self._acts[ak] = activations_for(self.ctx, s, seq)
         per_gpu = combine(s, self.ctx.split(s), state, act)
-        return per_gpu["required"], per_gpu
+        return per_gpu.required, per_gpu
 
 
 def _largest(lo: int, hi: int, fits: Any) -> int:
@@ -294,7 +295,8 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
         planner.memo[akey] = estimate_in(ctx, single).assumptions
     return Fit(
         gpu=gpu, method=method, status=status,
-        single_gpu={"fits": fits, "total_bytes": total, "headroom_bytes": limit - total, "per_gpu_bytes": per_gpu},
+        single_gpu={"fits": fits, "total_bytes": total, "headroom_bytes": limit - total,
+                    "per_gpu_bytes": per_gpu.to_dict()},
         max_micro_batch_size=max_b, max_seq_len=max_s, max_seq_len_capped=capped,
         multi_gpu=multi, multi_gpu_with_checkpointing=multi_ckpt,
         mitigation=mitigations[0] if mitigations else None, mitigations=tuple(mitigations),

@@ -20,8 +20,6 @@ from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory, LinearGroup
 from hfmem.memory.settings import TrainingSettings
 
-GIB = 1 << 30
-
 NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
 """QLoRA NF4 with block size 64 and double quantisation: 4 bits + an 8-bit absmax per 64 weights +
 an fp32 second-level constant per 256 blocks = 4.127 bits (Dettmers et al. 2023: 0.127 bits/param)."""

@@ -114,11 +114,10 @@ def ok_record(model: str, settings: dict[str, Any], report: dict[str, Any]) -> d
 
 
 def error_record(model: str, settings: dict[str, Any], err: Exception, ref: ModelRef | None = None) -> dict[str, Any]:
-    """The record of a model that failed: the error's class, exit code and one-line message."""
-    if isinstance(err, errors.HfmemError):
-        error = {"type": type(err).__name__, "exit_code": err.exit_code, "message": str(err)}
-    else:  # a bug in hfmem, recorded so the scan goes on
-        error = {"type": "InternalError", "exit_code": 70, "message": f"{type(err).__name__}: {err}"}
+    """The record of a model that failed: the error's class, exit code and one-line message (`errors.classify`)."""
+    code, message = errors.classify(err)
+    kind = "InternalError" if code is errors.ExitCode.INTERNAL else type(err).__name__  # a bug, recorded
+    error = {"type": kind, "exit_code": int(code), "message": message}
     return {"record_version": RECORD_VERSION, "model": model, "settings_digest": settings_digest(settings),
             "settings": settings, "status": "error", "repo_id": ref.name if ref else None,
             "revision": ref.revision if ref else None, "sha": None,

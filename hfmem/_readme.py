@@ -1,0 +1,72 @@
+"""README.md sections generated from the code, so the documentation cannot drift from what it documents.
+
+Each section lies between `<!-- BEGIN name -->` and `<!-- END name -->` lines; `python -m hfmem._readme`
+rewrites them all, and tests/test_readme.py fails while any of them differs from what SECTIONS makes.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from hfmem.errors import ExitCode
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def markdown_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """A GitHub markdown table, one line per row, ending in a newline."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def exit_code_table() -> str:
+    """Every `ExitCode` with its meaning: the README's exit-code table."""
+    return markdown_table(("code", "meaning"), [(str(int(code)), code.phrase) for code in ExitCode])
+
+
+SECTIONS: dict[str, Callable[[], str]] = {"exit-codes": exit_code_table}
+"""Each generated section's name (its markers) and the function that writes its text."""
+
+
+def _find(text: str, name: str) -> re.Match[str]:
+    """Section `name` of `text`, its body as group 1 (ValueError if its markers are missing)."""
+    pattern = rf"^<!-- BEGIN {re.escape(name)} [^\n]*-->\n(.*?)^<!-- END {re.escape(name)} -->$"
+    match = re.search(pattern, text, re.DOTALL | re.MULTILINE)
+    if match is None:
+        raise ValueError(f"README has no <!-- BEGIN {name} --> ... <!-- END {name} --> section.")
+    return match
+
+
+def section(text: str, name: str) -> str:
+    """The current body of section `name` in `text`."""
+    return _find(text, name)[1]
+
+
+def generated(name: str) -> str:
+    """What section `name` should hold: SECTIONS' text between blank lines (so markdown keeps it a block)."""
+    return "\n" + SECTIONS[name]() + "\n"
+
+
+def regenerate(text: str) -> str:
+    """`text` with every section of SECTIONS rewritten from the code."""
+    for name in SECTIONS:
+        match = _find(text, name)
+        text = text[:match.start(1)] + generated(name) + text[match.end(1):]
+    return text
+
+
+def main() -> None:
+    """Rewrite README.md's generated sections and say whether anything changed."""
+    old = README.read_text(encoding="utf-8")
+    new = regenerate(old)
+    if new != old:
+        README.write_text(new, encoding="utf-8")
+    sys.stdout.write(f"{README}: {'updated' if new != old else 'up to date'}\n")
+
+
+if __name__ == "__main__":
+    main()

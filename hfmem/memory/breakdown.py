@@ -1,0 +1,129 @@
+"""Per-GPU training memory by term (`MemoryBreakdown`) and how `combine` adds the terms into the peak.
+
+How the total is formed (all per GPU):
+    allocated_peak = weights + gradients + optimizer + sharding_buffers + activations
+                     + optimizer_step_transient - gradient_activation_overlap
+                   = weights + optimizer + sharding_buffers
+                     + max(activations + gradients alive in forward, gradients + optimizer_step_transient)
+    total = allocated_peak + fragmentation + cuda_context + paged_optimizer
+where paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
+allocator: it is in the device total but not in allocated/reserved, and it can page out to the CPU,
+so `required` = total - paged_optimizer is what must stay resident (the fit checks use it);
+where `optimizer` is ZeRO's K·Ψ (states + fp32 master weights), `activations` is what backward
+keeps at the end of the forward pass plus the largest transient (the loss's fp32 buffers, a
+checkpointed layer's recompute, QLoRA's dequantised weight), and the overlap removes the gradients
+that are not yet allocated while all activations are alive: with gradients set to None after each
+step (the HF default), backward allocates gradients as it frees activations, so the peak is
+max(activations + first gradients, gradients). Accumulating over several micro-batches (or ZeRO's
+preallocated gradient partitions) keeps gradients alive: no overlap. `fragmentation` is the
+allocator's reserved-but-unused share and `cuda_context` the CUDA context: both explicit settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from hfmem.memory.activations import ActivationEstimate
+from hfmem.memory.model_state import ModelState, ParameterSplit
+from hfmem.memory.settings import TrainingSettings
+from hfmem.units import GIB
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per GPU by term; the field order is the order of the JSON report's `per_gpu_bytes`."""
+
+    weights: int
+    """The model's weights on this GPU (after sharding and offload)."""
+    gradients: int
+    """Gradients of the trainable parameters on this GPU."""
+    optimizer: int
+    """ZeRO's K·Ψ: optimizer states plus the fp32 master weights."""
+    activations: int
+    """What backward keeps at the end of the forward pass plus the largest transient."""
+    overhead: int
+    """fragmentation + cuda_context."""
+    total: int
+    """The device total: allocated_peak + overhead + paged_optimizer."""
+    required: int
+    """What must stay resident: total - paged_optimizer (the fit checks compare this)."""
+    master_weights: int
+    """The fp32 master copy of the trainable weights (part of optimizer)."""
+    optimizer_states: int
+    """The optimizer's moments (part of optimizer)."""
+    sharding_buffers: int
+    """DDP buckets, ZeRO's reduce bucket and gathered parameters, FSDP's root unit."""
+    activations_stored: int
+    """Activations saved for backward at the end of the forward pass."""
+    activation_transient: int
+    """The largest transient on top of the stored activations."""
+    loss_peak: int
+    """The loss's peak buffers (fp32 logits and their gradient)."""
+    recompute: int
+    """One checkpointed layer's activations, recomputed during backward."""
+    optimizer_step_transient: int
+    """Allocated only inside optimizer.step(), when the activations are gone."""
+    autocast_weight_copies: int
+    """Autocast's 16-bit weight copies, alive from the forward through the backward."""
+    paged_optimizer: int
+    """Optimizer states in CUDA managed memory: in total, outside the allocator's peaks."""
+    gradient_activation_overlap: int
+    """Gradients not yet allocated while all activations are alive (subtracted from the sum)."""
+    allocated_peak: int
+    """PyTorch's max_memory_allocated."""
+    reserved_peak: int
+    """PyTorch's max_memory_reserved: allocated_peak + fragmentation."""
+    cuda_context: int
+    """The CUDA context (a setting)."""
+    fragmentation: int
+    """The allocator's reserved-but-unused share of allocated_peak (a setting)."""
+
+    def to_dict(self) -> dict[str, int]:
+        """The terms by name, in field order: the report's `per_gpu_bytes`."""
+        return asdict(self)
+
+    def to_gib(self) -> dict[str, float]:
+        """The terms in GiB to three decimals: the report's `per_gpu_gib`."""
+        return {name: round(value / GIB, 3) for name, value in self.to_dict().items()}
+
+
+def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState,
+            act: ActivationEstimate) -> MemoryBreakdown:
+    """Per-GPU bytes by term, and the total (see the module docstring for how they add up)."""
+    activations = act.peak
+    full_grads = split.trainable * state.bytes_per_param["gradients"]
+    shard = state.gradients / full_grads if full_grads else 0.0
+    early = min(state.gradients, round(split.largest_trainable * state.bytes_per_param["gradients"] * shard))
+    grads_in_forward = state.gradients if state.gradients_persist else early
+    backward_peak = activations + grads_in_forward + state.forward_transient
+    step_peak = state.gradients + state.step_transient
+    transients = state.step_transient + state.forward_transient
+    overlap = activations + state.gradients + transients - max(backward_peak, step_peak)
+    paged = state.paged_optimizer
+    allocated = state.weights + state.optimizer - paged + state.sharding_buffers + max(backward_peak, step_peak)
+    fragmentation = round(allocated * settings.overhead.fragmentation)
+    context = round(settings.overhead.cuda_context_gib * GIB)
+    return MemoryBreakdown(
+        weights=state.weights,
+        gradients=state.gradients,
+        optimizer=state.optimizer,
+        activations=activations,
+        overhead=fragmentation + context,
+        total=allocated + fragmentation + context + paged,
+        required=allocated + fragmentation + context,
+        master_weights=state.master_weights,
+        optimizer_states=state.optimizer_states,
+        sharding_buffers=state.sharding_buffers,
+        activations_stored=act.stored,
+        activation_transient=act.transient,
+        loss_peak=act.loss_peak,
+        recompute=act.recompute,
+        optimizer_step_transient=state.step_transient,
+        autocast_weight_copies=state.forward_transient,
+        paged_optimizer=paged,
+        gradient_activation_overlap=overlap,
+        allocated_peak=allocated,
+        reserved_peak=allocated + fragmentation,
+        cuda_context=context,
+        fragmentation=fragmentation,
+    )
