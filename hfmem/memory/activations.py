@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hfmem.memory.settings import ATTENTION
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 
@@ -66,9 +67,6 @@ _MLM_HEAD_FAMILIES = {"bert", "roberta", "xlm-roberta", "electra", "deberta", "d
 _SDPA_BROADCAST_MQA = {"falcon"}
 
 _OUT_NAMES = {"o_proj", "dense", "c_proj", "out_proj", "wo", "o", "self_attn_output", "attn_out"}
-_MLP_OUT_NAMES = {"down_proj", "fc2", "c_proj", "dense_4h_to_h", "w2", "wo", "fc_out", "output_dense"}
-
-ATTENTION_KERNELS = ("flash_attention_2", "sdpa", "eager", "sdpa_math")
 
 
 @dataclass(frozen=True)
@@ -340,7 +338,7 @@ def _attention_layer_count(arch: Architecture) -> int:
 
 def resolve_attention(arch: Architecture, attention: str, seq_len: int) -> str:
     """The kernel that actually runs: SDPA falls back to math where no fused kernel takes the shapes."""
-    if attention not in ATTENTION_KERNELS:
+    if attention not in ATTENTION:
         raise ValueError(f"unknown attention kernel {attention!r}")
     if attention == "sdpa" and arch.model_type in _SDPA_BROADCAST_MQA and arch.num_key_value_heads == 1 < arch.num_attention_heads:
         return "sdpa_math"
@@ -928,9 +926,3 @@ def estimate_activations(
         dequant_workspace=dequant_workspace,
     )
 
-
-def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, *, selective: bool = False) -> int:
-    """Korthikanti et al. (2022) Table 2: s·b·h·(34 + 5·a·s/h) bytes per GPT layer in fp16 (34·s·b·h selective)."""
-    if selective:
-        return 34 * s * b * h
-    return round(s * b * h * (34 + 5 * a * s / h))
