@@ -18,7 +18,7 @@ import torch  # noqa: E402
 from saved_activations import build_model, saved_bytes  # noqa: E402
 from tiny_models import TINY, tiny_config  # noqa: E402
 
-from hfmem.memory.activations import estimate_activations  # noqa: E402
+from hfmem.memory.activations import ActivationSettings, estimate_activations  # noqa: E402
 from hfmem.model.architecture import read_architecture  # noqa: E402
 from hfmem.model.meta import build_inventory  # noqa: E402
 
@@ -35,8 +35,9 @@ def main() -> None:
                 one = saved_bytes(build_model(tiny_config(model_id, 1), attention), B, S, checkpointing=ckpt)[0]
                 two, backends = saved_bytes(build_model(config, attention), B, S, checkpointing=ckpt)
                 kernel = "sdpa_math" if attention == "sdpa" and backends and all(b == 0 for b in backends) else attention
-                est = estimate_activations(arch, inventory, micro_batch_size=B, seq_len=S, attention=kernel,
-                                           gradient_checkpointing="full" if ckpt else "off", dropout_mask_bytes=None)
+                est = estimate_activations(arch, inventory, ActivationSettings(
+                    micro_batch_size=B, seq_len=S, attention=kernel,
+                    gradient_checkpointing="full" if ckpt else "off", dropout_mask_bytes=None))
                 layer = est.checkpoint_inputs // 2 if ckpt else est.layers[-1].bytes
                 print(f"{model_id:32} {kernel:10} {'full' if ckpt else 'off':5} {layer:11,} {two - one:11,} "
                       f"{layer / (two - one) - 1:+7.2%} {est.stored:11,} {two:11,} {est.stored / two - 1:+7.2%}")

@@ -20,7 +20,7 @@ pytest.importorskip("transformers")
 from saved_activations import build_model, saved_bytes  # noqa: E402
 from tiny_models import TINY, tiny_config  # noqa: E402
 
-from hfmem.memory.activations import Trainability, estimate_activations  # noqa: E402
+from hfmem.memory.activations import ActivationSettings, Trainability, estimate_activations  # noqa: E402
 from hfmem.model.architecture import read_architecture  # noqa: E402
 from hfmem.model.meta import build_inventory  # noqa: E402
 from hfmem.memory.model_state import parameter_split  # noqa: E402
@@ -54,8 +54,9 @@ def _kernel(attention: str, backends: tuple[int, ...]) -> str:
 
 def _predict(model_id: str, kernel: str, dtype: str, checkpointing: str = "off", layers: int = 2, **kw):
     arch, inventory = _arch(model_id, layers)
-    return estimate_activations(arch, inventory, micro_batch_size=B, seq_len=S, compute_bytes=4 if dtype == "fp32" else 2,
-                                attention=kernel, gradient_checkpointing=checkpointing, dropout_mask_bytes=None, **kw)
+    return estimate_activations(arch, inventory, ActivationSettings(
+        micro_batch_size=B, seq_len=S, compute_bytes=4 if dtype == "fp32" else 2,
+        attention=kernel, gradient_checkpointing=checkpointing, dropout_mask_bytes=None, **kw))
 
 
 def _close(predicted: float, measured: float) -> bool:
@@ -119,8 +120,8 @@ def test_autocast_over_fp32_weights() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             measured[layers] = saved_bytes(model, B, S)[0]
     arch, inventory = _arch(model_id)
-    est = estimate_activations(arch, inventory, micro_batch_size=B, seq_len=S, compute_bytes=2, residual_bytes=4,
-                               attention="sdpa", dropout_mask_bytes=None)
+    est = estimate_activations(arch, inventory, ActivationSettings(
+        micro_batch_size=B, seq_len=S, compute_bytes=2, residual_bytes=4, attention="sdpa", dropout_mask_bytes=None))
     copies = parameter_split(arch, inventory, TrainingSettings()).matmul_parameters * 2
     assert _close(est.stored + copies, measured[2])
 
@@ -191,7 +192,7 @@ def test_repeated_kv_heads_are_saved_at_the_query_heads_count() -> None:
     config = tiny_config("meta-llama/Meta-Llama-3-8B", 1)
     arch, inventory = read_architecture(config), build_inventory(config)
     assert (arch.num_attention_heads, arch.num_key_value_heads, arch.head_dim) == (heads, groups, head_dim)
-    terms = {flag: estimate_activations(arch, inventory, micro_batch_size=b, seq_len=s, attention="sdpa",
-                                        repeat_kv=flag).layers[0].terms for flag in (False, True)}
+    terms = {flag: estimate_activations(arch, inventory, ActivationSettings(
+        micro_batch_size=b, seq_len=s, attention="sdpa", repeat_kv=flag)).layers[0].terms for flag in (False, True)}
     assert terms[True]["attn.k"] == terms[True]["attn.v"] == expanded[0]
     assert terms[False]["attn.k"] == expanded[0] * groups // heads

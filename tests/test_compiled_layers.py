@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 from saved_activations import build_model  # noqa: E402
 from tiny_models import tiny_config  # noqa: E402
 
-from hfmem.memory.activations import Trainability, estimate_activations  # noqa: E402
+from hfmem.memory.activations import ActivationSettings, Trainability, estimate_activations  # noqa: E402
 from hfmem.model.architecture import read_architecture  # noqa: E402
 from hfmem.model.meta import build_inventory  # noqa: E402
 
@@ -70,8 +70,9 @@ def _compiled_saved(model, layer_index: int = 0) -> tuple[int, int]:
 
 def _predict(config: dict, kernel: str, compiled: bool, **kw):
     arch, inventory = read_architecture(config), build_inventory(config)
-    return estimate_activations(arch, inventory, micro_batch_size=B, seq_len=S, compute_bytes=2, attention=kernel,
-                                dropout_mask_bytes=None, compiled_layers=compiled, **kw)
+    return estimate_activations(arch, inventory, ActivationSettings(
+        micro_batch_size=B, seq_len=S, compute_bytes=2, attention=kernel, dropout_mask_bytes=None,
+        compiled_layers=compiled, **kw))
 
 
 def _close(predicted: float, measured: float) -> bool:

@@ -8,7 +8,7 @@ import pytest
 
 from tiny_models import reference_config, reference_model
 
-from hfmem.memory.activations import estimate_activations
+from hfmem.memory.activations import ActivationSettings, estimate_activations
 from hfmem.model.architecture import read_architecture
 from hfmem.memory.estimate import estimate
 from hfmem.hardware.gpus import find_gpu
@@ -57,25 +57,29 @@ def test_korthikanti_gpt_layer() -> None:
     config = reference_config("openai-community/gpt2") | {"activation_function": "gelu"}  # the paper's GELU keeps its input
     arch, inventory = read_architecture(config), build_inventory(config)
     s, b, h, a = 1024, 4, arch.hidden_size, arch.num_attention_heads
-    est = estimate_activations(arch, inventory, micro_batch_size=b, seq_len=s, compute_bytes=2, attention="eager")
+    est = estimate_activations(arch, inventory, ActivationSettings(micro_batch_size=b, seq_len=s, compute_bytes=2,
+                                                                   attention="eager"))
     layer = est.layers[0]
     paper = s * b * h * (34 + 5 * a * s / h)
     stats = 2 * 8 * s * b  # LayerNorm mean/rstd (fp32), which the paper leaves out
     assert layer.bytes - stats == pytest.approx(paper, rel=1e-9)
     assert layer.attention_core_bytes == 5 * a * s * s * b
-    selective = estimate_activations(arch, inventory, micro_batch_size=b, seq_len=s, attention="eager",
-                                     gradient_checkpointing="selective")
+    selective = estimate_activations(arch, inventory, ActivationSettings(
+        micro_batch_size=b, seq_len=s, attention="eager", gradient_checkpointing="selective"))
     assert selective.stored < est.stored
     assert (layer.bytes - layer.attention_core_bytes - stats) == pytest.approx(34 * s * b * h, rel=1e-9)
 
 
 def test_flash_attention_stores_no_attention_matrix() -> None:
     arch, inventory = reference_model("meta-llama/Meta-Llama-3-8B")
-    short = estimate_activations(arch, inventory, micro_batch_size=1, seq_len=1024, attention="flash_attention_2")
-    long = estimate_activations(arch, inventory, micro_batch_size=1, seq_len=4096, attention="flash_attention_2")
+    short = estimate_activations(arch, inventory, ActivationSettings(micro_batch_size=1, seq_len=1024,
+                                                                     attention="flash_attention_2"))
+    long = estimate_activations(arch, inventory, ActivationSettings(micro_batch_size=1, seq_len=4096,
+                                                                    attention="flash_attention_2"))
     assert long.layers[0].bytes == pytest.approx(4 * short.layers[0].bytes, rel=1e-9)  # linear in s
     assert short.layers[0].attention_core_bytes == 0
-    eager = estimate_activations(arch, inventory, micro_batch_size=1, seq_len=4096, attention="eager")
+    eager = estimate_activations(arch, inventory, ActivationSettings(
+        micro_batch_size=1, seq_len=4096, attention="eager"))
     assert eager.layers[0].attention_core_bytes == 6 * 32 * 4096 * 4096  # fp32 softmax + bf16 probabilities
 
 

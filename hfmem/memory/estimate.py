@@ -18,7 +18,14 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from hfmem.memory.activations import ActivationEstimate, LayerModules, Trainability, estimate_activations, layer_modules
+from hfmem.memory.activations import (
+    ActivationEstimate,
+    ActivationSettings,
+    LayerModules,
+    Trainability,
+    estimate_activations,
+    layer_modules,
+)
 from hfmem.memory.breakdown import MemoryBreakdown, combine
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
@@ -170,17 +177,17 @@ def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> A
     p = compute_bytes(settings.dtype)
     workspace = ctx.dequant_elements(settings.quantize_head) * p if settings.method == "qlora" else 0
     trained = trainability(ctx, settings)
-    return estimate_activations(
-        ctx.arch, ctx.inventory,
+    step = ActivationSettings(
         micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
         residual_bytes=4 if settings.dtype.startswith("amp") else p,
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
-        trained=trained, dequant_workspace=workspace, modules=ctx.modules,
-        cache=ctx.layer_cache, loss_chunks=settings.loss_chunks, compiled_loss=settings.compile_loss,
-        activation_offloading=settings.activation_offloading, compiled_layers=settings.compile_layers,
+        trained=trained, dequant_workspace=workspace, loss_chunks=settings.loss_chunks,
+        compiled_loss=settings.compile_loss, activation_offloading=settings.activation_offloading,
+        compiled_layers=settings.compile_layers,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
         loss_upcast=settings.loss_upcast, repeat_kv=settings.repeat_kv,
     )
+    return estimate_activations(ctx.arch, ctx.inventory, step, modules=ctx.modules, cache=ctx.layer_cache)
 
 
 def state_for(ctx: Context, settings: TrainingSettings) -> ModelState:

@@ -1,0 +1,29 @@
+"""What the embeddings save: token ids for the embedding gradient, positions, dropout mask, RoPE tables, a norm."""
+
+from __future__ import annotations
+
+from hfmem.memory.activations.norms import norm
+from hfmem.memory.activations.ops import mask_bytes
+from hfmem.memory.activations.saved import Saved
+from hfmem.memory.activations.spec import ActivationSpec
+
+
+def embedding_bytes(spec: ActivationSpec, s: int, tokens: int) -> float:
+    """Bytes saved at the embedding for b·s `tokens` of length s."""
+    arch, trained = spec.arch, spec.trained
+    embedding = 0.0
+    if trained.full or trained.weight("embed_tokens"):
+        embedding += 8 * tokens  # token ids for the embedding gradient
+    if arch.position_embedding == "learned" and trained.full:
+        embedding += 8 * s
+    if arch.embedding_dropout > 0:
+        embedding += mask_bytes(spec.mask_bytes, spec.p) * arch.hidden_size * tokens
+    if arch.position_embedding == "rope":
+        rope = arch.mla.qk_rope_head_dim if arch.mla else int(arch.head_dim * arch.partial_rotary_factor)
+        # cos and sin for (1, s) positions (in the residual's dtype), shared by all layers
+        embedding += 2 * s * rope * spec.r
+    if spec.traits.embedding_norm:
+        emb = Saved()
+        norm(emb, "embedding_norm", spec, arch.hidden_size, residual=True)
+        embedding += emb.total * tokens
+    return embedding

@@ -1,0 +1,39 @@
+"""What linear layers keep of their input for a weight gradient, and what LoRA adapters add beside them."""
+
+from __future__ import annotations
+
+from hfmem.memory.activations.ops import mask_bytes
+from hfmem.memory.activations.saved import Saved
+from hfmem.memory.activations.spec import ActivationSpec
+from hfmem.memory.activations.structure import Module
+
+
+def linear_inputs(saved: Saved, name: str, spec: ActivationSpec, width: float, modules: tuple[Module, ...], *,
+                  extra_need: bool = False, residual: bool = False) -> None:
+    """The input shared by `modules` is kept if any of them needs it for a weight grad.
+
+    residual: the input is the residual stream's normed copy. Under autocast over an fp32 residual each
+    linear casts its fp32 input to 16 bits itself, so every linear that needs its input keeps its own copy.
+    extra_need: another op (a router) needs the input too.
+    """
+    needing = sum(m.per_layer for m in modules if spec.trained.needs_input(m.name))
+    if residual and spec.autocast:
+        saved.add(name, spec.p * width * (needing + (1 if extra_need else 0)))
+    elif extra_need or needing:
+        saved.add(name, spec.p * width)
+
+
+def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[Module, ...]) -> None:
+    """Per LoRA adapter: its own copy of the input (PEFT casts to the adapter dtype) and the rank-r middle."""
+    trained = spec.trained
+    for m in modules:
+        if m.name not in trained.lora:
+            continue
+        n = m.per_layer
+        copy = trained.adapter_input_bytes if trained.adapter_input_bytes else 0.0
+        if trained.lora_dropout > 0:
+            element = copy or spec.p
+            saved.add(f"{role}.lora_dropout", n * m.in_features * (mask_bytes(spec.mask_bytes, element) + element))
+        elif copy:
+            saved.add(f"{role}.lora_input_copy", n * m.in_features * copy)
+        saved.add(f"{role}.lora_rank_out", n * trained.lora_rank * trained.adapter_output_bytes)

@@ -1,0 +1,126 @@
+"""The activation estimate as data: per-layer figures, model-level terms, and what is stored, transient, the peak."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LayerActivation:
+    """Saved bytes of one layer of a kind, with the named terms that make it up."""
+
+    kind: str
+    count: int
+    bytes: int
+    terms: dict[str, int]
+    attention_core_bytes: int
+    """The a·s² part (attention matrix, its dropout mask): what selective checkpointing recomputes."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The layer's figures as JSON-ready data."""
+        return {"kind": self.kind, "count": self.count, "bytes": self.bytes, "terms": self.terms,
+                "attention_core_bytes": self.attention_core_bytes}
+
+
+def body_bytes(layers: Sequence[LayerActivation], gradient_checkpointing: str, checkpoint_inputs: int) -> int:
+    """What the decoder layers keep saved through the forward: their inputs only with full checkpointing, all
+    but the attention core with selective checkpointing, every layer's activations otherwise."""
+    if gradient_checkpointing == "full":
+        return checkpoint_inputs
+    if gradient_checkpointing == "selective":
+        return sum((layer.bytes - layer.attention_core_bytes) * layer.count for layer in layers)
+    return sum(layer.bytes * layer.count for layer in layers)
+
+
+@dataclass(frozen=True)
+class ActivationEstimate:
+    """Activation memory for one micro-batch: per-layer figures, the model-level terms and the peak."""
+
+    micro_batch_size: int
+    seq_len: int
+    attention: str
+    """The kernel the estimate assumes actually runs (sdpa may resolve to sdpa_math)."""
+    gradient_checkpointing: str
+    layers: tuple[LayerActivation, ...]
+    embedding: int
+    """Saved at the embedding: token ids (if trained), embedding dropout mask, RoPE cos/sin tables."""
+    checkpoint_inputs: int
+    """With full checkpointing: every checkpointed layer's input (the embedding output for layer 0)."""
+    final: int
+    """Final norm and the LM head's input."""
+    loss: int
+    """Saved by the loss: log_softmax's fp32 output over the vocabulary, the shifted labels."""
+    loss_peak: int
+    """Transient at the start of backward: two more fp32 (b·s, V) buffers (nll and log_softmax grads)."""
+    recompute: int
+    """Transient with checkpointing: one layer's activations recomputed during backward."""
+    adjustments: int
+    """Corrections to the per-layer sum (layer 0 saves less when its input needs no grad)."""
+    notes: tuple[str, ...] = ()
+    offloaded: int = 0
+    """With activation offloading: saved bytes held in CPU pinned memory instead of on the GPU."""
+    retained: int = 0
+    """The previous step's layer inputs still held as ctx attributes at the end of this forward (see
+    ActivationSettings.retained_inputs): on the GPU on top of `stored` until the loop drops that step."""
+    dequant_workspace: int = 0
+    """QLoRA: the largest weight dequantised to the compute dtype, alive while its layer computes."""
+
+    @property
+    def layers_total(self) -> int:
+        """Every decoder layer's saved bytes, as without checkpointing."""
+        return sum(layer.bytes * layer.count for layer in self.layers)
+
+    @property
+    def saved(self) -> int:
+        """Bytes saved for backward at the end of the forward pass (what saved_tensors_hooks see),
+        wherever they live (with activation offloading most of them are in CPU memory)."""
+        body = body_bytes(self.layers, self.gradient_checkpointing, self.checkpoint_inputs)
+        return max(0, self.embedding + body + self.final + self.loss + self.adjustments)
+
+    @property
+    def stored(self) -> int:
+        """Saved bytes that stay on the GPU through the backward pass (`saved` less what is offloaded)."""
+        return max(0, self.saved - self.offloaded)
+
+    @property
+    def transient(self) -> int:
+        """The largest transient on top of `stored` during the step: the loss backward, a recompute, or the
+        previous step's retained inputs at the end of the forward, while the last 4-bit weight is dequantised."""
+        end_of_forward = self.retained + self.dequant_workspace if self.retained else 0
+        return max(self.loss_peak, self.recompute, end_of_forward)
+
+    @property
+    def peak(self) -> int:
+        """The activation peak: what stays stored plus the largest transient."""
+        return self.stored + self.transient
+
+    def per_layer(self) -> dict[str, int]:
+        """Saved bytes of one layer, by layer kind."""
+        return {layer.kind: layer.bytes for layer in self.layers}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The estimate as JSON-ready data, derived figures included."""
+        return {
+            "micro_batch_size": self.micro_batch_size,
+            "seq_len": self.seq_len,
+            "attention": self.attention,
+            "gradient_checkpointing": self.gradient_checkpointing,
+            "per_layer": [layer.to_dict() for layer in self.layers],
+            "embedding": self.embedding,
+            "checkpoint_inputs": self.checkpoint_inputs,
+            "final": self.final,
+            "loss": self.loss,
+            "loss_peak": self.loss_peak,
+            "recompute": self.recompute,
+            "adjustments": self.adjustments,
+            "saved": self.saved,
+            "offloaded": self.offloaded,
+            "retained": self.retained,
+            "dequant_workspace": self.dequant_workspace,
+            "stored": self.stored,
+            "transient": self.transient,
+            "peak": self.peak,
+            "notes": list(self.notes),
+        }

@@ -1,0 +1,108 @@
+"""How the step's schedule changes what is held: a frozen layer 0, checkpointing, offloading, the previous step."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from hfmem.memory.activations.head import head_keeps_input
+from hfmem.memory.activations.layer import layer_at
+from hfmem.memory.activations.ops import FUSED_KERNELS, mask_bytes
+from hfmem.memory.activations.result import LayerActivation, body_bytes
+from hfmem.memory.activations.spec import ActivationSettings, ActivationSpec
+from hfmem.memory.activations.structure import LayerModules
+
+
+class Checkpointing(NamedTuple):
+    """What gradient checkpointing keeps and recomputes."""
+
+    inputs: int
+    """With full checkpointing: every checkpointed layer's input."""
+    recompute: int
+    """The transient of one recomputed layer (or attention core), plus the dequantised weight beside it."""
+    closure: int
+    """Eager attention under full checkpointing: the 4-D causal mask and positions kept by the recompute closure."""
+
+
+def first_layer_adjustment(spec: ActivationSpec, settings: ActivationSettings, cache: dict, notes: list[str]) -> int:
+    """Layer 0 saves less when its input needs no gradient (frozen embeddings, no checkpointing)."""
+    trained, s = spec.trained, settings.seq_len
+    if trained.input_requires_grad or settings.gradient_checkpointing != "off" or not spec.plan or trained.full:
+        return 0
+    tokens = settings.micro_batch_size * s
+    kind, mlp_kind, _ = spec.plan[0]
+    regular = layer_at(cache, spec, kind, mlp_kind, s)
+    first = layer_at(cache, spec, kind, mlp_kind, s, input_grad=False)
+    adjustment = round((first.total - regular.total) * tokens)
+    if spec.arch.embedding_dropout > 0:
+        # no grad: no mask kept
+        adjustment -= round(mask_bytes(spec.mask_bytes, spec.p) * spec.arch.hidden_size * tokens)
+    notes.append("layer 0 saves less: its input needs no gradient (frozen embeddings, no checkpointing)")
+    return adjustment
+
+
+def checkpointing(spec: ActivationSpec, settings: ActivationSettings, layers: list[LayerActivation],
+                  notes: list[str]) -> Checkpointing:
+    """Full checkpointing keeps each layer's input and recomputes one layer at a time; selective recomputes
+    only the attention core (Korthikanti et al.)."""
+    b, s = settings.micro_batch_size, settings.seq_len
+    inputs, recompute, closure = 0, 0, 0
+    if settings.gradient_checkpointing == "full":
+        inputs = spec.r * spec.arch.hidden_size * b * s * sum(layer.count for layer in layers)
+        if spec.kernel == "eager":
+            closure = spec.p * b * s * s + 8 * s  # the 4-D causal mask and positions stay in the recompute closure
+        recompute = max((layer.bytes for layer in layers), default=0)
+    elif settings.gradient_checkpointing == "selective":
+        recompute = max((layer.attention_core_bytes for layer in layers), default=0)
+        if spec.kernel in FUSED_KERNELS:
+            notes.append("selective checkpointing changes nothing with a fused attention kernel (no a·s² tensors)")
+    return Checkpointing(inputs, recompute + settings.dequant_workspace, closure)
+
+
+def offloaded_bytes(spec: ActivationSpec, settings: ActivationSettings, layers: list[LayerActivation], *,
+                    embedding: float, final: float, adjustments: int, checkpoint_inputs: int, notes: list[str]) -> int:
+    """With activation offloading, the decoder's saved bytes in CPU pinned memory: all but about two layers'
+    worth (and the output projection's input, which torchtune keeps on the GPU)."""
+    if not settings.activation_offloading:
+        return 0
+    mode, tokens = settings.gradient_checkpointing, settings.micro_batch_size * settings.seq_len
+    body = body_bytes(layers, mode, checkpoint_inputs)
+    if mode == "full":
+        unit = spec.r * spec.arch.hidden_size * tokens
+    elif mode == "selective":
+        unit = max((layer.bytes - layer.attention_core_bytes for layer in layers), default=0)
+    else:
+        unit = max((layer.bytes for layer in layers), default=0)
+    lm_head_input = spec.p * spec.arch.hidden_size * tokens if head_keeps_input(spec) else 0
+    decoder = embedding + body + final - lm_head_input + adjustments
+    notes.append("activation offloading: the decoder's saved tensors in CPU pinned memory, about two layers' worth "
+                 "on the GPU at a time; the output projection's input and the loss stay on the GPU")
+    return max(0, round(decoder - min(body, 2 * unit)))
+
+
+def retained_bytes(spec: ActivationSpec, settings: ActivationSettings, notes: list[str]) -> int:
+    """The previous step's inputs of `settings.retained_inputs` still held at the end of this forward."""
+    names = settings.retained_inputs
+    if not names or settings.gradient_checkpointing == "full":
+        return 0
+    tokens = settings.micro_batch_size * settings.seq_len
+    per_token = sum(count * _held_inputs(spec, spec.modules(mlp_kind), names)
+                    for kind, mlp_kind, count in spec.plan if kind != "mamba")
+    head = spec.p * spec.arch.hidden_size if spec.head_linears & names else 0
+    notes.append("the training loop keeps the previous step's graph until the next forward ends, so that step's "
+                 "4-bit layer inputs (ctx attributes of bitsandbytes < 0.43.2) are still on the GPU")
+    return round(tokens * per_token + head)
+
+
+def _held_inputs(spec: ActivationSpec, mods: LayerModules, names: frozenset[str]) -> float:
+    """Bytes per token of the distinct inputs of one layer's linears named in `names` (linears fed the
+    same tensor, such as q/k/v, share one; a parallel block's attention and MLP share the normed input)."""
+    p = spec.p
+    shared_input = mods.attn_in + mods.mlp_in + mods.shared_in if spec.arch.parallel_block else ()
+    groups = [shared_input] if shared_input else [mods.attn_in, mods.mlp_in + mods.shared_in]
+    groups += [mods.attn_out, mods.q_b, mods.kv_b, mods.mlp_out, mods.shared_out]
+    total = sum(p * max(m.in_features for m in group) for group in groups if any(m.name in names for m in group))
+    for group in (mods.experts_in, mods.experts_out):  # each token reaches top-k experts: k routed copies
+        held = [m for m in group if m.name in names]
+        if held:
+            total += p * max(1, spec.arch.experts_per_token) * held[0].in_features
+    return total

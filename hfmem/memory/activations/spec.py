@@ -1,0 +1,109 @@
+"""The activation model's inputs: the step's settings in bytes and flags, and the spec every layer formula reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hfmem.memory.activations.families import FamilyTraits, family_traits
+from hfmem.memory.activations.ops import resolve_attention
+from hfmem.memory.activations.structure import LayerModules, layer_modules, layer_plan
+from hfmem.memory.activations.trainability import FULL, Trainability
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory
+
+
+@dataclass(frozen=True)
+class ActivationSettings:
+    """One training step as the activation model sees it: micro-batch, sequence, dtypes in bytes, kernel, switches."""
+
+    micro_batch_size: int
+    seq_len: int
+    compute_bytes: int = 2
+    """p: bytes per element of the compute dtype (2 for bf16/fp16, 4 for fp32)."""
+    residual_bytes: int | None = None
+    """Bytes of the residual stream when it differs from the compute dtype (AMP's fp32); None: compute_bytes."""
+    attention: str = "flash_attention_2"
+    gradient_checkpointing: str = "off"
+    trained: Trainability = FULL
+    dropout_mask_bytes: float | None = 1.0
+    """Bytes per dropout-mask element (CUDA's bool mask); None: the masked tensor's dtype, as on CPU."""
+    dequant_workspace: int = 0
+    """QLoRA: bytes of the largest weight dequantised to the compute dtype, alive while its layer computes."""
+    loss_chunks: int = 1
+    """Chunked cross-entropy (torchtune CEWithChunkedOutputLoss, 8 chunks): the output projection and the fp32
+    upcast run per chunk of the sequence, so the loss backward's fp32 buffers exist for one chunk at a time
+    (the saved log_softmax outputs still add up to 4·b·s·V)."""
+    compiled_loss: bool = False
+    """The loss under torch.compile (inductor): it saves the compute-dtype logits and two fp32 row statistics
+    (max, logsumexp) instead of log_softmax's fp32 output, and its fused backward allocates only the logits'
+    gradient."""
+    activation_offloading: bool = False
+    """torchtune's OffloadActivations around the model's forward: every saved tensor of the decoder
+    (embeddings, layers, final norm; with checkpointing, the layer inputs) goes to CPU pinned memory; the
+    GPU keeps about two layers' worth (the layer being computed in backward and the one being prefetched),
+    the output projection's input (excluded by torchtune) and the loss (computed outside the context)."""
+    compiled_layers: bool = False
+    """Each decoder layer under torch.compile (torchtune compile=True): what the min-cut partitioner saves
+    (see the package docstring); embeddings, final norm and head stay eager."""
+    retained_inputs: frozenset[str] = frozenset()
+    """Linears whose inputs the previous step still holds at the end of this forward (ctx attributes of a
+    graph the training loop has not dropped yet); without full checkpointing every layer's forward recorded
+    them, so their distinct inputs count once more, over all layers."""
+    loss_upcast: bool = True
+    """The cross-entropy runs on fp32 logits (transformers' loss). False: on the compute-dtype logits, which
+    the training loop holds (nn.CrossEntropyLoss on model(...).logits, LitGPT): log_softmax keeps its output
+    in that dtype and its backward needs two more such buffers."""
+    repeat_kv: bool = False
+    """The model code repeats grouped K/V heads to every query head before a fused attention kernel
+    (LitGPT's expand + reshape), so the kernel saves K and V at the query heads' count."""
+
+
+@dataclass(frozen=True)
+class ActivationSpec:
+    """What shapes every layer's saved tensors in one estimate: the architecture with its family traits, layer
+    plan and linear layers, and the dtype, kernel, trainability and compilation settings. Equal specs (the
+    architecture aside: a layer cache belongs to one model) give equal layers."""
+
+    arch: Architecture = field(compare=False)
+    plan: tuple[tuple[str, str, int], ...] = field(compare=False)
+    """(attention kind, MLP kind, count) groups of decoder layers."""
+    head_linears: frozenset[str] = field(compare=False)
+    """Leaf names of the output head's linear layers."""
+    traits: FamilyTraits
+    dense: LayerModules
+    moe: LayerModules
+    kernel: str
+    """The attention kernel that actually runs."""
+    p: int
+    """Bytes per element of the compute dtype."""
+    r: int
+    """Bytes per element of the residual stream (p, or 4 under AMP)."""
+    trained: Trainability
+    mask_bytes: float | None
+    compiled: bool
+    """Decoder layers under torch.compile."""
+    repeat_kv: bool
+
+    @property
+    def autocast(self) -> bool:
+        """Autocast over an fp32 residual stream: each linear casts its input, softmax runs in fp32."""
+        return self.r > self.p
+
+    def modules(self, mlp_kind: str) -> LayerModules:
+        """The linear layers of a layer whose MLP is `mlp_kind` ("moe", "dense" or "none")."""
+        return self.moe if mlp_kind == "moe" else self.dense
+
+
+def activation_spec(arch: Architecture, inventory: Inventory, settings: ActivationSettings,
+                    modules: tuple[LayerModules, LayerModules] | None = None) -> ActivationSpec:
+    """The spec of one estimate; `modules`: layer_modules(arch, inventory), when the caller has it already."""
+    traits = family_traits(arch.model_type)
+    dense, moe = modules or layer_modules(arch, inventory)
+    p = settings.compute_bytes
+    return ActivationSpec(
+        arch=arch, plan=layer_plan(arch),
+        head_linears=frozenset(g.name for g in inventory.linears if g.component == "head"),
+        traits=traits, dense=dense, moe=moe, kernel=resolve_attention(arch, traits, settings.attention),
+        p=p, r=p if settings.residual_bytes is None else settings.residual_bytes, trained=settings.trained,
+        mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers, repeat_kv=settings.repeat_kv,
+    )

@@ -1,0 +1,72 @@
+"""The decoder stack's per-layer figures: each group of the layer plan at b·s tokens, and an encoder's layers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hfmem.memory.activations.attention import attention
+from hfmem.memory.activations.layer import layer_at
+from hfmem.memory.activations.norms import norm
+from hfmem.memory.activations.result import LayerActivation
+from hfmem.memory.activations.saved import Saved
+from hfmem.memory.activations.spec import ActivationSpec
+
+
+def stack(spec: ActivationSpec, s: int, tokens: int, cache: dict, notes: list[str]) -> list[LayerActivation]:
+    """One LayerActivation per group of the layer plan (and the encoder's layers), noting the approximations."""
+    arch = spec.arch
+    layers = [_layer_activation(_label(kind, mlp_kind), count, layer_at(cache, spec, kind, mlp_kind, s), tokens)
+              for kind, mlp_kind, count in spec.plan]
+    if arch.is_encoder_decoder and layers:
+        notes.append("encoder-decoder: encoder layers approximated as decoder layers at the same length, "
+                     "cross-attention as a second attention block")
+    if arch.is_encoder_decoder and arch.encoder_layers:
+        layers = _with_encoder(spec, s, tokens, layers)
+    if any(layer.kind == "mamba" for layer in layers):
+        notes.append("mamba layers: approximate (projections, conv and gated output; the scan's own state is "
+                     "not modelled)")
+    return layers
+
+
+def _label(kind: str, mlp_kind: str) -> str:
+    return kind if mlp_kind in {"dense", "none"} else f"{kind}+moe"
+
+
+def _layer_activation(kind: str, count: int, saved: Saved, tokens: int) -> LayerActivation:
+    """A layer's per-token terms at b·s tokens."""
+    return LayerActivation(
+        kind=kind, count=count, bytes=round(saved.total * tokens),
+        terms={k: round(v * tokens) for k, v in saved.terms.items()},
+        attention_core_bytes=round(saved.s2_total * tokens),
+    )
+
+
+def _with_encoder(spec: ActivationSpec, s: int, tokens: int, layers: list[LayerActivation]) -> list[LayerActivation]:
+    """The first decoder layers with a cross-attention block added, and the encoder's layers as copies of them.
+
+    The cross-attention is counted with the plain rules: on a compute-dtype input, uncompiled, K/V as the
+    config gives them.
+    """
+    base = layers[0]
+    plain = replace(spec, r=spec.p, compiled=False, repeat_kv=False)
+    cross = Saved()
+    attention(cross, plain, s, spec.dense, sliding=False)  # per token, exact s
+    norm(cross, "cross_norm", plain, spec.arch.hidden_size)
+    cross_bytes = round(cross.total * tokens)
+    decoder = LayerActivation(base.kind, base.count, base.bytes + cross_bytes,
+                              base.terms | {"cross_attention": cross_bytes},
+                              base.attention_core_bytes + round(cross.s2_total * tokens))
+    encoder = LayerActivation("encoder", spec.arch.encoder_layers, base.bytes, base.terms, base.attention_core_bytes)
+    return [decoder, *layers[1:], encoder]
+
+
+def compiled_layer_notes(spec: ActivationSpec, layers: list[LayerActivation]) -> list[str]:
+    """What compiling the decoder layers changes, and where that rule is not validated."""
+    if not spec.compiled:
+        return []
+    notes = [("compiled decoder layers: norms keep input and rstd, activation functions and eager attention's fp32 "
+              "softmax are recomputed in backward (inductor's min-cut partitioner)")]
+    if any(layer.kind == "mamba" for layer in layers) or spec.traits.sandwich_norms:
+        notes.append("compiled layers: sandwich norms and mamba mixers are counted with the generic rule "
+                     "(not validated)")
+    return notes

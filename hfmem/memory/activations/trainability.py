@@ -1,0 +1,48 @@
+"""Which weights get gradients and how LoRA adapters hold their inputs: what decides which tensors autograd keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Trainability:
+    """Which weights get gradients, and how LoRA adapters see their inputs.
+
+    `trainable`: leaf names of trainable weight matrices, or {"*"} for full fine-tuning (norms,
+    embeddings and routers included). `lora`: leaf names carrying a LoRA adapter.
+    `adapter_input_bytes`: bytes per element of the copy of the input that each adapter saves
+    (0: it shares the base layer's input, as torchtune/LitGPT or QLoRA under autocast do).
+    """
+
+    trainable: frozenset[str] = frozenset({"*"})
+    lora: frozenset[str] = frozenset()
+    lora_rank: int = 0
+    adapter_input_bytes: float = 0.0
+    adapter_output_bytes: float = 4.0
+    lora_dropout: float = 0.0
+    kept_inputs: frozenset[str] = frozenset()
+    """Frozen layers that keep their input anyway: bitsandbytes < 0.43.2's 4-bit matmul stored its input for
+    a weight gradient it never computes (ctx.tensors = (A, B) in MatMul4Bit; bitsandbytes PR #1270 dropped A)."""
+    input_requires_grad: bool = True
+    """Whether the embedding output requires grad (full FT, or LoRA with checkpointing, where HF calls
+    enable_input_require_grads). When False, layer 0 saves nothing before its first adapter."""
+
+    @property
+    def full(self) -> bool:
+        """Full fine-tuning: every weight gets a gradient."""
+        return "*" in self.trainable
+
+    def weight(self, name: str) -> bool:
+        """Whether the weight named `name` (leaf name, or a role like "norm"/"router") gets a gradient."""
+        return self.full or name in self.trainable or name in self.lora
+
+    def needs_input(self, name: str) -> bool:
+        """Whether the layer `name` keeps its input for backward (its weight or a sharing adapter needs it)."""
+        if self.full or name in self.trainable or name in self.kept_inputs:
+            return True
+        return name in self.lora and self.adapter_input_bytes == 0 and self.lora_dropout == 0
+
+
+FULL = Trainability()
+"""Full fine-tuning."""
