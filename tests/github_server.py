@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -26,8 +27,11 @@ class Fault:
     pattern: str
     status: int
     times: int = 1
-    body: dict[str, Any] = field(default_factory=lambda: {"message": "Server Error"})
+    body: Any = field(default_factory=lambda: {"message": "Server Error"})
+    """JSON-encoded, or sent as they are when bytes (an HTML page, a truncated answer)."""
     headers: dict[str, str] = field(default_factory=dict)
+    trickle: float = 0.0
+    """Seconds between the body's bytes (a server that sends one byte at a time)."""
 
 
 @dataclass
@@ -77,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
             if fault:
                 fault.times -= 1
         if fault:
-            return self._send(fault.status, fault.body, fault.headers)
+            return self._send(fault.status, fault.body, fault.headers, fault.trickle)
         token = auth.removeprefix("Bearer ") if auth and auth.startswith("Bearer ") else None
         if token not in {state.token, *state.read_only_tokens}:
             return self._send(401, {"message": "Bad credentials"})
@@ -130,15 +134,24 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return None
 
-    def _send(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
-        raw = json.dumps(data).encode()
+    def _send(self, status: int, data: Any, headers: dict[str, str] | None = None, trickle: float = 0.0) -> None:
+        raw = data if isinstance(data, bytes) else json.dumps(data).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Type", "text/html" if isinstance(data, bytes) else "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(raw)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(raw)
+        if not trickle:
+            self.wfile.write(raw)
+            return
+        try:  # bounded by the body's length; stops when the client hangs up
+            for i in range(len(raw)):
+                self.wfile.write(raw[i:i + 1])
+                self.wfile.flush()
+                time.sleep(trickle)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
 class _Server(ThreadingHTTPServer):

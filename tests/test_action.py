@@ -373,3 +373,37 @@ def test_log_lines_cannot_inject_workflow_commands():
     log("bad name\n::add-mask::x\r\n::error::y s3cret")
     log.error("100% broken\n::warning::z")
     assert lines == ["hfmem: bad name ::add-mask::x ::error::y ***", "::error::hfmem: 100%25 broken ::warning::z"]
+
+
+@pytest.mark.parametrize("pull_request, message", [
+    ({"number": True}, "pull_request.number must be a positive integer, got True"),
+    ({"number": "7"}, "pull_request.number must be a positive integer"),
+    ({"number": 7, "base": "main"}, "pull_request.base must be an object, got str"),
+    ({"number": 7, "base": {"sha": 1234}}, "pull_request.base.sha must be a string, got 1234"),
+    ({"number": 7, "base": {"sha": "a" * 40, "repo": ["acme/models"]}}, "pull_request.base.repo must be an object"),
+    ({"number": 7, "base": {"sha": "a" * 40}, "head": {"repo": "x"}}, "pull_request.head.repo must be an object"),
+    ("a string", "pull_request must be an object, got str"),
+])
+def test_malformed_event_is_one_line_exit_2(github, tmp_path, pull_request, message):
+    """`"number": true` used to post to /issues/True/comments; a string `base` ended in an internal error."""
+    state, url = github
+    (tmp_path / "event.json").write_text(json.dumps({"pull_request": pull_request}))
+    env = {"GITHUB_WORKSPACE": str(tmp_path), "RUNNER_TEMP": str(tmp_path), "INPUT_MODELS": "org/fits",
+           "GITHUB_EVENT_PATH": str(tmp_path / "event.json"), "GITHUB_API_URL": url, "INPUT_TOKEN": TOKEN,
+           "GITHUB_REPOSITORY": "acme/models"}
+    lines: list[str] = []
+    assert action.run(env, fake_report_fn, action.Log(write=lines.append)) == 2
+    assert len(lines) == 1 and message in lines[0]
+    assert not state.requests
+
+
+def test_github_failure_is_not_hidden_by_fail_on(github, pr_repo, tmp_path):
+    """Both problems are said; the exit code is the GitHub failure's (13), since the comment is missing."""
+    state, url = github
+    repo, base = pr_repo
+    env = {**make_env(tmp_path, repo, url, base), "INPUT_CONFIG_PATHS": "configs/llama/config.json",
+           "INPUT_FAIL_ON": "regression"}
+    state.faults.append(Fault(r"^POST ", 500, times=10, headers={"Retry-After": "0"}))
+    lines: list[str] = []
+    assert action.run(env, fake_report_fn, action.Log(write=lines.append)) == 13
+    assert "answered HTTP 500 after retries" in lines[-2] and "fail-on (regression)" in lines[-1]

@@ -111,3 +111,44 @@ def test_refuses_pagination_to_another_origin(github):
     response.headers["Link"] = '<http://evil.test/steal?page=2>; rel="next"'
     with pytest.raises(GitHubApiError, match="leaves"):
         gh._next_page(response)
+
+
+def test_only_2xx_is_success(github):
+    """A 301 with a JSON body was taken as the created comment ("created the comment: None", exit 0)."""
+    state, url = github
+    state.faults.append(Fault(r"^POST ", 301, body={"message": "Moved Permanently"},
+                              headers={"Location": "https://elsewhere.test/"}))
+    with pytest.raises(GitHubApiError, match=r"answered HTTP 301, a redirect; not followed") as err:
+        client(url).create_comment(3, "hello")
+    assert err.value.exit_code == 13 and not state.comments
+
+
+@pytest.mark.parametrize("fault, message", [
+    (Fault(r"^GET ", 200, body=b"<html><body>Sign in</body></html>"), "answered HTTP 200 with text/html, not JSON"),
+    (Fault(r"^GET ", 200, body=[{"id": 1, "body": "x"}, "not an object"]), "did not return a list of comments"),
+    (Fault(r"^GET ", 200, body=[{"body": "no id"}]), "did not return a list of comments"),
+    (Fault(r"^GET ", 200, body={"message": "an object, not a list"}), "did not return a list of comments"),
+    (Fault(r"^POST ", 201, body={}), "answered without the comment it wrote"),
+    (Fault(r"^POST ", 201, body={"id": True}), "answered without the comment it wrote"),
+    (Fault(r"^POST ", 201, body=b'{"id": 12'), "with text/html, not JSON"),
+])
+def test_answers_without_the_expected_json_are_failures(github, fault, message):
+    state, url = github
+    state.faults.append(fault)
+    gh = client(url)
+    with pytest.raises(GitHubApiError, match=message) as err:
+        gh.upsert_comment(3, MARKER, "hello") if fault.pattern == "^POST " else gh.list_comments(3)
+    assert err.value.exit_code == 13
+
+
+def test_a_trickling_answer_hits_the_overall_deadline(github):
+    """One byte every 0.2 s keeps each read under the per-read timeout; the whole exchange still ends."""
+    import time
+
+    state, url = github
+    state.faults.append(Fault(r"^GET ", 200, body=b"[" + b" " * 200 + b"]", trickle=0.2))
+    gh = GitHub(url, TOKEN, "acme/models", timeout=1.5, sleep=lambda s: None)
+    started = time.monotonic()
+    with pytest.raises(GitHubApiError, match=r"no complete answer from .* within 1.5 s"):
+        gh.list_comments(3)
+    assert time.monotonic() - started < 10

@@ -173,11 +173,28 @@ def read_event(env: Mapping[str, str]) -> PullRequest | None:
     except (OSError, ValueError) as err:
         raise errors.InvalidInputError(f"cannot read the event file $GITHUB_EVENT_PATH ({type(err).__name__}).") from None
     pr = event.get("pull_request") if isinstance(event, dict) else None
-    if not isinstance(pr, dict) or not isinstance(pr.get("number"), int):
+    if pr is None:
         return None
-    base, head = pr.get("base") or {}, pr.get("head") or {}
-    base_repo, head_repo = (base.get("repo") or {}).get("full_name"), (head.get("repo") or {}).get("full_name")
-    return PullRequest(pr["number"], base.get("sha"), fork=bool(head_repo and base_repo and head_repo != base_repo))
+    pr = _event_object(pr, "pull_request")
+    number = pr.get("number")
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise errors.InvalidInputError(f"the event's pull_request.number must be a positive integer, got {number!r:.40}.")
+    base, head = _event_object(pr.get("base"), "pull_request.base"), _event_object(pr.get("head"), "pull_request.head")
+    sha = base.get("sha")
+    if sha is not None and not isinstance(sha, str):
+        raise errors.InvalidInputError(f"the event's pull_request.base.sha must be a string, got {sha!r:.40}.")
+    base_repo = _event_object(base.get("repo"), "pull_request.base.repo").get("full_name")
+    head_repo = _event_object(head.get("repo"), "pull_request.head.repo").get("full_name")
+    return PullRequest(number, sha, fork=bool(head_repo and base_repo and head_repo != base_repo))
+
+
+def _event_object(value: Any, where: str) -> dict[str, Any]:
+    """An object of the event file ({} when absent); anything else is a malformed event, not a crash."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise errors.InvalidInputError(f"the event's {where} must be an object, got {type(value).__name__}.")
+    return value
 
 
 # -- analysis --------------------------------------------------------------------------------------
@@ -336,7 +353,10 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
         status = post_comment(env, inputs, pr, body, log)
         if problems:
             shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
-            raise errors.DoesNotFitError(f"fail-on ({', '.join(inputs.fail_on)}): {shown}")
+            failed = errors.DoesNotFitError(f"fail-on ({', '.join(inputs.fail_on)}): {shown}")
+            if status == errors.ExitCode.OK:
+                raise failed
+            log.error(str(failed))  # still said, but a GitHub failure's code wins: the comment is missing
         return status
     except Exception as err:  # hfmem's errors, and bugs: still one line
         code, message = errors.classify(err)
