@@ -27,7 +27,7 @@ class ExitCode(IntEnum):
         return member
 
     OK = 0, "success"
-    FAILURE = 1, "some models of a scan failed (each record says why), or the Action could not write its outputs"
+    FAILURE = 1, "some models of a scan failed (each record says why)"
     INVALID_INPUT = 2, "bad command line, model reference or Action input"
     REPO_NOT_FOUND = 3, "repository not found (or private without a token)"
     GATED_REPO = 4, "gated repository: accept the licence on the Hub and set `HF_TOKEN`"
@@ -40,6 +40,7 @@ class ExitCode(IntEnum):
     UNSUPPORTED_ARCHITECTURE = 11, "unsupported architecture with nothing to count from"
     DOES_NOT_FIT = 12, "the Action's `fail-on` condition holds (the comment is still posted)"
     GITHUB_API = 13, "the GitHub API refused or kept failing a request (the Action)"
+    OUTPUT = 14, "an output file cannot be written (disk full, no permission); a scan keeps every finished record"
     INTERNAL = 70, "internal error (a bug: please report it)"  # EX_SOFTWARE in BSD's sysexits.h
     INTERRUPTED = 130, "interrupted (Ctrl-C); a scan keeps every finished record"  # 128 + SIGINT, as shells report it
 
@@ -129,6 +130,12 @@ class ScanInterruptedError(HfmemError):
     """Ctrl-C during a scan: every finished model is already recorded."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+class OutputError(HfmemError):
+    """A results, export or Action output file cannot be written; the message names the file."""
+
+    exit_code = ExitCode.OUTPUT
 
 
 def classify(exc: BaseException) -> tuple[ExitCode, str]:

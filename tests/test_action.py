@@ -363,7 +363,7 @@ def test_unwritable_summary_is_one_line(tmp_path):
     env = {"GITHUB_WORKSPACE": str(tmp_path), "RUNNER_TEMP": str(tmp_path), "INPUT_MODELS": "org/a",
            "GITHUB_STEP_SUMMARY": str(tmp_path / "no" / "summary.md")}
     (tmp_path / "no").write_text("a file, not a folder")
-    assert action.run(env, fake_report_fn, action.Log(write=lines.append)) == 1
+    assert action.run(env, fake_report_fn, action.Log(write=lines.append)) == 14
     assert len(lines) == 1 and lines[0].startswith("::error::hfmem: cannot write ")
 
 

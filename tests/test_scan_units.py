@@ -220,3 +220,31 @@ def test_out_to_a_pipe_is_refused_not_hung(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, "scan", str(models), "-o", "/dev/stdout"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120, text=True)
     assert done.returncode == 2 and "is not a regular file" in done.stderr
+
+
+def test_a_full_disk_mid_scan_is_one_line_and_resume_recovers(tmp_path):
+    """The file-size limit stands in for a full disk: the write fails mid-record (exit 70 before); the error names the
+    file, the cut line stays for --resume, and the resumed scan records every model exactly once."""
+    import subprocess
+    import sys
+
+    models = tmp_path / "models.txt"
+    models.write_text("example:gpt2\nexample:Qwen2.5-0.5B\nexample:Meta-Llama-3-8B\n")
+    out = tmp_path / "out.jsonl"
+    limited = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000)); "
+               "from hfmem.cli.main import run; sys.exit(run(sys.argv[1:]))")
+    args = ["scan", str(models), "-o", str(out), "-m", "lora", "-g", "h100", "--concurrency", "1"]
+    env = {**__import__("os").environ, "HFMEM_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", limited, *args], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 14, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"hfmem: error: cannot write {out}: File too large; the records written so far are kept")
+    assert "Traceback" not in done.stderr
+    code = "import sys; from hfmem.cli.main import run; sys.exit(run(sys.argv[1:]))"
+    resumed = subprocess.run([sys.executable, "-c", code, *args, "--resume"], capture_output=True, text=True,
+                             timeout=300, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(r["model"] for r in iter_records(out)) == ["example:Meta-Llama-3-8B", "example:Qwen2.5-0.5B",
+                                                             "example:gpt2"]
+    assert len(out.read_bytes().splitlines()) == 3

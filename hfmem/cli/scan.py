@@ -156,4 +156,4 @@ def _export(rows: list[dict[str, Any]], filters: list[FitFilter], csv_path: Path
         try:
             path.write_text(text(), encoding="utf-8")
         except OSError as err:
-            raise errors.InvalidInputError(f"cannot write {path}: {err.strerror}.") from None
+            raise errors.OutputError(f"cannot write {path}: {err.strerror}.") from None

@@ -299,7 +299,7 @@ def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], lo
             with open(path, mode, encoding="utf-8") as handle:
                 handle.write(text)
         except OSError as err:
-            raise errors.HfmemError(f"cannot write {path}: {err.strerror or type(err).__name__}.") from None
+            raise errors.OutputError(f"cannot write {path}: {err.strerror or type(err).__name__}.") from None
 
 
 def post_comment(env: Mapping[str, str], inputs: Inputs, pr: PullRequest | None, body: str, log: Log) -> int:

@@ -155,7 +155,7 @@ class ResultStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handle = open(self.path, "ab+")
         except OSError as err:
-            raise errors.InvalidInputError(f"cannot write {self.path}: {err.strerror}.") from None
+            raise errors.OutputError(f"cannot write {self.path}: {err.strerror}.") from None
         if fcntl is not None:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -169,12 +169,20 @@ class ResultStore:
         return handle
 
     def append(self, record: dict[str, Any]) -> None:
-        self._handle.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
-        self._handle.flush()
+        """Write one record whole and flush it; a full disk is one line naming the file, records so far kept."""
+        try:
+            self._handle.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+            self._handle.flush()
+        except OSError as err:
+            raise errors.OutputError(f"cannot write {self.path}: {err.strerror or type(err).__name__}; the records "
+                                     "written so far are kept: rerun with --resume once there is room.") from None
         self.recorded.add(record_key(record))
 
     def close(self) -> None:
-        self._handle.close()
+        try:
+            self._handle.close()
+        except OSError:  # only after a failed append (which said so): its bytes are still in the buffer
+            pass
 
 
 def read_store(path: Path) -> tuple[set[tuple[str, str]], str | None]:
