@@ -50,13 +50,17 @@ class ScanRepos:
     distinct_configs: int
 
 
-def add_scan_repos(hub: HubServer, count: int) -> ScanRepos:
-    """Add `count` fine-tunes (with `@v1` branches on some) plus one of each failure kind; return the list."""
+def add_scan_repos(hub: HubServer, count: int, distinct: int | None = None) -> ScanRepos:
+    """Add `count` fine-tunes (with `@v1` branches on some) plus one of each failure kind; return the list.
+
+    The fine-tunes share the four ROPE_THETAS architectures, or `distinct` ones (every model its own with
+    `distinct=count`), for measuring scans whose every model needs its own meta build."""
     header = tiny_llama_header()
+    thetas = ROPE_THETAS if distinct is None else tuple(10_000.0 + k for k in range(distinct))
     models = []
     for i in range(count):
         repo_id = f"{ORG}/ft-{i:04d}"
-        config = json.dumps(tiny_llama_config(ROPE_THETAS[i % len(ROPE_THETAS)], repo_id)).encode()
+        config = json.dumps(tiny_llama_config(thetas[i % len(thetas)], repo_id)).encode()
         files = {"config.json": config, "model.safetensors": header}
         refs = {"v1": files} if i % 10 == 0 else None
         hub.add_repo(repo_id, files, refs=refs, gated="manual" if i % 50 == 7 else False)
@@ -72,4 +76,4 @@ def add_scan_repos(hub: HubServer, count: int) -> ScanRepos:
                  f"{ORG}/unknown-arch": "*", f"{ORG}/ft-0001@no-such-branch": "RevisionNotFoundError",
                  "not a model id": "InvalidInputError"}
     extras = [m for m in failures if m not in models]
-    return ScanRepos(models + extras, failures, len(ROPE_THETAS))
+    return ScanRepos(models + extras, failures, min(count, len(thetas)))

@@ -9,12 +9,13 @@ Meta builds are shared through hfmem's cache by config hash (see model.derive).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import stat
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
@@ -289,18 +290,24 @@ def run_scan(models: list[str], report_fn: ReportFn, settings: dict[str, Any], s
 
     tick()
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="hfmem-scan")
+    queue = iter(todo)
+    in_flight: set[Future[tuple[dict[str, Any], bool]]] = set()
     try:
-        futures = [pool.submit(analyse_one, m, report_fn, settings) for m in todo]
-        for future in as_completed(futures):
-            record, was_cached = future.result()
-            store.append(record)
-            stats.ok += record["status"] == "ok"
-            stats.failed += record["status"] == "error"
-            stats.cached += was_cached
+        while True:  # at most 2 x concurrency submitted: a finished record is dropped once written (flat memory)
+            in_flight |= {pool.submit(analyse_one, m, report_fn, settings)
+                          for m in itertools.islice(queue, 2 * concurrency - len(in_flight))}
+            if not in_flight:
+                return stats
+            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in done:
+                record, was_cached = future.result()
+                store.append(record)
+                stats.ok += record["status"] == "ok"
+                stats.failed += record["status"] == "error"
+                stats.cached += was_cached
             tick()
-    finally:  # on Ctrl-C: queued models are dropped, the few in flight finish unrecorded
+    finally:  # on Ctrl-C: queued models are never submitted, the few in flight finish unrecorded
         pool.shutdown(wait=False, cancel_futures=True)
-    return stats
 
 
 def analyse_one(model: str, report_fn: ReportFn, settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:
