@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.memory.activations import ActivationEstimate, LayerModules, Trainability, estimate_activations, layer_modules
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
@@ -315,7 +316,8 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
         "gradient_accumulation_steps": s.gradient_accumulation_steps,
         "seq_len": seq,
         "seq_len_source": "setting" if s.seq_len is not None else (
-            "model maximum" if ctx.arch.max_position_embeddings and ctx.arch.max_position_embeddings < 2048 else "default 2048"),
+            "model maximum" if ctx.arch.max_position_embeddings and ctx.arch.max_position_embeddings < DEFAULT_SEQ_LEN
+            else f"default {DEFAULT_SEQ_LEN}"),
         "gradient_checkpointing": s.gradient_checkpointing,
         "attention": s.attention,
         "attention_kernel_used": act.attention,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
 
 METHODS = ("full", "lora", "qlora")
@@ -84,9 +85,6 @@ _ALIASES: dict[str, dict[str, str]] = {
     },
     "adapter_dtype": {"fp32": "fp32", "float32": "fp32", "compute": "compute", "bf16": "compute", "fp16": "compute"},
 }
-
-DEFAULT_SEQ_LEN = 2048
-
 
 @dataclass(frozen=True)
 class Overhead:
@@ -189,7 +187,7 @@ class TrainingSettings:
         return "paged_adamw_8bit" if self.method == "qlora" else "adamw"
 
     def resolved_seq_len(self, max_positions: int | None) -> int:
-        """The sequence length to estimate for: the setting, else 2048 capped at the model's maximum."""
+        """The sequence length to estimate for: the setting, else DEFAULT_SEQ_LEN capped at the model's maximum."""
         if self.seq_len is not None:
             return self.seq_len
         return min(DEFAULT_SEQ_LEN, max_positions) if max_positions else DEFAULT_SEQ_LEN
