@@ -45,7 +45,6 @@ from hfmem.memory.activations import ActivationEstimate, LayerModules, Trainabil
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 from hfmem.memory.model_state import (
-    compute_bytes,
     ModelState,
     ParameterSplit,
     largest_quantized_matrix,
@@ -55,6 +54,7 @@ from hfmem.memory.model_state import (
     nf4_bytes_per_param,
     parameter_split,
 )
+from hfmem.memory.precision import compute_bytes
 from hfmem.memory.settings import TrainingSettings
 
 GIB = 1 << 30
@@ -78,10 +78,6 @@ class Estimate:
     @property
     def total(self) -> int:
         return self.per_gpu_bytes["total"]
-
-    @property
-    def settings_compute_bytes(self) -> int:
-        return 4 if self.settings.dtype in {"fp32", "amp-bf16", "amp-fp16"} else 2
 
     def fits(self, usable_bytes: int) -> bool:
         """Whether it trains on a GPU of `usable_bytes`: paged optimizer states may page out to the CPU."""
@@ -164,8 +160,8 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     if settings.method == "full":
         return Trainability()
     groups = lora_targets(ctx.inventory, settings.lora_targets)
-    p = compute_bytes(settings.dtype)
-    autocast = settings.dtype in {"bf16", "fp16", "amp-bf16", "amp-fp16"}
+    p = settings.precision.compute_bytes
+    autocast = settings.precision.autocast
     fp32_adapters = settings.adapter_dtype == "fp32" and p < 4
     if not fp32_adapters:
         copy, out = 0.0, p
@@ -299,7 +295,7 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
         if any(g.kind == "experts" for g in ctx.inventory.linears):
             notes.append("QLoRA on MoE: transformers 5's fused expert tensors are assumed quantised like "
                          "transformers 4's per-expert nn.Linear layers (bitsandbytes quantises nn.Linear only)")
-    if s.method == "full" and s.dtype in {"bf16", "fp16"}:
+    if s.method == "full" and s.precision.master_copy:
         notes.append("mixed precision: 16-bit weights and gradients, fp32 master weights and optimizer states "
                      "(ZeRO/DeepSpeed, FSDP mixed precision); use dtype bf16-pure for a bf16-only optimizer state")
     return tuple(notes)
@@ -310,7 +306,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
     return {
         "method": s.method,
         "dtype": s.dtype,
-        "compute_bytes": compute_bytes(s.dtype),
+        "compute_bytes": s.precision.compute_bytes,
         "optimizer": s.resolved_optimizer,
         "micro_batch_size": s.micro_batch_size,
         "gradient_accumulation_steps": s.gradient_accumulation_steps,
@@ -360,7 +356,7 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
     params = est.split.total
     bpp = est.state.bytes_per_param
     trained = bpp["weights"] + bpp["gradients"] + bpp["master_weights"] + bpp["optimizer_states"]
-    frozen = est.split.frozen_16bit * est.settings_compute_bytes + est.split.frozen_quantized * nf4_bytes_per_param(est.settings)
+    frozen = est.split.frozen_16bit * est.settings.precision.weight_bytes + est.split.frozen_quantized * nf4_bytes_per_param(est.settings)
     state = est.split.trainable * trained + frozen
     per_param = state / params if params else 0.0
     return {

@@ -15,17 +15,12 @@ from typing import Any
 
 from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
+from hfmem.memory.precision import PRECISIONS, Precision
 
 METHODS = ("full", "lora", "qlora")
 QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
 
-DTYPES = ("bf16", "fp16", "bf16-pure", "fp32", "amp-bf16", "amp-fp16")
-"""bf16/fp16: mixed precision with 16-bit weights and gradients and fp32 master weights
-(ZeRO/DeepSpeed, FSDP MixedPrecision); bf16-pure: bf16 weights, gradients and optimizer states, no
-master copy (torchtune, LitGPT "bf16-true", a bf16-loaded model trained without a master copy);
-fp32: everything in fp32; amp-bf16/amp-fp16: torch autocast over an fp32-loaded model (HF Trainer
---bf16/--fp16 on fp32 weights): fp32 weights, gradients and states, 16-bit copies of the matmul
-weights kept for backward, an fp32 residual stream."""
+DTYPES = tuple(PRECISIONS)
 
 OPTIMIZERS = ("adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum",
               "adafactor", "lion")
@@ -167,6 +162,11 @@ class TrainingSettings:
     """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
     about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
     overhead: Overhead = field(default_factory=Overhead)
+
+    @property
+    def precision(self) -> Precision:
+        """What the dtype means for memory (bytes of weights, gradients, activations; master copy, autocast)."""
+        return PRECISIONS[self.dtype]
 
     @property
     def zero_stage(self) -> int | None:
