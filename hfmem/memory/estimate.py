@@ -36,7 +36,7 @@ allocator's reserved-but-unused share and `cuda_context` the CUDA context: both 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -367,8 +367,3 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
                        "+ 4 fp32 master + 8 fp32 moments; ZeRO paper), not 6: the rule of thumb undercounts it "
                        f"{16 / 6:.2f}x, before activations",
     }
-
-
-def with_settings(settings: TrainingSettings, **changes: Any) -> TrainingSettings:
-    """A copy of the settings with some fields changed (validated later)."""
-    return replace(settings, **changes)
