@@ -117,7 +117,7 @@ class Context:
         return layer_modules(self.arch, self.inventory)
 
     def split(self, settings: TrainingSettings) -> ParameterSplit:
-        key = (settings.method, settings.lora_rank, settings.lora_targets)
+        key = settings.memo_key("split")
         if key not in self._splits:
             self._splits[key] = parameter_split(self.arch, self.inventory, settings)
         return self._splits[key]
@@ -149,8 +149,7 @@ class Context:
 
 def trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     """What gets gradients and how LoRA adapters hold their inputs, for the settings."""
-    key = (settings.method, settings.dtype, settings.adapter_dtype, settings.lora_targets, settings.lora_rank,
-           settings.lora_dropout, settings.gradient_checkpointing != "off", settings.qlora_kernel, settings.quantize_head)
+    key = settings.memo_key("trainability")
     if key not in ctx._trainability:
         ctx._trainability[key] = _trainability(ctx, settings)
     return ctx._trainability[key]

@@ -1,8 +1,8 @@
-"""Declaring a training setting: its check and its CLI spelling, as field metadata.
+"""Declaring a training setting: its check, its CLI spelling and the estimate parts it affects, as field metadata.
 
 A TrainingSettings (or Overhead) field is set to `setting(default, check, ...)` and documented by its attribute
-docstring. The CLI flags and validation walk `dataclasses.fields` and read this metadata, so a setting is
-declared in one place. Pure Python: no torch, transformers or Hub.
+docstring. The CLI flags, validation and the memo keys all walk `dataclasses.fields` and read this metadata,
+so a setting is declared in one place. Pure Python: no torch, transformers or Hub.
 """
 
 from __future__ import annotations
@@ -21,6 +21,16 @@ from hfmem.errors import InvalidInputError
 
 SETTING = "hfmem.setting"
 """The metadata key of a field's Setting."""
+
+PARTS: dict[str, tuple[str, ...]] = {
+    "split": (),
+    "trainability": (),
+    "state": ("split",),
+    "activations": ("trainability",),
+}
+"""The memoised parts of an estimate, each with the parts it is computed from: the parameter split (trainable
+and frozen counts), trainability (what gets gradients, how LoRA adapters hold their inputs), the model state
+per GPU (built on the split) and the activations (built on trainability)."""
 
 Code = Callable[[str], str]
 """How a description writes a literal value: as is for --help, in backticks for the README."""
@@ -178,16 +188,22 @@ class Setting:
     check: Check
     flags: tuple[str, ...] = ()
     """Its CLI spellings, long first, where they differ from --field-name."""
+    affects: tuple[str, ...] | None = None
+    """The PARTS that read it directly (memo keys include it); None: every part (the safe default); (): none
+    (it only enters the final sum)."""
     shown: str | None = None
     """The default in words, where the value does not say it (a None resolved later)."""
     many: bool = False
     """The flag repeats and takes comma-separated lists: the plan estimates each value, the setting holds one."""
 
 
-def setting(default: Any, check: Check, *, flags: tuple[str, ...] = (), shown: str | None = None,
-            many: bool = False) -> Any:
+def setting(default: Any, check: Check, *, flags: tuple[str, ...] = (), affects: tuple[str, ...] | None = None,
+            shown: str | None = None, many: bool = False) -> Any:
     """A settings field: its default, check and CLI metadata (a Group's default is built from its class)."""
-    metadata = {SETTING: Setting(check, flags, shown, many)}
+    unknown = set(affects or ()) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown estimate parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
+    metadata = {SETTING: Setting(check, flags, affects, shown, many)}
     if isinstance(check, Group):
         return field(default_factory=check.cls, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -218,3 +234,20 @@ def field_docs(cls: type) -> dict[str, str]:
     if missing:
         raise TypeError(f"{cls.__name__} fields without a docstring: {', '.join(missing)}")
     return docs
+
+
+def _inputs(part: str) -> set[str]:
+    """The part and every part it is computed from."""
+    return {part}.union(*(_inputs(p) for p in PARTS[part]))
+
+
+@cache
+def key_fields(cls: type, part: str) -> tuple[str, ...]:
+    """The fields an estimate part (or a part it is built from) reads: what its memo key holds."""
+    reads = _inputs(part)
+    return tuple(f.name for f in fields(cls) if (a := setting_of(f).affects) is None or reads & set(a))
+
+
+def memo_key(obj: Any, part: str) -> tuple:
+    """The values `part` of an estimate depends on: equal keys, equal results."""
+    return tuple(getattr(obj, name) for name in key_fields(type(obj), part))

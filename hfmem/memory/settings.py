@@ -1,9 +1,9 @@
 """Training settings: the knobs of a memory estimate, each field declaring its flag, accepted values and check.
 
-A field is its default, a `setting(...)` (hfmem.memory.fields: check, CLI spelling) and an attribute
-docstring (its --help text): the CLI flags and `validated()` are built from them. `validated()` normalises aliases
-("mixed-bf16", "fa2", "adamw_torch", True/False for checkpointing, ...) and raises `InvalidInputError` with
-one clear line on anything it cannot understand. Defaults are what a user expects from a Hugging Face
+A field is its default, a `setting(...)` (hfmem.memory.fields: check, CLI spelling, the estimate parts it
+affects) and an attribute docstring (its --help text): the CLI flags, `validated()` and the memo keys are
+all built from them. `validated()` normalises aliases ("mixed-bf16", "fa2", "adamw_torch", True/False for
+checkpointing, ...) and raises `InvalidInputError` with one clear line on anything it cannot understand. Defaults are what a user expects from a Hugging Face
 fine-tune: bf16 mixed precision, AdamW, sequence 2048 (or the model's maximum if smaller), micro-batch 1,
 flash attention, no gradient checkpointing, LoRA rank 16 on all linear layers; a whole-sequence eager
 loss, no activation offloading, no optimizer step in backward.
@@ -24,6 +24,7 @@ from hfmem.memory.fields import (
     Number,
     OrNone,
     Parsed,
+    memo_key,
     setting,
     validated_fields,
 )
@@ -111,95 +112,95 @@ class TrainingSettings:
     method: str = setting("full", METHOD, flags=("--method", "-m"), many=True, shown="full, lora, qlora")
     """What is trained: full (every weight), lora (adapters on a frozen 16-bit base), qlora (adapters on a 4-bit
     NF4 base). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
-    seq_len: int | None = setting(None, OrNone(COUNT),
+    seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
                                   shown=f"{DEFAULT_SEQ_LEN}, or the model's maximum if smaller")
     """Tokens per sequence."""
-    micro_batch_size: int = setting(1, COUNT, flags=("--batch-size", "-b"))
+    micro_batch_size: int = setting(1, COUNT, flags=("--batch-size", "-b"), affects=("activations",))
     """Micro-batch size per GPU."""
-    gradient_accumulation_steps: int = setting(1, COUNT, flags=("--grad-accum",))
+    gradient_accumulation_steps: int = setting(1, COUNT, flags=("--grad-accum",), affects=("state",))
     """Gradient accumulation steps: more than one keeps the gradients alive between micro-batches."""
-    dtype: str = setting("bf16", DTYPE)
+    dtype: str = setting("bf16", DTYPE, affects=("trainability", "state", "activations"))
     """Training precision: bf16/fp16 mixed precision (16-bit weights and gradients, fp32 master weights and
     optimizer states; ZeRO/DeepSpeed, FSDP MixedPrecision); bf16-pure (bf16 weights, gradients and states, no
     master copy: torchtune, LitGPT bf16-true); fp32; amp-bf16/amp-fp16 (torch autocast over fp32 weights, as HF
     Trainer --bf16/--fp16 on an fp32-loaded model: 16-bit copies of the matmul weights, an fp32 residual)."""
-    optimizer: str | None = setting(None, OrNone(OPTIMIZER),
+    optimizer: str | None = setting(None, OrNone(OPTIMIZER), affects=("state",),
                                     shown="adamw (QLoRA: paged_adamw_8bit)")
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
     torch.optim.AdamW's default multi-tensor path, whose step briefly allocates one more state-sized buffer;
     *_8bit: bitsandbytes' blockwise 8-bit states; paged_*: bitsandbytes paged optimizers, whose states live in
     CUDA managed memory outside PyTorch's allocator (they can page out to the CPU instead of failing)."""
-    sharding: str | None = setting(None, OrNone(SHARDING), flags=("--zero",),
+    sharding: str | None = setting(None, OrNone(SHARDING), flags=("--zero",), affects=("state",),
                                    shown="none on one GPU, ddp on several")
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
     (= ZeRO-2); each adds its all-gather and bucket buffers."""
-    num_gpus: int = setting(1, COUNT)
+    num_gpus: int = setting(1, COUNT, affects=("state",))
     """GPUs the estimate shards over."""
-    offload_optimizer: bool = setting(False, SWITCH)
+    offload_optimizer: bool = setting(False, SWITCH, affects=("state",))
     """Optimizer states and fp32 master weights (and gradient partitions) on the CPU (ZeRO/FSDP offload)."""
-    offload_params: bool = setting(False, SWITCH)
+    offload_params: bool = setting(False, SWITCH, affects=("state",))
     """Sharded parameters on the CPU, only the gathered layers on the GPU (ZeRO-3/FSDP)."""
-    fsdp_wrap_embeddings: bool = setting(False, SWITCH)
+    fsdp_wrap_embeddings: bool = setting(False, SWITCH, affects=("state",))
     """FSDP full shard with the embeddings and the head as units of their own (torchtune custom_sharded_layers):
     each is gathered only while used, instead of in the root unit for the whole step."""
-    gradient_checkpointing: str = setting("off", CHECKPOINTING)
+    gradient_checkpointing: str = setting("off", CHECKPOINTING, affects=("trainability", "activations"))
     """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core
     only)."""
-    attention: str = setting("flash_attention_2", ATTENTION)
+    attention: str = setting("flash_attention_2", ATTENTION, affects=("activations",))
     """Attention kernel: flash_attention_2 (the flash-attn kernel); sdpa (torch SDPA dispatching to its flash or
     memory-efficient kernel, falling back to math where the model's shapes rule those out); eager (the explicit
     softmax(QK^T)V that stores the attention matrix); sdpa_math (SDPA's math fallback forced: stores the attention
     matrix, upcast to fp32 as torch >= 2.5 does by default)."""
-    repeat_kv: bool = setting(False, SWITCH)
+    repeat_kv: bool = setting(False, SWITCH, affects=("activations",))
     """The model code repeats grouped K/V heads to every query head before attention (LitGPT's expand + reshape),
     so K/V are saved at the query heads' count; transformers hands the kernel the grouped heads (enable_gqa /
     flash-attn's native GQA)."""
-    lora_rank: int = setting(16, COUNT)
+    lora_rank: int = setting(16, COUNT, affects=("split", "trainability"))
     """LoRA rank r: r·(in + out) parameters per adapted layer (alpha does not change memory)."""
-    lora_targets: tuple[str, ...] = setting(("all-linear",), LORA_TARGETS)
+    lora_targets: tuple[str, ...] = setting(("all-linear",), LORA_TARGETS, affects=("split", "trainability"))
     """LoRA target modules, matched by leaf name as PEFT does: all-linear is every nn.Linear/Conv1D except the
     output head."""
-    lora_dropout: float = setting(0.0, Number(0, 1))
+    lora_dropout: float = setting(0.0, Number(0, 1), affects=("trainability",))
     """LoRA dropout on the adapters' input: above 0 each adapted layer keeps a dropout mask and its dropped input."""
-    adapter_dtype: str = setting("fp32", ADAPTER_DTYPE)
+    adapter_dtype: str = setting("fp32", ADAPTER_DTYPE, affects=("trainability", "state"))
     """LoRA adapter weights: fp32 (PEFT's default autocast_adapter_dtype=True) or the compute dtype (torchtune,
     LitGPT)."""
-    qlora_kernel: str = setting("bitsandbytes", QLORA_KERNEL)
+    qlora_kernel: str = setting("bitsandbytes", QLORA_KERNEL, affects=("trainability",))
     """The 4-bit linear: bitsandbytes (HF/PEFT with bitsandbytes >= 0.43.2: MatMul4Bit keeps only the packed
     weight for backward), bitsandbytes-legacy (bitsandbytes < 0.43.2, before PR #1270 of July 2024: it also kept
     each layer's input, as a ctx attribute) or torchao (torchtune's NF4, which keeps no input either)."""
-    qlora_double_quant: bool = setting(True, SWITCH)
+    qlora_double_quant: bool = setting(True, SWITCH, affects=("state",))
     """NF4 with double quantisation (bnb_4bit_use_double_quant / LitGPT bnb.nf4-dq: an 8-bit absmax per 64
     weights); off keeps bitsandbytes' fp32 absmax per 64 weights, +0.047 B/param (LitGPT bnb.nf4: lightning's
     _NF4Linear passes compress_statistics=False to bitsandbytes.functional.quantize_4bit)."""
-    optimizer_in_backward: bool = setting(False, SWITCH)
+    optimizer_in_backward: bool = setting(False, SWITCH, affects=("state",))
     """Step each parameter as its gradient is ready and free it (torchtune optimizer_in_bwd): no full gradient
     set."""
-    loss_chunks: int = setting(1, COUNT)
+    loss_chunks: int = setting(1, COUNT, affects=("activations",))
     """Chunked cross-entropy over this many sequence chunks (torchtune CEWithChunkedOutputLoss: 8): the loss
     backward's fp32 (b·s, V) buffers exist one chunk at a time. 1: the usual whole-sequence loss."""
-    loss_upcast: bool = setting(True, SWITCH)
+    loss_upcast: bool = setting(True, SWITCH, affects=("activations",))
     """The cross-entropy runs on fp32 logits (transformers' loss_function casts them); off: on the compute-dtype
     logits (a loop calling nn.CrossEntropyLoss on model(...).logits, LitGPT's chunked_cross_entropy)."""
-    compile_loss: bool = setting(False, SWITCH)
+    compile_loss: bool = setting(False, SWITCH, affects=("activations",))
     """The loss under torch.compile (torchtune compile=True compiles model and loss): inductor saves the
     compute-dtype logits and fp32 row statistics instead of log_softmax's fp32 output. The decoder layers
     are a separate switch, compile_layers."""
-    compile_layers: bool = setting(False, SWITCH)
+    compile_layers: bool = setting(False, SWITCH, affects=("activations",))
     """Each decoder layer under torch.compile (torchtune compile=True; inductor's min-cut partitioner): norms keep
     only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward."""
-    quantize_head: bool = setting(False, SWITCH)
+    quantize_head: bool = setting(False, SWITCH, affects=("split", "trainability", "activations"))
     """QLoRA quantises the output head too (LitGPT: lightning's BitsandbytesPrecision replaces every nn.Linear);
     transformers' bitsandbytes integration keeps lm_head in the compute dtype (off)."""
-    previous_step_alive: bool = setting(False, SWITCH)
+    previous_step_alive: bool = setting(False, SWITCH, affects=("activations",))
     """The training loop still references the previous step's outputs while the next forward runs (LitGPT keeps
     `logits` until it is reassigned), so that step's autograd graph is not freed yet. Saved tensors were released by
     its backward, but tensors an autograd Function keeps as ctx attributes were not: with bitsandbytes-legacy, every
     4-bit layer's input of the previous step is still alive at the end of the forward."""
-    activation_offloading: bool = setting(False, SWITCH)
+    activation_offloading: bool = setting(False, SWITCH, affects=("activations",))
     """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
     about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
-    overhead: Overhead = setting(None, Group(Overhead))  # noqa: RUF009 (a field with a default_factory)
+    overhead: Overhead = setting(None, Group(Overhead), affects=())  # noqa: RUF009 (a field with a default_factory)
     """Memory outside PyTorch's tensors: the CUDA context and the allocator's fragmentation."""
 
     @property
@@ -230,6 +231,10 @@ class TrainingSettings:
         if self.seq_len is not None:
             return self.seq_len
         return min(DEFAULT_SEQ_LEN, max_positions) if max_positions else DEFAULT_SEQ_LEN
+
+    def memo_key(self, part: str) -> tuple:
+        """The values the estimate part ("split", "trainability", "state", "activations") depends on."""
+        return memo_key(self, part)
 
     def validated(self) -> TrainingSettings:
         """Return a copy with every field checked and aliases normalised; raise InvalidInputError on any bad value."""
