@@ -86,3 +86,31 @@ def test_a_field_without_declared_parts_is_in_every_key() -> None:
                                                           ("declared", "undeclared"), ("undeclared",)]
     with pytest.raises(ValueError, match="unknown estimate parts"):
         setting(1, Integer(1), affects=("weights",))
+
+
+def test_a_new_field_reaches_the_keys_and_the_assumptions() -> None:
+    """A field declared once is validated, keyed and reported with no edit anywhere else."""
+    from dataclasses import dataclass
+
+    from hfmem.memory.estimate import estimate
+    from hfmem.memory.fields import setting
+
+    @dataclass(frozen=True)
+    class Extended(TrainingSettings):
+        example_knob: bool = setting(False, Boolean())
+
+    with pytest.raises(InvalidInputError, match="example_knob must be true or false"):
+        Extended(example_knob="yes").validated()
+    est = estimate(ARCH, INVENTORY, Extended(example_knob=True))
+    assert est.assumptions["example_knob"] is True
+    assert all("example_knob" in key_fields(Extended, part) for part in PARTS)
+
+
+def test_every_field_is_in_the_assumptions() -> None:
+    from hfmem.memory.estimate import _GROUPED, estimate
+
+    a = estimate(ARCH, INVENTORY, TrainingSettings(method="qlora")).assumptions
+    assert {f.name for f in fields(TrainingSettings)} - _GROUPED <= a.keys()
+    grouped = {**a["lora"], **a["quantization"]}
+    assert {"rank", "targets", "dropout", "adapter_dtype", "double_quant", "kernel", "lm_head_quantized",
+            "previous_step_alive"} <= grouped.keys() and len(_GROUPED) == 8

@@ -36,7 +36,7 @@ allocator's reserved-but-unused share and `cuda_context` the CUDA context: both 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
@@ -300,35 +300,24 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
     return tuple(notes)
 
 
+# Settings shown inside the "lora" and "quantization" entries of the assumptions, not under their own names.
+_GROUPED = frozenset({"lora_rank", "lora_targets", "lora_dropout", "adapter_dtype", "qlora_double_quant",
+                      "qlora_kernel", "quantize_head", "previous_step_alive"})
+
+
 def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEstimate, state: ModelState) -> dict[str, Any]:
-    """Every setting an estimate rests on, as data for the renderers."""
-    return {
-        "method": s.method,
-        "dtype": s.dtype,
+    """Every setting an estimate rests on, as data for the renderers: each field under its name, unless resolved,
+    grouped or explained below."""
+    max_positions = ctx.arch.max_position_embeddings
+    derived = {
         "compute_bytes": s.precision.compute_bytes,
         "optimizer": s.resolved_optimizer,
-        "micro_batch_size": s.micro_batch_size,
-        "gradient_accumulation_steps": s.gradient_accumulation_steps,
         "seq_len": seq,
         "seq_len_source": "setting" if s.seq_len is not None else (
-            "model maximum" if ctx.arch.max_position_embeddings and ctx.arch.max_position_embeddings < DEFAULT_SEQ_LEN
-            else f"default {DEFAULT_SEQ_LEN}"),
-        "gradient_checkpointing": s.gradient_checkpointing,
-        "attention": s.attention,
+            "model maximum" if max_positions and max_positions < DEFAULT_SEQ_LEN else f"default {DEFAULT_SEQ_LEN}"),
         "attention_kernel_used": act.attention,
-        "repeat_kv": s.repeat_kv,
         "sharding": s.resolved_sharding,
         "zero_stage": s.zero_stage,
-        "num_gpus": s.num_gpus,
-        "offload_optimizer": s.offload_optimizer,
-        "offload_params": s.offload_params,
-        "fsdp_wrap_embeddings": s.fsdp_wrap_embeddings,
-        "optimizer_in_backward": s.optimizer_in_backward,
-        "loss_chunks": s.loss_chunks,
-        "loss_upcast": s.loss_upcast,
-        "compile_loss": s.compile_loss,
-        "compile_layers": s.compile_layers,
-        "activation_offloading": s.activation_offloading,
         "activations_offloaded_bytes": act.offloaded,
         "lora": None if s.method == "full" else {
             "rank": s.lora_rank, "targets": list(s.lora_targets), "dropout": s.lora_dropout,
@@ -348,6 +337,8 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
                     "would also keep every layer's K and V)",
         "bytes_per_param": state.bytes_per_param,
     }
+    plain = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in derived and f.name not in _GROUPED}
+    return plain | derived
 
 
 def rule_of_thumb(est: Estimate) -> dict[str, Any]:
