@@ -47,7 +47,8 @@ class Flag:
 
 
 def _gpu_examples(code: Code) -> str:
-    return f"catalogue names or aliases ({', '.join(map(code, ('h100', 'rtx4090', 'a100-40gb')))}...) or {code('name=GiB')}"
+    examples = ", ".join(map(code, ("h100", "rtx4090", "a100-40gb")))
+    return f"catalogue names or aliases ({examples}...) or {code('name=GiB')}"
 
 
 GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str] | None, None,
@@ -57,7 +58,8 @@ GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str] | None, None,
 def setting_flag(name: str, default: Any, setting: Setting, doc: str) -> Flag:
     """The flag of one settings field: --field-name (a switch: --field-name/--no-field-name) unless it names its own."""
     dashed = name.replace("_", "-")
-    names = setting.flags or ((f"--{dashed}/--no-{dashed}",) if isinstance(setting.check, Boolean) else (f"--{dashed}",))
+    switch = isinstance(setting.check, Boolean)
+    names = setting.flags or ((f"--{dashed}/--no-{dashed}",) if switch else (f"--{dashed}",))
     kind = list[str] if setting.many else setting.check.cli_type
     if setting.many or default is None:
         kind = kind | None

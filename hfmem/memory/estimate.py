@@ -346,7 +346,8 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
     params = est.split.total
     bpp = est.state.bytes_per_param
     trained = bpp["weights"] + bpp["gradients"] + bpp["master_weights"] + bpp["optimizer_states"]
-    frozen = est.split.frozen_16bit * est.settings.precision.weight_bytes + est.split.frozen_quantized * nf4_bytes_per_param(est.settings)
+    stored = est.settings.precision.weight_bytes
+    frozen = est.split.frozen_16bit * stored + est.split.frozen_quantized * nf4_bytes_per_param(est.settings)
     state = est.split.trainable * trained + frozen
     per_param = state / params if params else 0.0
     return {

@@ -1,8 +1,8 @@
 """Declaring a training setting: its check, its CLI spelling and the estimate parts it affects, as field metadata.
 
 A TrainingSettings (or Overhead) field is set to `setting(default, check, ...)` and documented by its attribute
-docstring. The CLI flags, validation and the memo keys all walk `dataclasses.fields` and read this metadata,
-so a setting is declared in one place. Pure Python: no torch, transformers or Hub.
+docstring. The CLI flags, validation, the memo keys and README's settings table all walk `dataclasses.fields`
+and read this metadata, so a setting is declared in one place. Pure Python: no torch, transformers or Hub.
 """
 
 from __future__ import annotations

@@ -230,7 +230,8 @@ def model_state_bytes(
     optimizer = settings.resolved_optimizer
     notes: list[str] = []
 
-    weights = split.trainable * train_w + split.frozen_16bit * stored + split.frozen_quantized * nf4_bytes_per_param(settings)
+    weights = (split.trainable * train_w + split.frozen_16bit * stored
+               + split.frozen_quantized * nf4_bytes_per_param(settings))
     grads = split.trainable * train_g
     masters = split.trainable * master
     states = optimizer_state_bytes(optimizer, state, split)

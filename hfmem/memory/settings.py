@@ -1,12 +1,13 @@
 """Training settings: the knobs of a memory estimate, each field declaring its flag, accepted values and check.
 
 A field is its default, a `setting(...)` (hfmem.memory.fields: check, CLI spelling, the estimate parts it
-affects) and an attribute docstring (its --help text): the CLI flags, `validated()` and the memo keys are
-all built from them. `validated()` normalises aliases ("mixed-bf16", "fa2", "adamw_torch", True/False for
-checkpointing, ...) and raises `InvalidInputError` with one clear line on anything it cannot understand. Defaults are what a user expects from a Hugging Face
-fine-tune: bf16 mixed precision, AdamW, sequence 2048 (or the model's maximum if smaller), micro-batch 1,
-flash attention, no gradient checkpointing, LoRA rank 16 on all linear layers; a whole-sequence eager
-loss, no activation offloading, no optimizer step in backward.
+affects) and an attribute docstring (its --help text and README row): the CLI flags, `validated()`, the memo
+keys and README's settings table are all built from them. `validated()` normalises aliases ("mixed-bf16",
+"fa2", "adamw_torch", True/False for checkpointing, ...) and raises `InvalidInputError` with one clear line on
+anything it cannot understand. Defaults are what a user expects from a Hugging Face fine-tune: bf16 mixed
+precision, AdamW, sequence 2048 (or the model's maximum if smaller), micro-batch 1, flash attention, no
+gradient checkpointing, LoRA rank 16 on all linear layers; a whole-sequence eager loss, no activation
+offloading, no optimizer step in backward.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ SHARDING = Choice(("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", 
     "zero-3": "zero3", "3": "zero3", "fsdp": "fsdp_full_shard", "full_shard": "fsdp_full_shard",
     "shard_grad_op": "fsdp_shard_grad_op",
 })
-"""Cheapest first, as the fit search tries them (offload is a separate switch on top)."""
+"""Listed cheapest first; offload is a separate switch on top."""
 CHECKPOINTING = Choice(("off", "full", "selective"), {
     "false": "off", "no": "off", "none": "off", "0": "off", "on": "full", "true": "full", "yes": "full", "1": "full",
 })
@@ -128,8 +129,10 @@ class TrainingSettings:
                                     shown="adamw (QLoRA: paged_adamw_8bit)")
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
     torch.optim.AdamW's default multi-tensor path, whose step briefly allocates one more state-sized buffer;
-    *_8bit: bitsandbytes' blockwise 8-bit states; paged_*: bitsandbytes paged optimizers, whose states live in
-    CUDA managed memory outside PyTorch's allocator (they can page out to the CPU instead of failing)."""
+    adamw_8bit: bitsandbytes' blockwise 8-bit states; paged_adamw_8bit and paged_adamw (32-bit states): bitsandbytes
+    paged optimizers, whose states live in CUDA managed memory outside PyTorch's allocator (they can page out to
+    the CPU instead of failing); sgd: no state; sgd_momentum and lion: one state per weight; adafactor: HF
+    Adafactor's factored second moment (a row and a column vector per matrix)."""
     sharding: str | None = setting(None, OrNone(SHARDING), flags=("--zero",), affects=("state",),
                                    shown="none on one GPU, ddp on several")
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
@@ -245,7 +248,8 @@ class TrainingSettings:
         if result.offload_params and sharding not in {"zero3", "fsdp_full_shard"}:
             raise InvalidInputError("offload_params needs parameter sharding (zero3 or fsdp_full_shard).")
         if result.offload_optimizer and sharding in {"none", "ddp"}:
-            raise InvalidInputError("offload_optimizer needs ZeRO (zero1/2/3) or FSDP sharding (it is DeepSpeed/FSDP offload).")
+            raise InvalidInputError(
+                "offload_optimizer needs ZeRO (zero1/2/3) or FSDP sharding (it is DeepSpeed/FSDP offload).")
         return result
 
     def to_dict(self) -> dict[str, Any]:
