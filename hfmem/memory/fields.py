@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import ast
 import inspect
-import textwrap
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import Field, dataclass, field, fields
 from functools import cache
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from hfmem.errors import InvalidInputError
@@ -222,9 +222,16 @@ def validated_fields(obj: Any) -> dict[str, Any]:
 
 
 @cache
+def _module_tree(path: str) -> ast.Module:
+    """A source file's syntax tree, parsed once however many classes it holds."""
+    return ast.parse(Path(path).read_text(encoding="utf-8"))
+
+
+@cache
 def field_docs(cls: type) -> dict[str, str]:
     """Each field's attribute docstring (the string right below it in the class body), whitespace collapsed."""
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    tree = _module_tree(inspect.getsourcefile(cls))
+    body = next(n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
     docs = {}
     for node, after in pairwise(body):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
