@@ -105,3 +105,18 @@ def test_every_setting_is_documented() -> None:
     for cls in (TrainingSettings, Overhead):
         docs = field_docs(cls)
         assert set(docs) == {f.name for f in fields(cls)} and all(len(doc) > 10 for doc in docs.values())
+
+
+def test_settings_and_flags_import_light() -> None:
+    """Building every flag (and the README table) loads no torch, transformers or huggingface_hub."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = ("import sys; import hfmem.cli.options as o, hfmem.cli.reference as r; o.plan_flags(); r.table(); "
+            "print(sorted({'torch', 'transformers', 'huggingface_hub'} & set(sys.modules)))")
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, check=True)
+    assert done.stdout.strip() == "[]"
