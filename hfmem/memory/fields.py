@@ -33,12 +33,7 @@ and frozen counts), trainability (what gets gradients, how LoRA adapters hold th
 per GPU (built on the split) and the activations (built on trainability)."""
 
 Code = Callable[[str], str]
-"""How a description writes a literal value: as is for --help, in backticks for the README."""
-
-
-def plain(text: str) -> str:
-    """A literal as is (the --help form of Code)."""
-    return text
+"""How a description writes a literal value: as is (str) for --help, in backticks for the README."""
 
 
 class Check(ABC):
@@ -52,7 +47,7 @@ class Check(ABC):
         """The normalised value; InvalidInputError naming `name` if it is not acceptable."""
 
     @abstractmethod
-    def describe(self, code: Code = plain) -> str:
+    def describe(self, code: Code = str) -> str:
         """What it accepts, in words, literals written by `code`."""
 
     def cli_value(self, value: Any) -> Any:
@@ -76,7 +71,7 @@ class Choice(Check):
             raise InvalidInputError(f"{name} must be one of {', '.join(self.names)}; got {value!r}.")
         return self.table[key]
 
-    def describe(self, code: Code = plain) -> str:
+    def describe(self, code: Code = str) -> str:
         def one(name: str) -> str:
             also = [alias for alias, target in self.table.items() if target == name and alias != name.lower()]
             return code(name) + (f" ({', '.join(map(code, also))})" if also else "")
@@ -100,7 +95,7 @@ class Integer(Check):
             raise InvalidInputError(f"{name} = {value:,} is beyond any real training run.")
         return value
 
-    def describe(self, code: Code = plain) -> str:
+    def describe(self, code: Code = str) -> str:
         return f"an integer >= {self.low}"
 
 
@@ -117,7 +112,7 @@ class Number(Check):
             raise InvalidInputError(f"{name} must be in [{self.low:g}, {self.high:g}); got {value!r}.")
         return float(value)
 
-    def describe(self, code: Code = plain) -> str:
+    def describe(self, code: Code = str) -> str:
         return f"a number in [{self.low:g}, {self.high:g})"
 
 
@@ -131,7 +126,7 @@ class Boolean(Check):
             raise InvalidInputError(f"{name} must be true or false; got {value!r}.")
         return value
 
-    def describe(self, code: Code = plain) -> str:
+    def describe(self, code: Code = str) -> str:
         return "on or off"
 
 
@@ -145,7 +140,7 @@ class OrNone(Check):
     def __call__(self, name: str, value: Any) -> Any:
         return None if value is None else self.inner(name, value)
 
-    def describe(self, code: Code = plain) -> str:
+    def describe(self, code: Code = str) -> str:
         return self.inner.describe(code)
 
 
@@ -158,7 +153,7 @@ class Parsed(Check):
     def __call__(self, name: str, value: Any) -> Any:
         return self.parse(value)
 
-    def describe(self, code: Code = plain) -> str:
+    def describe(self, code: Code = str) -> str:
         return self.accepts
 
     def cli_value(self, value: Any) -> str:
@@ -177,7 +172,7 @@ class Group(Check):
             raise InvalidInputError(f"{name} must be an {self.cls.__name__}({shape}).")
         return type(value)(**validated_fields(value))
 
-    def describe(self, code: Code = plain) -> str:
+    def describe(self, code: Code = str) -> str:
         return ", ".join(f.name for f in fields(self.cls))
 
 
