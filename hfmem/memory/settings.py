@@ -31,40 +31,43 @@ from hfmem.memory.fields import (
 )
 from hfmem.memory.precision import PRECISIONS, Precision
 
+# The choice fields' values, each with its table of aliases (other spellings of those values, nothing else).
 METHODS = ("full", "lora", "qlora")
 DTYPES = tuple(PRECISIONS)
-
-METHOD = Choice(METHODS)
-DTYPE = Choice(DTYPES, {
+DTYPE_ALIASES = {
     "bfloat16": "bf16", "mixed-bf16": "bf16", "mixed_bf16": "bf16",
     "float16": "fp16", "half": "fp16", "mixed-fp16": "fp16", "mixed_fp16": "fp16",
     "pure-bf16": "bf16-pure", "bf16_pure": "bf16-pure", "bf16-true": "bf16-pure",
     "float32": "fp32", "32": "fp32", "amp_bf16": "amp-bf16", "amp_fp16": "amp-fp16",
-})
-OPTIMIZER = Choice(
-    ("adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum", "adafactor",
-     "lion"), {
-        "adamw_torch_fused": "adamw", "adamw_fused": "adamw",
-        "adamw_torch": "adamw_foreach", "adam": "adamw_foreach", "torch_adamw": "adamw_foreach",
-        "adamw8bit": "adamw_8bit", "adamw_bnb_8bit": "adamw_8bit", "adam8bit": "adamw_8bit",
-        "paged_adamw8bit": "paged_adamw_8bit", "paged_adamw_32bit": "paged_adamw", "paged_adamw32bit": "paged_adamw",
-        "sgd-momentum": "sgd_momentum", "momentum": "sgd_momentum", "lion_32bit": "lion",
-    })
-SHARDING = Choice(("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op"), {
+}
+OPTIMIZERS = ("adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum",
+              "adafactor", "lion")
+OPTIMIZER_ALIASES = {
+    "adamw_torch_fused": "adamw", "adamw_fused": "adamw",
+    "adamw_torch": "adamw_foreach", "adam": "adamw_foreach", "torch_adamw": "adamw_foreach",
+    "adamw8bit": "adamw_8bit", "adamw_bnb_8bit": "adamw_8bit", "adam8bit": "adamw_8bit",
+    "paged_adamw8bit": "paged_adamw_8bit", "paged_adamw_32bit": "paged_adamw", "paged_adamw32bit": "paged_adamw",
+    "sgd-momentum": "sgd_momentum", "momentum": "sgd_momentum", "lion_32bit": "lion",
+}
+SHARDINGS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op")
+"""Listed cheapest first; offload is a separate switch on top."""
+SHARDING_ALIASES = {
     "single": "none", "0": "ddp", "zero-1": "zero1", "1": "zero1", "zero-2": "zero2", "2": "zero2",
     "zero-3": "zero3", "3": "zero3", "fsdp": "fsdp_full_shard", "full_shard": "fsdp_full_shard",
     "shard_grad_op": "fsdp_shard_grad_op",
-})
-"""Listed cheapest first; offload is a separate switch on top."""
-CHECKPOINTING = Choice(("off", "full", "selective"), {
+}
+CHECKPOINTING = ("off", "full", "selective")
+CHECKPOINTING_ALIASES = {
     "false": "off", "no": "off", "none": "off", "0": "off", "on": "full", "true": "full", "yes": "full", "1": "full",
-})
-ATTENTION = Choice(("flash_attention_2", "sdpa", "eager", "sdpa_math"), {
+}
+ATTENTION = ("flash_attention_2", "sdpa", "eager", "sdpa_math")
+ATTENTION_ALIASES = {
     "flash": "flash_attention_2", "fa2": "flash_attention_2", "flash_attention_3": "flash_attention_2",
     "flash-attn": "flash_attention_2", "math": "sdpa_math",
-})
-ADAPTER_DTYPE = Choice(("fp32", "compute"), {"float32": "fp32", "bf16": "compute", "fp16": "compute"})
-QLORA_KERNEL = Choice(("bitsandbytes", "bitsandbytes-legacy", "torchao"))
+}
+ADAPTER_DTYPES = ("fp32", "compute")
+ADAPTER_DTYPE_ALIASES = {"float32": "fp32", "bf16": "compute", "fp16": "compute"}
+QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
 
 SWITCH = Boolean()
 COUNT = Integer(1)
@@ -110,7 +113,7 @@ class Overhead:
 class TrainingSettings:
     """One training configuration; each field's metadata names its CLI flag (`--seq-len` -> seq_len)."""
 
-    method: str = setting("full", METHOD, flags=("--method", "-m"), many=True, shown="full, lora, qlora")
+    method: str = setting("full", Choice(METHODS), flags=("--method", "-m"), many=True, shown="full, lora, qlora")
     """What is trained: full (every weight), lora (adapters on a frozen 16-bit base), qlora (adapters on a 4-bit
     NF4 base). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
     seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
@@ -120,12 +123,12 @@ class TrainingSettings:
     """Micro-batch size per GPU."""
     gradient_accumulation_steps: int = setting(1, COUNT, flags=("--grad-accum",), affects=("state",))
     """Gradient accumulation steps: more than one keeps the gradients alive between micro-batches."""
-    dtype: str = setting("bf16", DTYPE, affects=("trainability", "state", "activations"))
+    dtype: str = setting("bf16", Choice(DTYPES, DTYPE_ALIASES), affects=("trainability", "state", "activations"))
     """Training precision: bf16/fp16 mixed precision (16-bit weights and gradients, fp32 master weights and
     optimizer states; ZeRO/DeepSpeed, FSDP MixedPrecision); bf16-pure (bf16 weights, gradients and states, no
     master copy: torchtune, LitGPT bf16-true); fp32; amp-bf16/amp-fp16 (torch autocast over fp32 weights, as HF
     Trainer --bf16/--fp16 on an fp32-loaded model: 16-bit copies of the matmul weights, an fp32 residual)."""
-    optimizer: str | None = setting(None, OrNone(OPTIMIZER), affects=("state",),
+    optimizer: str | None = setting(None, OrNone(Choice(OPTIMIZERS, OPTIMIZER_ALIASES)), affects=("state",),
                                     shown="adamw (QLoRA: paged_adamw_8bit)")
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
     torch.optim.AdamW's default multi-tensor path, whose step briefly allocates one more state-sized buffer;
@@ -133,8 +136,8 @@ class TrainingSettings:
     paged optimizers, whose states live in CUDA managed memory outside PyTorch's allocator (they can page out to
     the CPU instead of failing); sgd: no state; sgd_momentum and lion: one state per weight; adafactor: HF
     Adafactor's factored second moment (a row and a column vector per matrix)."""
-    sharding: str | None = setting(None, OrNone(SHARDING), flags=("--zero",), affects=("state",),
-                                   shown="none on one GPU, ddp on several")
+    sharding: str | None = setting(None, OrNone(Choice(SHARDINGS, SHARDING_ALIASES)), flags=("--zero",),
+                                   affects=("state",), shown="none on one GPU, ddp on several")
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
     (= ZeRO-2); each adds its all-gather and bucket buffers."""
     num_gpus: int = setting(1, COUNT, affects=("state",))
@@ -146,10 +149,11 @@ class TrainingSettings:
     fsdp_wrap_embeddings: bool = setting(False, SWITCH, affects=("state",))
     """FSDP full shard with the embeddings and the head as units of their own (torchtune custom_sharded_layers):
     each is gathered only while used, instead of in the root unit for the whole step."""
-    gradient_checkpointing: str = setting("off", CHECKPOINTING, affects=("trainability", "activations"))
+    gradient_checkpointing: str = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
+                                          affects=("trainability", "activations"))
     """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core
     only)."""
-    attention: str = setting("flash_attention_2", ATTENTION, affects=("activations",))
+    attention: str = setting("flash_attention_2", Choice(ATTENTION, ATTENTION_ALIASES), affects=("activations",))
     """Attention kernel: flash_attention_2 (the flash-attn kernel); sdpa (torch SDPA dispatching to its flash or
     memory-efficient kernel, falling back to math where the model's shapes rule those out); eager (the explicit
     softmax(QK^T)V that stores the attention matrix); sdpa_math (SDPA's math fallback forced: stores the attention
@@ -165,10 +169,11 @@ class TrainingSettings:
     output head."""
     lora_dropout: float = setting(0.0, Number(0, 1), affects=("trainability",))
     """LoRA dropout on the adapters' input: above 0 each adapted layer keeps a dropout mask and its dropped input."""
-    adapter_dtype: str = setting("fp32", ADAPTER_DTYPE, affects=("trainability", "state"))
+    adapter_dtype: str = setting("fp32", Choice(ADAPTER_DTYPES, ADAPTER_DTYPE_ALIASES),
+                                 affects=("trainability", "state"))
     """LoRA adapter weights: fp32 (PEFT's default autocast_adapter_dtype=True) or the compute dtype (torchtune,
     LitGPT)."""
-    qlora_kernel: str = setting("bitsandbytes", QLORA_KERNEL, affects=("trainability",))
+    qlora_kernel: str = setting("bitsandbytes", Choice(QLORA_KERNELS), affects=("trainability",))
     """The 4-bit linear: bitsandbytes (HF/PEFT with bitsandbytes >= 0.43.2: MatMul4Bit keeps only the packed
     weight for backward), bitsandbytes-legacy (bitsandbytes < 0.43.2, before PR #1270 of July 2024: it also kept
     each layer's input, as a ctx attribute) or torchao (torchtune's NF4, which keeps no input either)."""
