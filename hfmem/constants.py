@@ -7,6 +7,3 @@ DEFAULT_SEQ_LEN = 2048
 
 HUB_TIMEOUT_S = 10.0
 """Seconds per Hub request before it is retried (the CLI's --timeout default)."""
-
-DEBUG_ENV = "HFMEM_DEBUG"
-"""Set to 1 to let an internal error raise with its traceback instead of the one-line report."""

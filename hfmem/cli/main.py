@@ -17,7 +17,7 @@ from rich.console import Console
 
 from hfmem.cli import options as opt
 from hfmem import errors
-from hfmem.constants import DEBUG_ENV, HUB_TIMEOUT_S
+from hfmem.constants import HUB_TIMEOUT_S
 
 # typer may vendor click; find its ClickException through a public subclass either way.
 _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -95,9 +95,9 @@ def run(argv: list[str]) -> int:
     except BrokenPipeError:
         return 0
     except Exception as err:  # a bug: still one line, with the detail a report needs
-        if os.environ.get(DEBUG_ENV):
+        if os.environ.get("HFMEM_DEBUG"):
             raise
-        return _fail(f"internal error ({type(err).__name__}: {err}); rerun with {DEBUG_ENV}=1 and report it.", 70)
+        return _fail(f"internal error ({type(err).__name__}: {err}); rerun with HFMEM_DEBUG=1 and report it.", 70)
 
 
 def main() -> None:

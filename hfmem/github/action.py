@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from hfmem import __version__, errors
-from hfmem.constants import DEBUG_ENV, DEFAULT_SEQ_LEN
+from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.render.comment import Item, render
 from hfmem.memory.settings import METHODS
 
@@ -192,9 +192,9 @@ def analyse(ref: Any, report_fn: ReportFn, paths: Mapping[str, str]) -> tuple[di
     except errors.HfmemError as err:
         message = str(err)
     except Exception as err:  # a bug in hfmem: recorded for this row, the others still run
-        if os.environ.get(DEBUG_ENV):
+        if os.environ.get("HFMEM_DEBUG"):
             raise
-        message = f"internal error ({type(err).__name__}); rerun with {DEBUG_ENV}=1 and report it."
+        message = f"internal error ({type(err).__name__}); rerun with HFMEM_DEBUG=1 and report it."
     for path, shown in paths.items():
         message = message.replace(path, shown)
     return None, message
@@ -254,7 +254,8 @@ def settings_line(inputs: Inputs) -> str:
     from hfmem.memory.settings import TrainingSettings
 
     t = TrainingSettings().validated()
-    seq = f"sequence length {inputs.seq_len:,}" if inputs.seq_len else f"sequence length {DEFAULT_SEQ_LEN:,} (or the model's maximum)"
+    seq = (f"sequence length {inputs.seq_len:,}" if inputs.seq_len
+           else f"sequence length {DEFAULT_SEQ_LEN:,} (or the model's maximum)")
     parts = [seq, f"micro-batch {inputs.batch_size}", t.precision.label, f"{t.resolved_optimizer} "
              f"(QLoRA: {replace(t, method='qlora').resolved_optimizer})", f"gradient checkpointing {t.gradient_checkpointing}",
              f"LoRA rank {t.lora_rank} on {', '.join(t.lora_targets)}",
@@ -346,9 +347,9 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
         log.error(str(err))
         return err.exit_code
     except Exception as err:  # a bug: still one line
-        if os.environ.get(DEBUG_ENV):
+        if os.environ.get("HFMEM_DEBUG"):
             raise
-        log.error(f"internal error ({type(err).__name__}); rerun with {DEBUG_ENV}=1 and report it.")
+        log.error(f"internal error ({type(err).__name__}); rerun with HFMEM_DEBUG=1 and report it.")
         return 70
 
 
