@@ -28,7 +28,14 @@ def exit_code_table() -> str:
     return markdown_table(("code", "meaning"), [(str(int(code)), code.phrase) for code in ExitCode])
 
 
-SECTIONS: dict[str, Callable[[], str]] = {"exit-codes": exit_code_table}
+def settings_table() -> str:
+    """Every estimate flag with its default, accepted values and meaning: the README's settings table."""
+    from hfmem.cli.reference import table
+
+    return table()
+
+
+SECTIONS: dict[str, Callable[[], str]] = {"exit-codes": exit_code_table, "settings": settings_table}
 """Each generated section's name (its markers) and the function that writes its text."""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import pytest
 
@@ -61,6 +62,46 @@ def test_flags_reach_the_estimate(capsys):
     assert data["fit"][0]["gpu"]["usable_gib"] == 40
 
 
+# Every estimate flag's spelling, as users and scripts type them.
+FLAGS = ("--method", "-m", "--seq-len", "--batch-size", "-b", "--grad-accum", "--dtype", "--optimizer", "--zero",
+         "--num-gpus", "--offload-optimizer", "--offload-params", "--fsdp-wrap-embeddings", "--gradient-checkpointing",
+         "--attention", "--repeat-kv", "--lora-rank", "--lora-targets", "--lora-dropout", "--adapter-dtype",
+         "--loss-chunks", "--compile-loss", "--compile-layers", "--activation-offloading", "--optimizer-in-backward",
+         "--qlora-double-quant", "--no-qlora-double-quant", "--qlora-kernel", "--quantize-head", "--loss-upcast",
+         "--no-loss-upcast", "--previous-step-alive", "--gpu", "-g", "--cuda-context-gib", "--fragmentation")
+
+
+@pytest.mark.parametrize("command", [["--help"], ["scan", "--help"]])
+def test_every_setting_has_its_flag(capsys, command):
+    import typer
+
+    from hfmem.cli.main import app
+    from hfmem.cli.scan import scan_app
+    from hfmem.memory.settings import Overhead, TrainingSettings
+
+    code, out, _ = hfmem(capsys, *command)
+    assert code == 0
+    assert set(FLAGS) <= set(out.replace("/", " ").replace(",", " ").split())
+    params = {p.name for p in typer.main.get_command(scan_app if command[0] == "scan" else app).params}
+    leaves = {f.name for cls in (TrainingSettings, Overhead) for f in fields(cls)} - {"overhead"}
+    assert leaves | {"gpu"} <= params  # every knob that changes memory is reachable from the CLI
+
+
+def test_the_new_flags_reach_the_estimate(capsys):
+    code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "qlora", "-g", "h100",
+                           "--lora-dropout", "0.05", "--adapter-dtype", "bf16", "--previous-step-alive",
+                           "--qlora-kernel", "bitsandbytes-legacy", "--attention", "flash")
+    assert code == 0, err
+    (est,) = json.loads(out)["estimates"]
+    a = est["assumptions"]
+    assert a["lora"]["dropout"] == 0.05 and a["lora"]["adapter_dtype"] == "compute"
+    assert a["quantization"]["previous_step_alive"] is True and a["attention"] == "flash_attention_2"
+    code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "qlora", "-g", "h100",
+                           "--qlora-kernel", "bitsandbytes-legacy")
+    (plain,) = json.loads(out)["estimates"]
+    assert est["activations"]["peak"] > plain["activations"]["peak"]  # dropout masks and the previous step's inputs
+
+
 def test_compile_layers_flag_shrinks_the_layers(capsys):
     base = ("example:Meta-Llama-3-8B", "-f", "json", "-m", "full", "--attention", "sdpa")
     code, out, err = hfmem(capsys, *base, "--compile-layers")
@@ -89,6 +130,9 @@ def test_sharding_divides_model_state(capsys):
     (["--zero", "7"], "sharding"),
     (["--num-gpus", "4", "--zero", "none"], "sharding"),
     (["--offload-params"], "offload"),
+    (["--lora-dropout", "1.5"], "lora_dropout"),
+    (["--adapter-dtype", "int4"], "adapter_dtype"),
+    (["--cuda-context-gib", "100"], "cuda_context_gib"),
 ])
 def test_bad_flags_are_one_line_errors(capsys, args, words):
     code, out, err = hfmem(capsys, "example:gpt2", *args)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import catalogue, catalogue_units, find_gpu, parse_gpu_spec, resolve_gpus
-from hfmem.memory.settings import TrainingSettings, parse_lora_targets
+from hfmem.memory.fields import Choice, field_docs
+from hfmem.memory.settings import Overhead, TrainingSettings, parse_lora_targets
 
 REQUIRED = {"RTX 3090": 24, "RTX 4090": 24, "RTX 5090": 32, "L4": 24, "A10": 24, "L40S": 48, "A100 40GB": 40,
             "A100 80GB": 80, "H100 80GB": 80, "H800 80GB": 80, "H200 141GB": 141, "B200 180GB": 180,
@@ -68,7 +71,8 @@ def test_aliases_normalise() -> None:
 @pytest.mark.parametrize("changes", [
     {"method": "dpo"}, {"dtype": "int8"}, {"optimizer": "rmsprop"}, {"micro_batch_size": 0}, {"seq_len": -5},
     {"attention": "ring"}, {"num_gpus": 2, "sharding": "none"}, {"offload_params": True},
-    {"offload_optimizer": True}, {"lora_dropout": 1.5}, {"lora_rank": True},
+    {"offload_optimizer": True}, {"lora_dropout": 1.5}, {"lora_rank": True}, {"lora_dropout": "high"},
+    {"qlora_kernel": "bnb"}, {"overhead": Overhead(fragmentation=-0.1)}, {"overhead": 0.5},
 ])
 def test_bad_settings_raise_invalid_input(changes: dict) -> None:
     with pytest.raises(InvalidInputError):
@@ -81,3 +85,38 @@ def test_lora_target_parsing() -> None:
         parse_lora_targets(" , ")
     with pytest.raises(InvalidInputError):
         parse_lora_targets("q_proj;drop table")
+
+
+@pytest.mark.parametrize("name", [f.name for f in fields(TrainingSettings)])
+def test_every_field_is_checked(name: str) -> None:
+    """validated() runs each field's own check: a value of the wrong kind is a one-line error naming the field."""
+    with pytest.raises(InvalidInputError, match=name) as caught:
+        TrainingSettings(**{name: object()}).validated()
+    assert "\n" not in str(caught.value)
+
+
+def test_choice_aliases_must_name_a_choice() -> None:
+    with pytest.raises(ValueError, match="outside the choices"):
+        Choice(("fp32", "compute"), {"bf16": "bf16"})
+    assert Choice(("fp32", "compute"), {"bf16": "compute"})("adapter_dtype", " BF16 ") == "compute"
+
+
+def test_every_setting_is_documented() -> None:
+    for cls in (TrainingSettings, Overhead):
+        docs = field_docs(cls)
+        assert set(docs) == {f.name for f in fields(cls)} and all(len(doc) > 10 for doc in docs.values())
+
+
+def test_settings_and_flags_import_light() -> None:
+    """Building every flag (and the README table) loads no torch, transformers or huggingface_hub."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = ("import sys; import hfmem.cli.options as o, hfmem.cli.reference as r; o.plan_flags(); r.table(); "
+            "print(sorted({'torch', 'transformers', 'huggingface_hub'} & set(sys.modules)))")
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, check=True)
+    assert done.stdout.strip() == "[]"

@@ -20,11 +20,13 @@ def test_exit_code_table_lists_every_code() -> None:
 
 
 def test_regenerate_rewrites_only_between_the_markers() -> None:
-    text = "intro\n<!-- BEGIN exit-codes (generated) -->\nstale table\n<!-- END exit-codes -->\noutro\n"
+    text = "intro\n" + "".join(f"<!-- BEGIN {name} (generated) -->\nstale table\n<!-- END {name} -->\nbetween\n"
+                                for name in _readme.SECTIONS) + "outro\n"
     new = _readme.regenerate(text)
-    assert new.startswith("intro\n<!-- BEGIN exit-codes (generated) -->\n")
-    assert new.endswith("<!-- END exit-codes -->\noutro\n")
-    assert "stale" not in new and _readme.section(new, "exit-codes") == _readme.generated("exit-codes")
+    assert new.startswith(f"intro\n<!-- BEGIN {next(iter(_readme.SECTIONS))} (generated) -->\n")
+    assert new.endswith("between\noutro\n") and new.count("between\n") == len(_readme.SECTIONS)
+    assert "stale" not in new
+    assert all(_readme.section(new, name) == _readme.generated(name) for name in _readme.SECTIONS)
 
 
 def test_a_lost_section_is_an_error() -> None:

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from hfmem.cli import options as opt
 from hfmem import errors
+from hfmem.constants import HUB_TIMEOUT_S
 
 # typer may vendor click; find its ClickException through a public subclass either way.
 _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -39,7 +40,7 @@ def model(
                                                  show_default=False)] = None,
     output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.")] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
+    timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
     from hfmem.hub.client import HubSettings

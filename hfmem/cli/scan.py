@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from hfmem import __version__, errors
 from hfmem.cli import options as opt
+from hfmem.constants import HUB_TIMEOUT_S
 
 if TYPE_CHECKING:
     from hfmem.hub.client import HubSettings
@@ -56,7 +57,7 @@ def scan(
     list_only: Annotated[bool, typer.Option("--list-only", help="Print the models this job would scan and exit.")] = False,
     token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
+    timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
     from hfmem.scan import runner as engine

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from hfmem import __version__, errors
+from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.render.comment import Item, render
 from hfmem.memory.settings import METHODS
 
@@ -268,8 +269,9 @@ def settings_line(inputs: Inputs) -> str:
     from hfmem.memory.settings import TrainingSettings
 
     t = TrainingSettings().validated()
-    seq = f"sequence length {inputs.seq_len:,}" if inputs.seq_len else "sequence length 2,048 (or the model's maximum)"
-    parts = [seq, f"micro-batch {inputs.batch_size}", f"{t.dtype} mixed precision", f"{t.resolved_optimizer} "
+    seq = (f"sequence length {inputs.seq_len:,}" if inputs.seq_len
+           else f"sequence length {DEFAULT_SEQ_LEN:,} (or the model's maximum)")
+    parts = [seq, f"micro-batch {inputs.batch_size}", t.precision.label, f"{t.resolved_optimizer} "
              f"(QLoRA: {replace(t, method='qlora').resolved_optimizer})", f"gradient checkpointing {t.gradient_checkpointing}",
              f"LoRA rank {t.lora_rank} on {', '.join(t.lora_targets)}",
              "one GPU each: " + ", ".join(g.split("=", 1)[0].strip() for g in inputs.gpus)]

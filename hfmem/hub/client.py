@@ -31,6 +31,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status
 
 from hfmem import __version__, errors
+from hfmem.constants import HUB_TIMEOUT_S
 from hfmem.hub.safetensors import (
     FIRST_READ_BYTES,
     PREFIX_BYTES,
@@ -52,12 +53,12 @@ class HubSettings:
     token: str | None
     cache_dir: str
     offline: bool
-    timeout: float = 10.0
+    timeout: float = HUB_TIMEOUT_S
     retries: int = 4
     max_retry_wait: float = 30.0
 
     @staticmethod
-    def from_env(token: str | None = None, timeout: float = 10.0, retries: int = 4) -> "HubSettings":
+    def from_env(token: str | None = None, timeout: float = HUB_TIMEOUT_S, retries: int = 4) -> "HubSettings":
         """Resolve endpoint, token (flag, HF_TOKEN, then the saved login), cache and offline mode now."""
         hf_home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
         offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}

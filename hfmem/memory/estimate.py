@@ -14,10 +14,11 @@ The per-GPU terms and how they add up to the total are hfmem.memory.breakdown's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
+from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.memory.activations import (
     ActivationEstimate,
     ActivationSettings,
@@ -30,7 +31,6 @@ from hfmem.memory.breakdown import MemoryBreakdown, combine
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 from hfmem.memory.model_state import (
-    compute_bytes,
     ModelState,
     ParameterSplit,
     largest_quantized_matrix,
@@ -62,10 +62,6 @@ class Estimate:
     @property
     def total(self) -> int:
         return self.per_gpu_bytes.total
-
-    @property
-    def settings_compute_bytes(self) -> int:
-        return 4 if self.settings.dtype in {"fp32", "amp-bf16", "amp-fp16"} else 2
 
     def fits(self, usable_bytes: int) -> bool:
         """Whether it trains on a GPU of `usable_bytes`: paged optimizer states may page out to the CPU."""
@@ -105,7 +101,7 @@ class Context:
         return layer_modules(self.arch, self.inventory)
 
     def split(self, settings: TrainingSettings) -> ParameterSplit:
-        key = (settings.method, settings.lora_rank, settings.lora_targets)
+        key = settings.memo_key("split")
         if key not in self._splits:
             self._splits[key] = parameter_split(self.arch, self.inventory, settings)
         return self._splits[key]
@@ -137,8 +133,7 @@ class Context:
 
 def trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     """What gets gradients and how LoRA adapters hold their inputs, for the settings."""
-    key = (settings.method, settings.dtype, settings.adapter_dtype, settings.lora_targets, settings.lora_rank,
-           settings.lora_dropout, settings.gradient_checkpointing != "off", settings.qlora_kernel, settings.quantize_head)
+    key = settings.memo_key("trainability")
     if key not in ctx._trainability:
         ctx._trainability[key] = _trainability(ctx, settings)
     return ctx._trainability[key]
@@ -148,8 +143,8 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     if settings.method == "full":
         return Trainability()
     groups = lora_targets(ctx.inventory, settings.lora_targets)
-    p = compute_bytes(settings.dtype)
-    autocast = settings.dtype in {"bf16", "fp16", "amp-bf16", "amp-fp16"}
+    p = settings.precision.compute_bytes
+    autocast = settings.precision.autocast
     fp32_adapters = settings.adapter_dtype == "fp32" and p < 4
     if not fp32_adapters:
         copy, out = 0.0, p
@@ -174,12 +169,12 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
 
 def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> ActivationEstimate:
     """The activation estimate for validated settings at `seq_len`."""
-    p = compute_bytes(settings.dtype)
+    p = settings.precision.compute_bytes
     workspace = ctx.dequant_elements(settings.quantize_head) * p if settings.method == "qlora" else 0
     trained = trainability(ctx, settings)
     step = ActivationSettings(
         micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
-        residual_bytes=4 if settings.dtype.startswith("amp") else p,
+        residual_bytes=settings.precision.residual_bytes,
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
         trained=trained, dequant_workspace=workspace, loss_chunks=settings.loss_chunks,
         compiled_loss=settings.compile_loss, activation_offloading=settings.activation_offloading,
@@ -242,40 +237,30 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
         if any(g.kind == "experts" for g in ctx.inventory.linears):
             notes.append("QLoRA on MoE: transformers 5's fused expert tensors are assumed quantised like "
                          "transformers 4's per-expert nn.Linear layers (bitsandbytes quantises nn.Linear only)")
-    if s.method == "full" and s.dtype in {"bf16", "fp16"}:
+    if s.method == "full" and s.precision.master_copy:
         notes.append("mixed precision: 16-bit weights and gradients, fp32 master weights and optimizer states "
                      "(ZeRO/DeepSpeed, FSDP mixed precision); use dtype bf16-pure for a bf16-only optimizer state")
     return tuple(notes)
 
 
+# Settings shown inside the "lora" and "quantization" entries of the assumptions, not under their own names.
+_GROUPED = frozenset({"lora_rank", "lora_targets", "lora_dropout", "adapter_dtype", "qlora_double_quant",
+                      "qlora_kernel", "quantize_head", "previous_step_alive"})
+
+
 def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEstimate, state: ModelState) -> dict[str, Any]:
-    """Every setting an estimate rests on, as data for the renderers."""
-    return {
-        "method": s.method,
-        "dtype": s.dtype,
-        "compute_bytes": compute_bytes(s.dtype),
+    """Every setting an estimate rests on, as data for the renderers: each field under its name, unless resolved,
+    grouped or explained below."""
+    max_positions = ctx.arch.max_position_embeddings
+    derived = {
+        "compute_bytes": s.precision.compute_bytes,
         "optimizer": s.resolved_optimizer,
-        "micro_batch_size": s.micro_batch_size,
-        "gradient_accumulation_steps": s.gradient_accumulation_steps,
         "seq_len": seq,
         "seq_len_source": "setting" if s.seq_len is not None else (
-            "model maximum" if ctx.arch.max_position_embeddings and ctx.arch.max_position_embeddings < 2048 else "default 2048"),
-        "gradient_checkpointing": s.gradient_checkpointing,
-        "attention": s.attention,
+            "model maximum" if max_positions and max_positions < DEFAULT_SEQ_LEN else f"default {DEFAULT_SEQ_LEN}"),
         "attention_kernel_used": act.attention,
-        "repeat_kv": s.repeat_kv,
         "sharding": s.resolved_sharding,
         "zero_stage": s.zero_stage,
-        "num_gpus": s.num_gpus,
-        "offload_optimizer": s.offload_optimizer,
-        "offload_params": s.offload_params,
-        "fsdp_wrap_embeddings": s.fsdp_wrap_embeddings,
-        "optimizer_in_backward": s.optimizer_in_backward,
-        "loss_chunks": s.loss_chunks,
-        "loss_upcast": s.loss_upcast,
-        "compile_loss": s.compile_loss,
-        "compile_layers": s.compile_layers,
-        "activation_offloading": s.activation_offloading,
         "activations_offloaded_bytes": act.offloaded,
         "lora": None if s.method == "full" else {
             "rank": s.lora_rank, "targets": list(s.lora_targets), "dropout": s.lora_dropout,
@@ -295,6 +280,8 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
                     "would also keep every layer's K and V)",
         "bytes_per_param": state.bytes_per_param,
     }
+    plain = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in derived and f.name not in _GROUPED}
+    return plain | derived
 
 
 def rule_of_thumb(est: Estimate) -> dict[str, Any]:
@@ -302,7 +289,8 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
     params = est.split.total
     bpp = est.state.bytes_per_param
     trained = bpp["weights"] + bpp["gradients"] + bpp["master_weights"] + bpp["optimizer_states"]
-    frozen = est.split.frozen_16bit * est.settings_compute_bytes + est.split.frozen_quantized * nf4_bytes_per_param(est.settings)
+    stored = est.settings.precision.weight_bytes
+    frozen = est.split.frozen_16bit * stored + est.split.frozen_quantized * nf4_bytes_per_param(est.settings)
     state = est.split.trainable * trained + frozen
     per_param = state / params if params else 0.0
     return {
@@ -313,8 +301,3 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
                        "+ 4 fp32 master + 8 fp32 moments; ZeRO paper), not 6: the rule of thumb undercounts it "
                        f"{16 / 6:.2f}x, before activations",
     }
-
-
-def with_settings(settings: TrainingSettings, **changes: Any) -> TrainingSettings:
-    """A copy of the settings with some fields changed (validated later)."""
-    return replace(settings, **changes)

@@ -30,7 +30,7 @@ only on batch and sequence, so a full matrix costs a few hundred small evaluatio
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hfmem.memory.activations import ActivationEstimate
@@ -99,18 +99,6 @@ class Fit:
         }
 
 
-# The settings fields each memoised part reads: every field but those it is known to ignore, so a new setting
-# lands in both keys and can never make two different settings share an entry.
-_FIELDS = tuple(f.name for f in fields(TrainingSettings))
-_STATE_FIELDS = tuple(n for n in _FIELDS if n not in {
-    "seq_len", "micro_batch_size", "gradient_accumulation_steps", "attention", "gradient_checkpointing", "loss_chunks",
-    "compile_loss", "compile_layers", "activation_offloading", "lora_dropout", "qlora_kernel", "previous_step_alive",
-    "loss_upcast", "repeat_kv"})
-_ACTIVATION_FIELDS = tuple(n for n in _FIELDS if n not in {
-    "seq_len", "sharding", "num_gpus", "offload_optimizer", "offload_params", "optimizer", "gradient_accumulation_steps",
-    "optimizer_in_backward", "fsdp_wrap_embeddings", "qlora_double_quant"})
-
-
 class _Planner:
     """Memoised totals for one model: model state by (settings sans batch/seq), activations by (b, s)."""
 
@@ -120,21 +108,16 @@ class _Planner:
         self._acts: dict[tuple, ActivationEstimate] = {}
         self.memo: dict[tuple, Any] = {}
 
-    @staticmethod
-    def _state_key(s: TrainingSettings) -> tuple:
-        return tuple(getattr(s, name) for name in _STATE_FIELDS) + (s.gradient_accumulation_steps > 1,)
-
-    @staticmethod
-    def _act_key(s: TrainingSettings, seq: int) -> tuple:
-        return tuple(getattr(s, name) for name in _ACTIVATION_FIELDS) + (seq,)
-
     def total(self, s: TrainingSettings, seq: int) -> tuple[int, MemoryBreakdown]:
-        """Total bytes per GPU and the per-term figures, for validated settings `s` at `seq`."""
-        sk = self._state_key(s)
+        """Total bytes per GPU and the per-term figures, for validated settings `s` at `seq`.
+
+        Each part is memoised by the fields its settings metadata says it reads (TrainingSettings.memo_key).
+        """
+        sk = s.memo_key("state")
         state = self._states.get(sk)
         if state is None:
             state = self._states[sk] = state_for(self.ctx, s)
-        ak = self._act_key(s, seq)
+        ak = s.memo_key("activations") + (seq,)
         act = self._acts.get(ak)
         if act is None:
             act = self._acts[ak] = activations_for(self.ctx, s, seq)

@@ -179,16 +179,6 @@ class ModelState:
         return data
 
 
-def _weight_bytes(dtype: str) -> int:
-    """Bytes of a stored weight: 4 for fp32 and AMP (fp32 weights under autocast), else 2."""
-    return 4 if dtype in {"fp32", "amp-bf16", "amp-fp16"} else 2
-
-
-def compute_bytes(dtype: str) -> int:
-    """Bytes of an activation element: 4 in fp32, 2 in every 16-bit mode (AMP included)."""
-    return 4 if dtype == "fp32" else 2
-
-
 def optimizer_state_bytes(optimizer: str, state_bytes: int, split: ParameterSplit) -> float:
     """Optimizer state bytes for the trainable parameters (`state_bytes`: 4 fp32 or 2 bf16 per value)."""
     n = split.trainable
@@ -227,44 +217,44 @@ def model_state_bytes(
     n = settings.num_gpus
     sharding = settings.resolved_sharding
     stage = settings.zero_stage or 0
-    compute = _weight_bytes(settings.dtype)
-    mixed = settings.dtype in {"bf16", "fp16"}  # 16-bit weights + fp32 master (AMP keeps fp32 weights instead)
+    p = settings.precision
+    stored = p.weight_bytes  # a weight as the model holds it (frozen, or trained in a full fine-tune)
     if settings.method == "full":
-        train_w = compute
+        train_w, train_g = p.weight_bytes, p.gradient_bytes
     else:
-        train_w = 4 if settings.adapter_dtype == "fp32" or compute == 4 else compute
-    master = 4 if (mixed and train_w < 4) else 0
+        train_w = train_g = 4 if settings.adapter_dtype == "fp32" or stored == 4 else stored
+    master = 4 if (p.master_copy and train_w < 4) else 0  # AMP keeps fp32 weights instead of a master copy
     state = 4 if (master or train_w == 4) else 2
     optimizer = settings.resolved_optimizer
-    amp = settings.dtype in {"amp-bf16", "amp-fp16"}
     notes: list[str] = []
 
-    weights = split.trainable * train_w + split.frozen_16bit * compute + split.frozen_quantized * nf4_bytes_per_param(settings)
-    grads = split.trainable * train_w
+    weights = (split.trainable * train_w + split.frozen_16bit * stored
+               + split.frozen_quantized * nf4_bytes_per_param(settings))
+    grads = split.trainable * train_g
     masters = split.trainable * master
     states = optimizer_state_bytes(optimizer, state, split)
     per_param = {
-        "weights": float(train_w), "gradients": float(train_w), "master_weights": float(master),
+        "weights": float(train_w), "gradients": float(train_g), "master_weights": float(master),
         "optimizer_states": states / split.trainable if split.trainable else 0.0,
     }
     step = 0.0
     autocast_copies = 0.0
-    if amp:
+    if p.weight_copies:
         matmul_params = split.matmul_parameters
         autocast_copies = matmul_params * 2
         notes.append("AMP: autocast keeps a 16-bit copy of every matmul weight for backward")
     if settings.optimizer_in_backward:
-        grads = split.largest_trainable * train_w
+        grads = split.largest_trainable * train_g
         notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
 
     buffers = 0.0
     cpu = 0.0
     persist = False
     reduce_bucket = (DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size)
-    reduce_bucket = min(reduce_bucket, split.trainable) * train_w
-    gathered = min(2 * layer_parameters, split.total) * compute
+    reduce_bucket = min(reduce_bucket, split.trainable) * train_g
+    gathered = min(2 * layer_parameters, split.total) * stored
     if split.frozen_quantized and split.total:
-        gathered = gathered * (weights / max(1, split.total * compute))  # gathered in their stored (4-bit) form
+        gathered = gathered * (weights / max(1, split.total * stored))  # gathered in their stored (4-bit) form
     if sharding == "ddp":
         buffers += grads  # DDP's reducer keeps the gradients again in its flat buckets
         notes.append("DDP: gradient buckets hold a second copy of the gradients (gradient_as_bucket_view=False)")
@@ -272,7 +262,7 @@ def model_state_bytes(
         persist = True
         masters /= n
         states /= n
-        step += split.trainable * 4 / n if (master or state == 4) and train_w < 4 else 0  # fp32 grad partition
+        step += split.trainable * 4 / n if (master or state == 4) and train_g < 4 else 0  # fp32 grad partition
         buffers += reduce_bucket
         if stage >= 2:
             grads /= n
@@ -287,15 +277,15 @@ def model_state_bytes(
         masters /= n
         states /= n
         grads /= n
-        unit_grads = min(layer_parameters, split.trainable) * train_w
+        unit_grads = min(layer_parameters, split.trainable) * train_g
         if sharding == "fsdp_full_shard":
             weights /= n
             if settings.fsdp_wrap_embeddings:
-                buffers += gathered + unit_grads + largest_root_unit * compute
+                buffers += gathered + unit_grads + largest_root_unit * stored
                 notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, and the "
                              "embeddings or the head (each its own unit) gathered while in use")
             else:
-                buffers += gathered + unit_grads + root_parameters * compute
+                buffers += gathered + unit_grads + root_parameters * stored
                 notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, "
                              "the root unit (embeddings, head, final norm) gathered for the whole step")
         else:
@@ -309,7 +299,7 @@ def model_state_bytes(
         masters = 0.0
         states = 0.0
         if stage >= 2 or sharding.startswith("fsdp"):
-            cpu += grads * (4 / train_w if train_w < 4 else 1)
+            cpu += grads * (4 / train_g if train_g < 4 else 1)
             grads = reduce_bucket if sharding.startswith("zero") else 0.0
         notes.append("optimizer offload: optimizer states and fp32 master weights (and gradient partitions) on the CPU")
     if settings.offload_params:
