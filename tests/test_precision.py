@@ -26,9 +26,9 @@ def test_every_dtype_has_one_record_under_its_name() -> None:
 def test_a_full_fine_tune_holds_weights_and_gradients_at_the_records_bytes(dtype: str) -> None:
     est = estimate(*LLAMA, TrainingSettings(dtype=dtype, optimizer="sgd"))
     p, b = precision(dtype), est.per_gpu_bytes
-    assert b["weights"] == p.weight_bytes * N and b["gradients"] == p.gradient_bytes * N
-    assert b["master_weights"] == (4 * N if p.master_copy else 0)
-    assert (b["autocast_weight_copies"] > 0) == p.weight_copies
+    assert b.weights == p.weight_bytes * N and b.gradients == p.gradient_bytes * N
+    assert b.master_weights == (4 * N if p.master_copy else 0)
+    assert (b.autocast_weight_copies > 0) == p.weight_copies
     assert est.assumptions["compute_bytes"] == p.compute_bytes
 
 
@@ -42,7 +42,7 @@ def test_rule_of_thumb_counts_the_frozen_base_as_stored(dtype: str) -> None:
     """The seed-rule comparison counts LoRA's frozen base at the stored weight bytes (4 under AMP, not 2)."""
     est = estimate(*LLAMA, TrainingSettings(method="lora", dtype=dtype))
     b = est.per_gpu_bytes
-    state = b["weights"] + b["gradients"] + b["optimizer"]
+    state = b.weights + b.gradients + b.optimizer
     assert rule_of_thumb(est)["model_state_gb"] == round(state / 1e9, 2)
 
 

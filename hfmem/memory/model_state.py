@@ -13,7 +13,7 @@ Pure functions; no torch.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hfmem.model.architecture import Architecture
@@ -199,6 +199,55 @@ def optimizer_state_bytes(optimizer: str, state_bytes: int, split: ParameterSpli
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
 
+@dataclass
+class _Terms:
+    """The state's terms while sharding and offload rework them: bytes as floats, rounded once at the end."""
+
+    weights: float
+    grads: float
+    masters: float
+    states: float
+    buffers: float = 0.0
+    cpu: float = 0.0
+    step: float = 0.0
+    persist: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _ElementBytes:
+    """Bytes per element for the settings: trained weight and gradient, stored (frozen) weight, master, state."""
+
+    train_w: int
+    train_g: int
+    stored: int
+    master: int
+    state: int
+
+
+def _element_bytes(settings: TrainingSettings) -> _ElementBytes:
+    p = settings.precision
+    stored = p.weight_bytes  # a weight as the model holds it (frozen, or trained in a full fine-tune)
+    if settings.method == "full":
+        train_w, train_g = p.weight_bytes, p.gradient_bytes
+    else:
+        train_w = train_g = 4 if settings.adapter_dtype == "fp32" or stored == 4 else stored
+    master = 4 if (p.master_copy and train_w < 4) else 0  # AMP keeps fp32 weights instead of a master copy
+    return _ElementBytes(train_w, train_g, stored, master, 4 if (master or train_w == 4) else 2)
+
+
+@dataclass(frozen=True)
+class _Units:
+    """What sharding gathers and buckets: two decoder layers, the root unit, DeepSpeed's reduce bucket."""
+
+    layer_parameters: int
+    root_parameters: int
+    largest_root_unit: int
+    gathered: float
+    """Bytes of two gathered decoder layers, in their stored (for QLoRA, 4-bit) form."""
+    reduce_bucket: float
+
+
 def model_state_bytes(
     split: ParameterSplit,
     settings: TrainingSettings,
@@ -214,110 +263,116 @@ def model_state_bytes(
     root_parameters: those outside the decoder layers (FSDP's root unit: embeddings, head, final norm);
     largest_root_unit: the largest of them (embeddings or head) when each is an FSDP unit of its own.
     """
-    n = settings.num_gpus
-    sharding = settings.resolved_sharding
-    stage = settings.zero_stage or 0
-    p = settings.precision
-    stored = p.weight_bytes  # a weight as the model holds it (frozen, or trained in a full fine-tune)
-    if settings.method == "full":
-        train_w, train_g = p.weight_bytes, p.gradient_bytes
-    else:
-        train_w = train_g = 4 if settings.adapter_dtype == "fp32" or stored == 4 else stored
-    master = 4 if (p.master_copy and train_w < 4) else 0  # AMP keeps fp32 weights instead of a master copy
-    state = 4 if (master or train_w == 4) else 2
+    b = _element_bytes(settings)
     optimizer = settings.resolved_optimizer
-    notes: list[str] = []
-
-    weights = (split.trainable * train_w + split.frozen_16bit * stored
-               + split.frozen_quantized * nf4_bytes_per_param(settings))
-    grads = split.trainable * train_g
-    masters = split.trainable * master
-    states = optimizer_state_bytes(optimizer, state, split)
+    t = _Terms(weights=(split.trainable * b.train_w + split.frozen_16bit * b.stored
+                        + split.frozen_quantized * nf4_bytes_per_param(settings)),
+               grads=split.trainable * b.train_g, masters=split.trainable * b.master,
+               states=optimizer_state_bytes(optimizer, b.state, split))
     per_param = {
-        "weights": float(train_w), "gradients": float(train_g), "master_weights": float(master),
-        "optimizer_states": states / split.trainable if split.trainable else 0.0,
+        "weights": float(b.train_w), "gradients": float(b.train_g), "master_weights": float(b.master),
+        "optimizer_states": t.states / split.trainable if split.trainable else 0.0,
     }
-    step = 0.0
     autocast_copies = 0.0
-    if p.weight_copies:
-        matmul_params = split.matmul_parameters
-        autocast_copies = matmul_params * 2
-        notes.append("AMP: autocast keeps a 16-bit copy of every matmul weight for backward")
+    if settings.precision.weight_copies:
+        autocast_copies = split.matmul_parameters * 2
+        t.notes.append("AMP: autocast keeps a 16-bit copy of every matmul weight for backward")
     if settings.optimizer_in_backward:
-        grads = split.largest_trainable * train_g
-        notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
-
-    buffers = 0.0
-    cpu = 0.0
-    persist = False
-    reduce_bucket = (DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size)
-    reduce_bucket = min(reduce_bucket, split.trainable) * train_g
-    gathered = min(2 * layer_parameters, split.total) * stored
-    if split.frozen_quantized and split.total:
-        gathered = gathered * (weights / max(1, split.total * stored))  # gathered in their stored (4-bit) form
+        t.grads = split.largest_trainable * b.train_g
+        t.notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
+    units = _units(split, b, t.weights, hidden_size, layer_parameters, root_parameters, largest_root_unit)
+    sharding = settings.resolved_sharding
     if sharding == "ddp":
-        buffers += grads  # DDP's reducer keeps the gradients again in its flat buckets
-        notes.append("DDP: gradient buckets hold a second copy of the gradients (gradient_as_bucket_view=False)")
+        t.buffers += t.grads  # DDP's reducer keeps the gradients again in its flat buckets
+        t.notes.append("DDP: gradient buckets hold a second copy of the gradients (gradient_as_bucket_view=False)")
     elif sharding in {"zero1", "zero2", "zero3"}:
-        persist = True
-        masters /= n
-        states /= n
-        step += split.trainable * 4 / n if (master or state == 4) and train_g < 4 else 0  # fp32 grad partition
-        buffers += reduce_bucket
-        if stage >= 2:
-            grads /= n
-        if stage >= 3:
-            weights /= n
-            live = min(split.total, max(2 * layer_parameters, DEEPSPEED_MAX_LIVE_PARAMETERS))
-            buffers += gathered * live / max(1, min(2 * layer_parameters, split.total))
-        notes.append(f"ZeRO-{stage}: reduce bucket (hidden² elements, HF 'auto')"
-                     + (", up to stage3_max_live_parameters (1e9) gathered parameters resident" if stage >= 3 else "")
-                     + "; the fp32 gradient partition exists only during the optimizer step")
+        _zero(t, settings, split, b, units)
     elif sharding in {"fsdp_full_shard", "fsdp_shard_grad_op"}:
-        masters /= n
-        states /= n
-        grads /= n
-        unit_grads = min(layer_parameters, split.trainable) * train_g
-        if sharding == "fsdp_full_shard":
-            weights /= n
-            if settings.fsdp_wrap_embeddings:
-                buffers += gathered + unit_grads + largest_root_unit * stored
-                notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, and the "
-                             "embeddings or the head (each its own unit) gathered while in use")
-            else:
-                buffers += gathered + unit_grads + root_parameters * stored
-                notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, "
-                             "the root unit (embeddings, head, final norm) gathered for the whole step")
-        else:
-            buffers += unit_grads
-            notes.append("FSDP shard-grad-op: parameters stay unsharded between forward and backward")
-
+        _fsdp(t, settings, split, b, units)
     if optimizer == "adamw_foreach":
-        step += states / 2  # torch._foreach_sqrt(exp_avg_sq): one more buffer the size of a moment
-    if settings.offload_optimizer:
-        cpu += masters + states
-        masters = 0.0
-        states = 0.0
-        if stage >= 2 or sharding.startswith("fsdp"):
-            cpu += grads * (4 / train_g if train_g < 4 else 1)
-            grads = reduce_bucket if sharding.startswith("zero") else 0.0
-        notes.append("optimizer offload: optimizer states and fp32 master weights (and gradient partitions) on the CPU")
-    if settings.offload_params:
-        cpu += weights
-        weights = 0.0
-        notes.append("parameter offload: sharded weights on the CPU, only the gathered layers on the GPU")
-
+        t.step += t.states / 2  # torch._foreach_sqrt(exp_avg_sq): one more buffer the size of a moment
+    _offload(t, settings, b, units)
+    stage = settings.zero_stage or 0
     return ModelState(
-        weights=round(weights),
-        gradients=round(grads),
-        master_weights=round(masters),
-        optimizer_states=round(states),
-        sharding_buffers=round(buffers),
-        cpu_bytes=round(cpu),
-        gradients_persist=persist or settings.gradient_accumulation_steps > 1,
-        step_transient=round(step) if not settings.offload_optimizer else 0,
-        forward_transient=round(autocast_copies / (n if stage >= 3 else 1)),
-        paged_optimizer=round(states) if optimizer.startswith("paged") else 0,
+        weights=round(t.weights),
+        gradients=round(t.grads),
+        master_weights=round(t.masters),
+        optimizer_states=round(t.states),
+        sharding_buffers=round(t.buffers),
+        cpu_bytes=round(t.cpu),
+        gradients_persist=t.persist or settings.gradient_accumulation_steps > 1,
+        step_transient=round(t.step) if not settings.offload_optimizer else 0,
+        forward_transient=round(autocast_copies / (settings.num_gpus if stage >= 3 else 1)),
+        paged_optimizer=round(t.states) if optimizer.startswith("paged") else 0,
         bytes_per_param=per_param,
-        notes=tuple(notes),
+        notes=tuple(t.notes),
     )
+
+
+def _units(split: ParameterSplit, b: _ElementBytes, weights: float, hidden_size: int, layer_parameters: int,
+           root_parameters: int, largest_root_unit: int) -> _Units:
+    reduce_bucket = (DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size)
+    reduce_bucket = min(reduce_bucket, split.trainable) * b.train_g
+    gathered = min(2 * layer_parameters, split.total) * b.stored
+    if split.frozen_quantized and split.total:
+        gathered = gathered * (weights / max(1, split.total * b.stored))  # gathered in their stored (4-bit) form
+    return _Units(layer_parameters, root_parameters, largest_root_unit, gathered, reduce_bucket)
+
+
+def _zero(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _ElementBytes, units: _Units) -> None:
+    """DeepSpeed ZeRO-1/2/3: states (and gradients, and weights) partitioned, plus its buckets and live parameters."""
+    n, stage = settings.num_gpus, settings.zero_stage or 0
+    t.persist = True
+    t.masters /= n
+    t.states /= n
+    t.step += split.trainable * 4 / n if (b.master or b.state == 4) and b.train_g < 4 else 0  # fp32 grad partition
+    t.buffers += units.reduce_bucket
+    if stage >= 2:
+        t.grads /= n
+    if stage >= 3:
+        t.weights /= n
+        live = min(split.total, max(2 * units.layer_parameters, DEEPSPEED_MAX_LIVE_PARAMETERS))
+        t.buffers += units.gathered * live / max(1, min(2 * units.layer_parameters, split.total))
+    t.notes.append(f"ZeRO-{stage}: reduce bucket (hidden² elements, HF 'auto')"
+                   + (", up to stage3_max_live_parameters (1e9) gathered parameters resident" if stage >= 3 else "")
+                   + "; the fp32 gradient partition exists only during the optimizer step")
+
+
+def _fsdp(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _ElementBytes, units: _Units) -> None:
+    """FSDP full shard (weights sharded, units gathered as used) or shard-grad-op (weights kept whole)."""
+    n = settings.num_gpus
+    t.masters /= n
+    t.states /= n
+    t.grads /= n
+    unit_grads = min(units.layer_parameters, split.trainable) * b.train_g
+    if settings.resolved_sharding != "fsdp_full_shard":
+        t.buffers += unit_grads
+        t.notes.append("FSDP shard-grad-op: parameters stay unsharded between forward and backward")
+        return
+    t.weights /= n
+    if settings.fsdp_wrap_embeddings:
+        t.buffers += units.gathered + unit_grads + units.largest_root_unit * b.stored
+        t.notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, and the "
+                       "embeddings or the head (each its own unit) gathered while in use")
+    else:
+        t.buffers += units.gathered + unit_grads + units.root_parameters * b.stored
+        t.notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, "
+                       "the root unit (embeddings, head, final norm) gathered for the whole step")
+
+
+def _offload(t: _Terms, settings: TrainingSettings, b: _ElementBytes, units: _Units) -> None:
+    """CPU offload: optimizer states and master weights (and gradient partitions), then sharded weights."""
+    sharding = settings.resolved_sharding
+    if settings.offload_optimizer:
+        t.cpu += t.masters + t.states
+        t.masters = 0.0
+        t.states = 0.0
+        if (settings.zero_stage or 0) >= 2 or sharding.startswith("fsdp"):
+            t.cpu += t.grads * (4 / b.train_g if b.train_g < 4 else 1)
+            t.grads = units.reduce_bucket if sharding.startswith("zero") else 0.0
+        t.notes.append("optimizer offload: optimizer states and fp32 master weights (and gradient partitions) "
+                       "on the CPU")
+    if settings.offload_params:
+        t.cpu += t.weights
+        t.weights = 0.0
+        t.notes.append("parameter offload: sharded weights on the CPU, only the gathered layers on the GPU")
