@@ -213,6 +213,21 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
     return None
 
 
+def _mitigations(planner: _Planner, single: TrainingSettings, limit: int) -> list[dict[str, Any]]:
+    """Every one-GPU change of the settings that fits `limit` bytes, least intrusive first."""
+    found = []
+    for name, description, changes in _mitigation_candidates(single):
+        try:
+            trial = replace(single, **changes).validated()
+        except InvalidInputError:
+            continue
+        t_total, _ = planner.total(trial, trial.resolved_seq_len(planner.ctx.arch.max_position_embeddings))
+        if t_total <= limit:
+            found.append({"name": name, "description": description, "settings_changes": dict(changes),
+                          "total_bytes": t_total})
+    return found
+
+
 def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpu: Gpu, method: str,
             *, max_gpus: int = 1024, _planner: _Planner | None = None) -> Fit:
     """The fit of `method` on `gpu` for the settings (their method field is replaced by `method`)."""
@@ -253,26 +268,9 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     if single.gradient_checkpointing == "off" and (multi is None or multi["num_gpus"] > 1):
         multi_ckpt = _multi_gpu(planner, replace(single, gradient_checkpointing="full"), seq, limit, False, max_gpus)
 
-    mitigations = []
-    if not fits:
-        for name, description, changes in _mitigation_candidates(single):
-            trial = replace(single, **changes)
-            try:
-                trial = trial.validated()
-            except InvalidInputError:
-                continue
-            t_total, _ = planner.total(trial, trial.resolved_seq_len(arch.max_position_embeddings))
-            if t_total <= limit:
-                mitigations.append({"name": name, "description": description,
-                                    "settings_changes": {k: v for k, v in changes.items()}, "total_bytes": t_total})
-    if fits:
-        status = "fits"
-    elif mitigations:
-        status = "fits_with_mitigation"
-    elif multi is not None:
-        status = "multi_gpu"
-    else:
-        status = "does_not_fit"
+    mitigations = [] if fits else _mitigations(planner, single, limit)
+    status = ("fits" if fits else "fits_with_mitigation" if mitigations else "multi_gpu" if multi is not None
+              else "does_not_fit")
     akey = ("assumptions", single, seq)
     if akey not in planner.memo:
         planner.memo[akey] = estimate_in(ctx, single).assumptions

@@ -227,15 +227,7 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
     if _first(cfg, "num_layers") is None and isinstance(cfg.get("layers_block_type"), list):
         cfg = cfg | {"num_hidden_layers": len(cfg["layers_block_type"])}  # Nemotron-H derives it from the list
     layers = _int(cfg, "num_layers", required=True)
-    heads = _int(cfg, "num_attention_heads", 0) or 0
-    if model_type not in {"mamba", "mamba2"} and heads == 0:
-        raise MalformedConfigError("config.json has no `num_attention_heads`.")
-    if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
-        kv_heads = 1  # Falcon-7B style multi-query: one shared K/V head whatever num_kv_heads says
-    else:
-        kv_heads = _int(cfg, "num_key_value_heads", None) or heads
-    if heads and (kv_heads == 0 or heads % kv_heads):
-        raise MalformedConfigError(f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads}).")
+    heads, kv_heads = _heads(cfg, model_type)
     head_dim = _int(cfg, "head_dim", None) or _int(cfg, "d_kv", None) or (hidden // heads if heads else 0)
     intermediate = _int(cfg, "intermediate_size", None) or 4 * hidden
     vocab = _int(cfg, "vocab_size", required=True)
@@ -244,15 +236,7 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
     if per_token > experts:
         name = next(n for n in _ALIASES["experts_per_token"] if cfg.get(n) is not None)
         raise MalformedConfigError(f"config.json `{name}` ({per_token:,}) exceeds the number of experts ({experts:,}).")
-    mla = None
-    if _int(cfg, "kv_lora_rank", None):
-        mla = MlaDims(
-            q_lora_rank=_int(cfg, "q_lora_rank", None),
-            kv_lora_rank=_int(cfg, "kv_lora_rank"),
-            qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", 0) or 0,
-            qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", 0) or 0,
-            v_head_dim=_int(cfg, "v_head_dim", None) or head_dim,
-        )
+    mla = _mla(cfg, head_dim)
     names = config.get("architectures")
     if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
         raise MalformedConfigError(f"config.json `architectures` must be a list of class names, got {names!r}.")
@@ -286,6 +270,33 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
     )
     check_plausible(arch)
     return arch
+
+
+def _heads(cfg: dict[str, Any], model_type: str) -> tuple[int, int]:
+    """(query heads, K/V heads), refusing counts that cannot be grouped."""
+    heads = _int(cfg, "num_attention_heads", 0) or 0
+    if model_type not in {"mamba", "mamba2"} and heads == 0:
+        raise MalformedConfigError("config.json has no `num_attention_heads`.")
+    if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
+        kv_heads = 1  # Falcon-7B style multi-query: one shared K/V head whatever num_kv_heads says
+    else:
+        kv_heads = _int(cfg, "num_key_value_heads", None) or heads
+    if heads and (kv_heads == 0 or heads % kv_heads):
+        raise MalformedConfigError(f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads}).")
+    return heads, kv_heads
+
+
+def _mla(cfg: dict[str, Any], head_dim: int) -> MlaDims | None:
+    """Multi-head latent attention's ranks (DeepSeek-V2/V3), None for other attention."""
+    if not _int(cfg, "kv_lora_rank", None):
+        return None
+    return MlaDims(
+        q_lora_rank=_int(cfg, "q_lora_rank", None),
+        kv_lora_rank=_int(cfg, "kv_lora_rank"),
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", 0) or 0,
+        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", 0) or 0,
+        v_head_dim=_int(cfg, "v_head_dim", None) or head_dim,
+    )
 
 
 _ACT_KEYS = ("hidden_activation", "hidden_act", "activation_function", "activation", "hidden_activation_fn", "dense_act_fn")
