@@ -10,13 +10,13 @@ import json
 import os
 import sys
 from enum import Enum
+from functools import partial
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 
-from hfmem.cli import options as opt
 from hfmem import errors
+from hfmem.cli import options as opt
 
 # typer may vendor click; find its ClickException through a public subclass either way.
 _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -43,12 +43,12 @@ def model(
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
-    from hfmem.hub.client import HubSettings
     from hfmem.hub.modelref import parse_model_ref
+    from hfmem.hub.settings import HubSettings
     from hfmem.memory.plan import build_report
 
     ref = parse_model_ref(model, revision)
-    report = build_report(ref, HubSettings.from_env(token=token, timeout=timeout), plan)
+    report = build_report(ref, partial(HubSettings.from_env, token=token, timeout=timeout), plan)
     emit(report, output, details)
 
 
@@ -60,12 +60,16 @@ def emit(report: dict, output: OutputFormat, details: bool) -> None:
 
         sys.stdout.write(render(report))
     else:
+        from rich.console import Console
+
         from hfmem.render.table import render
 
         render(report, Console(), details=details)
 
 
 def _fail(message: str, code: int) -> int:
+    from rich.console import Console
+
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"hfmem: error: {message}", markup=False)
     return code
 

@@ -1,16 +1,14 @@
 """The Hub client: repo metadata, config.json and safetensors headers through `huggingface_hub`.
 
-Settings are read from the environment at call time (HF_ENDPOINT, HF_TOKEN, HF_HUB_CACHE/HF_HOME,
-HF_HUB_OFFLINE), so one process can serve several endpoints. Weights are never downloaded: headers
-are read with HTTP Range on a streamed response that is closed as soon as the header is in.
+Settings come from `hfmem.hub.settings` (read from the environment when a request is first needed).
+Weights are never downloaded: headers are read with HTTP Range on a streamed response that is closed as
+soon as the header is in.
 Every Hub failure becomes one `hfmem.errors` exception with a one-line message.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -28,9 +26,10 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
 from hfmem import __version__, errors
+from hfmem.hub.files import INDEX_FILE, SINGLE_FILE, read_json_file
 from hfmem.hub.safetensors import (
     FIRST_READ_BYTES,
     PREFIX_BYTES,
@@ -39,36 +38,9 @@ from hfmem.hub.safetensors import (
     parse_header,
     shard_files,
 )
+from hfmem.hub.settings import HubSettings
 
 T = TypeVar("T")
-INDEX_FILE = constants.SAFETENSORS_INDEX_FILE
-SINGLE_FILE = constants.SAFETENSORS_SINGLE_FILE
-MAX_JSON_BYTES = 50_000_000  # config.json / index.json larger than this are not real
-
-
-@dataclass(frozen=True)
-class HubSettings:
-    endpoint: str
-    token: str | None
-    cache_dir: str
-    offline: bool
-    timeout: float = 10.0
-    retries: int = 4
-    max_retry_wait: float = 30.0
-
-    @staticmethod
-    def from_env(token: str | None = None, timeout: float = 10.0, retries: int = 4) -> "HubSettings":
-        """Resolve endpoint, token (flag, HF_TOKEN, then the saved login), cache and offline mode now."""
-        hf_home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-        return HubSettings(
-            endpoint=(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
-            token=token or os.environ.get("HF_TOKEN") or get_token() or None,
-            cache_dir=os.environ.get("HF_HUB_CACHE") or os.path.join(hf_home, "hub"),
-            offline=offline,
-            timeout=timeout,
-            retries=retries,
-        )
 
 
 @dataclass(frozen=True)
@@ -276,15 +248,3 @@ def _total_size(content_range: str | None) -> int | None:
         total = content_range.rsplit("/", 1)[1]
         return int(total) if total.isdigit() else None
     return None
-
-
-def read_json_file(path: Path, label: str, malformed: type[errors.HfmemError]) -> Any:
-    """Load a JSON file, refusing huge or invalid ones with the given error type."""
-    try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            raise malformed(f"{label} is larger than {MAX_JSON_BYTES:,} bytes.")
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError):  # bad UTF-8, bad JSON, integers past Python's digit limit
-        raise malformed(f"{label} is not valid JSON.") from None
-    except OSError as err:
-        raise malformed(f"{label}: {err.strerror}.") from None
