@@ -22,16 +22,23 @@ class HubSettings:
 
     @staticmethod
     def from_env(token: str | None = None, timeout: float = 10.0, retries: int = 4) -> HubSettings:
-        """Resolve endpoint, token (flag, HF_TOKEN, then the saved login), cache and offline mode now."""
+        """Resolve endpoint, token (flag, then huggingface_hub's lookup: HF_TOKEN, the saved login), cache, offline.
+
+        Read now rather than from huggingface_hub.constants, which holds the environment of import time, so one
+        process can serve several endpoints; the offline test is the library's (HF_HUB_OFFLINE or
+        TRANSFORMERS_OFFLINE, with its truthy values).
+        """
+        from huggingface_hub import constants
         from huggingface_hub.utils import get_token
 
-        hf_home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+        cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        hf_home = os.environ.get("HF_HOME") or os.path.join(cache_home, "huggingface")
+        offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
         return HubSettings(
             endpoint=(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
-            token=token or os.environ.get("HF_TOKEN") or get_token() or None,
+            token=token or get_token() or None,
             cache_dir=os.environ.get("HF_HUB_CACHE") or os.path.join(hf_home, "hub"),
-            offline=offline,
+            offline=offline.upper() in constants.ENV_VARS_TRUE_VALUES,
             timeout=timeout,
             retries=retries,
         )
