@@ -15,7 +15,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from hfmem import errors
+from hfmem import __version__, errors
 from hfmem.cli import options as opt
 
 # typer may vendor click; find its ClickException through a public subclass either way.
@@ -30,6 +30,13 @@ class OutputFormat(str, Enum):
     markdown = "markdown"
 
 
+def _print_version(value: bool) -> None:
+    """`--version`: print `hfmem <version>` and stop, before MODEL is required or anything is imported."""
+    if value:
+        sys.stdout.write(f"hfmem {__version__}\n")
+        raise typer.Exit()
+
+
 @app.command(help="Exact architecture, parameter count and training memory fit of a Hugging Face model. "
                   "MODEL is a Hub id (org/name[@revision]), a local directory, a config.json, or example:NAME.")
 @opt.with_plan_flags
@@ -41,6 +48,8 @@ def model(
     output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = 10.0,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print hfmem's version and exit.")] = False,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
     from hfmem.hub.modelref import parse_model_ref
