@@ -49,11 +49,29 @@ def test_llama_2_70b(granted, capsys):
     arch = data["architecture"]
     assert (arch["num_layers"], arch["hidden_size"], arch["num_attention_heads"], arch["num_key_value_heads"],
             arch["intermediate_size"], arch["vocab_size"]) == (80, 8192, 64, 8, 28672, 32000)
-    # headers only: one API call, config + index through the HF cache, one Range GET per shard
+    # headers only: one API call, config + index (huggingface_hub's HEAD, then one bounded GET), one Range GET per shard
     assert granted.weight_downloads() == []
     assert len(granted.requests("/api/models/*")) == 1
     assert len(granted.requests("*.safetensors", method="GET")) <= 2 * 15  # resolve + CDN redirect hop
     assert granted.total_bytes() < 2_000_000
+
+
+def test_config_json_past_the_size_bound_is_refused_unread(hub, capsys, monkeypatch):
+    from hfmem.hub import client
+
+    monkeypatch.setattr(client, "MAX_JSON_BYTES", 100)
+    code, out, err = hfmem(capsys, "openai-community/gpt2")
+    assert code == 7 and "larger than 100 bytes" in err and out == ""
+    assert hub.requests("*/config.json", method="GET") == [] and hub.total_bytes() < 2_000
+
+
+def test_huggingface_hub_globals_are_left_alone(hub, capsys):
+    """hfmem's timeout and retries are its own: no huggingface_hub constant is reassigned, even with --timeout."""
+    from huggingface_hub import constants
+
+    before = {name: getattr(constants, name) for name in dir(constants) if name.isupper()}
+    assert report(capsys, "openai-community/gpt2", "--timeout", "3")["parameters"]["total"] == 124_439_808
+    assert {name: getattr(constants, name) for name in before} == before
 
 
 def test_table_output_shows_the_count(granted, capsys):
@@ -91,6 +109,28 @@ def test_offline_without_cache_is_a_clear_error(hub, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code, _, err = hfmem(capsys, "Qwen/Qwen2.5-0.5B")
     assert code == 10 and "HF_HUB_OFFLINE" in err and hub.log == []
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES"])
+def test_transformers_offline_counts_as_offline(granted, capsys, monkeypatch, value):
+    """huggingface_hub reads TRANSFORMERS_OFFLINE like HF_HUB_OFFLINE, with the same truthy values; so does hfmem."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", value)
+    code, _, _ = hfmem(capsys, "Qwen/Qwen2.5-0.5B")
+    assert code == 10 and granted.log == []
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE")
+    report(capsys, "Qwen/Qwen2.5-0.5B")
+    granted.reset_log()
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", value)
+    assert report(capsys, "Qwen/Qwen2.5-0.5B")["parameters"]["total"] == 494_032_768 and granted.log == []
+
+
+def test_hf_hub_offline_off_wins_over_transformers_offline(hub, capsys, monkeypatch):
+    """As in huggingface_hub, a set HF_HUB_OFFLINE decides, and TRANSFORMERS_OFFLINE only stands in when it is unset."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    assert report(capsys, "openai-community/gpt2")["parameters"]["total"] == 124_439_808
+    assert len(hub.requests("/api/models/*")) == 1
 
 
 def test_legacy_id_resolves_to_the_renamed_repo(hub, capsys):

@@ -174,6 +174,7 @@ def test_scan_takes_every_estimate_flag_of_hfmem_model():
         return {o for p in typer.main.get_command(typer_app).params for o in p.opts}
 
     model_only = {"MODEL", "model", "--revision", "--format", "-f", "--details"}  # per line as org/name@rev instead
+    model_only |= {"--version"}  # hfmem's own version, not an estimate flag
     assert flags(app) - model_only <= flags(scan_app)
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import sys
 from enum import Enum
+from functools import partial
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 
+from hfmem import __version__, errors
 from hfmem.cli import options as opt
-from hfmem import errors
 from hfmem.constants import HUB_TIMEOUT_S
 
 # typer may vendor click; find its ClickException through a public subclass either way.
@@ -30,6 +30,13 @@ class OutputFormat(str, Enum):
     markdown = "markdown"
 
 
+def _print_version(value: bool) -> None:
+    """`--version`: print `hfmem <version>` and stop, before MODEL is required or anything is imported."""
+    if value:
+        sys.stdout.write(f"hfmem {__version__}\n")
+        raise typer.Exit()
+
+
 @app.command(help="Exact architecture, parameter count and training memory fit of a Hugging Face model. "
                   "MODEL is a Hub id (org/name[@revision]), a local directory, a config.json, or example:NAME.")
 @opt.with_plan_flags
@@ -41,14 +48,16 @@ def model(
     output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print hfmem's version and exit.")] = False,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
-    from hfmem.hub.client import HubSettings
     from hfmem.hub.modelref import parse_model_ref
+    from hfmem.hub.settings import HubSettings
     from hfmem.memory.plan import build_report
 
     ref = parse_model_ref(model, revision)
-    report = build_report(ref, HubSettings.from_env(token=token, timeout=timeout), plan)
+    report = build_report(ref, partial(HubSettings.from_env, token=token, timeout=timeout), plan)
     emit(report, output, details)
 
 
@@ -60,6 +69,8 @@ def emit(report: dict, output: OutputFormat, details: bool) -> None:
 
         sys.stdout.write(render(report))
     else:
+        from rich.console import Console
+
         from hfmem.render.table import render
 
         render(report, Console(), details=details)
@@ -67,6 +78,8 @@ def emit(report: dict, output: OutputFormat, details: bool) -> None:
 
 def _fail(message: str, code: int) -> int:
     """Print `hfmem: error: MESSAGE` on stderr and return the exit code."""
+    from rich.console import Console
+
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"hfmem: error: {message}", markup=False)
     return code
 

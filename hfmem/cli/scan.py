@@ -13,18 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from hfmem import __version__, errors
 from hfmem.cli import options as opt
 from hfmem.constants import HUB_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from hfmem.hub.client import HubSettings
+    from hfmem.hub.settings import HubSettings
     from hfmem.memory.plan import Plan
-    from hfmem.scan.runner import ScanStats
     from hfmem.scan.export import FitFilter
+    from hfmem.scan.runner import ScanStats
 
 RATE_LIMIT_WAIT_S = 300.0
 """Longest 429 Retry-After a scan sleeps through: the Hub's rate-limit window is 5 minutes."""
@@ -60,8 +58,8 @@ def scan(
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
+    from hfmem.hub.settings import HubSettings
     from hfmem.scan import runner as engine
-    from hfmem.hub.client import HubSettings
     from hfmem.scan.export import parse_fit_filter, summarise
 
     shard_k_n = engine.parse_shard(shard) if shard else None
@@ -116,8 +114,11 @@ def _check_filters(filters: list[FitFilter], plan: Plan) -> None:
 def _scan(models: list[str], hub: HubSettings, plan: Plan, settings: dict[str, Any], out: Path, resume: bool,
           concurrency: int) -> ScanStats:
     """Run the scan behind a progress bar on stderr and print a one-line summary."""
-    from hfmem.scan import runner as engine
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     from hfmem.memory.plan import build_report
+    from hfmem.scan import runner as engine
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     store = engine.ResultStore(out, resume)

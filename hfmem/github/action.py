@@ -371,7 +371,7 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
 def default_report_fn(inputs: Inputs) -> ReportFn:
     """`build_report` with the inputs' hf-token and Plan (training settings, methods, GPUs)."""
     from hfmem.hardware.gpus import resolve_gpus
-    from hfmem.hub.client import HubSettings
+    from hfmem.hub.settings import HubSettings
     from hfmem.memory.plan import Plan, build_report
     from hfmem.memory.settings import TrainingSettings
 

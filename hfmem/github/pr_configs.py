@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from hfmem.errors import InvalidInputError
-from hfmem.hub.client import MAX_JSON_BYTES
+from hfmem.hub.files import MAX_JSON_BYTES
 
 _SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 MAX_CONFIGS = 1000  # a glob matching more than this is a mistake, not a model list

@@ -1,25 +1,25 @@
 """The Hub client: repo metadata, config.json and safetensors headers through `huggingface_hub`.
 
-Settings are read from the environment at call time (HF_ENDPOINT, HF_TOKEN, HF_HUB_CACHE/HF_HOME,
-HF_HUB_OFFLINE), so one process can serve several endpoints. Weights are never downloaded: headers
-are read with HTTP Range on a streamed response that is closed as soon as the header is in.
-Every Hub failure becomes one `hfmem.errors` exception with a one-line message.
+Settings come from `hfmem.hub.settings` (read from the environment when a request is first needed). Weights
+are never downloaded: headers are read with HTTP Range on a streamed response that is closed as soon as the
+header is in. Every Hub failure becomes one `hfmem.errors` exception with a one-line message.
+
+What the library does, it does here (model_info, the HEAD and cache lookup of hf_hub_download, offline cache
+lookup, headers, sessions, status errors); what is kept has its reason next to it.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import httpx2
-from huggingface_hub import HfApi, constants, hf_hub_download, hf_hub_url
+from huggingface_hub import HfApi, hf_hub_download, hf_hub_url, try_to_load_from_cache
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -28,10 +28,11 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import build_hf_headers, get_session, get_token, hf_raise_for_status
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+from huggingface_hub.utils import logging as hf_logging
 
 from hfmem import __version__, errors
-from hfmem.constants import HUB_TIMEOUT_S
+from hfmem.hub.files import INDEX_FILE, MAX_JSON_BYTES, SINGLE_FILE, parse_json, read_json_file
 from hfmem.hub.safetensors import (
     FIRST_READ_BYTES,
     PREFIX_BYTES,
@@ -40,36 +41,9 @@ from hfmem.hub.safetensors import (
     parse_header,
     shard_files,
 )
+from hfmem.hub.settings import HubSettings
 
 T = TypeVar("T")
-INDEX_FILE = constants.SAFETENSORS_INDEX_FILE
-SINGLE_FILE = constants.SAFETENSORS_SINGLE_FILE
-MAX_JSON_BYTES = 50_000_000  # config.json / index.json larger than this are not real
-
-
-@dataclass(frozen=True)
-class HubSettings:
-    endpoint: str
-    token: str | None
-    cache_dir: str
-    offline: bool
-    timeout: float = HUB_TIMEOUT_S
-    retries: int = 4
-    max_retry_wait: float = 30.0
-
-    @staticmethod
-    def from_env(token: str | None = None, timeout: float = HUB_TIMEOUT_S, retries: int = 4) -> "HubSettings":
-        """Resolve endpoint, token (flag, HF_TOKEN, then the saved login), cache and offline mode now."""
-        hf_home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-        return HubSettings(
-            endpoint=(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
-            token=token or os.environ.get("HF_TOKEN") or get_token() or None,
-            cache_dir=os.environ.get("HF_HUB_CACHE") or os.path.join(hf_home, "hub"),
-            offline=offline,
-            timeout=timeout,
-            retries=retries,
-        )
 
 
 @dataclass(frozen=True)
@@ -87,12 +61,9 @@ class HubClient:
     def __init__(self, settings: HubSettings, sleep: Callable[[float], None] = time.sleep) -> None:
         self.settings = settings
         self._sleep = sleep
-        # Two process-wide huggingface_hub settings, set in one place: it logs each retry it makes
-        # ("Trying to resume download...") on stderr, while hfmem's contract is one line per failure;
-        # and it reads its download body timeout from a module constant (no parameter), retrying a
-        # dropped or stalled body itself, so _retry's time budget keeps the two from multiplying.
-        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
-        constants.HF_HUB_DOWNLOAD_TIMEOUT = settings.timeout
+        # The library logs each retry it makes on stderr, while hfmem's contract is one line per failure; its
+        # public verbosity knob is process-wide, which suits a command-line tool.
+        hf_logging.set_verbosity_error()
 
     # -- repo metadata -------------------------------------------------------------------------
     def resolve(self, repo_id: str, revision: str | None) -> RepoState:
@@ -109,32 +80,40 @@ class HubClient:
         return RepoState(repo_id=info.id or repo_id, sha=info.sha, files=files)
 
     def _resolve_offline(self, repo_id: str, revision: str | None) -> RepoState:
-        """Find the commit a revision points to in the huggingface_hub cache (HF_HUB_OFFLINE=1)."""
-        repo_dir = Path(self.settings.cache_dir) / f"models--{repo_id.replace('/', '--')}"
-        rev = revision or "main"
-        sha = rev if len(rev) == 40 and (repo_dir / "snapshots" / rev).is_dir() else None
-        ref = repo_dir / "refs" / rev
-        if sha is None and ref.is_file():
-            sha = ref.read_text().strip()
-        if not sha or not (repo_dir / "snapshots" / sha).is_dir():
+        """The commit a revision points to in the huggingface_hub cache (offline mode), by the library's lookup."""
+        config = try_to_load_from_cache(repo_id, "config.json", cache_dir=self.settings.cache_dir, revision=revision)
+        if not isinstance(config, str):
             raise errors.OfflineCacheMissError(
-                f"{repo_id}@{rev} is not in the local cache and HF_HUB_OFFLINE is set; run once online first."
+                f"{repo_id}@{revision or 'main'} is not in the local cache and HF_HUB_OFFLINE is set; "
+                "run once online first."
             )
-        snapshot = repo_dir / "snapshots" / sha
+        snapshot = Path(config).parent
         files = tuple(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
-        return RepoState(repo_id=repo_id, sha=sha, files=files)
+        return RepoState(repo_id=repo_id, sha=snapshot.name, files=files)
 
     # -- small JSON files ------------------------------------------------------------------------
     def fetch_json(self, repo: RepoState, filename: str, malformed: type[errors.HfmemError]) -> Any:
-        """Download (or take from the huggingface_hub cache) a small JSON file at the resolved commit."""
+        """A small JSON file at the resolved commit: from the huggingface_hub cache, else one bounded GET.
+
+        hf_hub_download reads a body of any size under a timeout taken from a module constant (it has no
+        parameter), so only its dry run is used (cache lookup, HEAD, offline mode); the body is read here
+        under the request timeout and MAX_JSON_BYTES.
+        """
+        label = f"{repo.repo_id}/{filename}"
         with self._errors(repo.repo_id, repo.sha, filename):
-            path = self._retry(lambda: hf_hub_download(
+            info = self._retry(lambda: hf_hub_download(
                 repo.repo_id, filename, revision=repo.sha, cache_dir=self.settings.cache_dir,
                 token=self.settings.token or False, endpoint=self.settings.endpoint,
                 local_files_only=self.settings.offline, etag_timeout=self.settings.timeout,
-                library_name="hfmem", library_version=__version__,
+                library_name="hfmem", library_version=__version__, dry_run=True,
             ))
-        return read_json_file(Path(path), f"{repo.repo_id}/{filename}", malformed)
+            if not info.will_download:
+                return read_json_file(Path(info.local_path), label, malformed)
+            _refuse_oversized(info.file_size or 0, label, malformed)  # the HEAD's size: no GET for a huge file
+            url = hf_hub_url(repo.repo_id, filename, revision=repo.sha, endpoint=self.settings.endpoint)
+            body, size = self._retry(lambda: self._range(url, 0, MAX_JSON_BYTES))
+        _refuse_oversized(max(size or 0, len(body)), label, malformed)
+        return parse_json(body, label, malformed)
 
     # -- safetensors headers ---------------------------------------------------------------------
     def fetch_checkpoint(self, repo: RepoState, workers: int = 8) -> Checkpoint | None:
@@ -159,7 +138,11 @@ class HubClient:
         return checkpoint
 
     def read_header(self, repo: RepoState, filename: str, guess: int | None = None) -> dict:
-        """Range-read one file's header: one request when `guess` (or 100 kB) covers it, else two."""
+        """Range-read one file's header: one request when `guess` (or 100 kB) covers it, else two.
+
+        Kept rather than HfApi.get_safetensors_metadata, which adds a HEAD per repo, always asks for 100 kB,
+        reads a whole body when a server ignores Range, does not retry and checks less of the header.
+        """
         url = hf_hub_url(repo.repo_id, filename, revision=repo.sha, endpoint=self.settings.endpoint)
         label = f"{repo.repo_id}/{filename}"
         first_read = guess or FIRST_READ_BYTES
@@ -199,9 +182,12 @@ class HubClient:
     def _retry(self, call: Callable[[], T]) -> T:
         """Retry 429 (honouring Retry-After), 5xx and transport errors, a bounded number of times.
 
+        Kept rather than huggingface_hub.utils.http_backoff, which wraps raw requests only (not model_info or
+        hf_hub_download), sleeps Retry-After + 1 s and has no overall time budget: one policy for every request.
+
         Transport errors (timeouts, drops) are retried only while the attempts so far have spent less
         than `(retries + 1) * timeout` in all (sleeps not counted): one attempt that already retried
-        internally (huggingface_hub's downloads do) uses that budget up, so waits never multiply.
+        internally (huggingface_hub's HEAD requests do) uses that budget up, so waits never multiply.
         """
         budget, spent = (self.settings.retries + 1) * self.settings.timeout, 0.0
         for attempt in range(self.settings.retries + 1):
@@ -272,20 +258,15 @@ def header_size_guesses(weight_map: dict[str, str]) -> dict[str, int]:
     return {shard: min(FIRST_READ_BYTES, PREFIX_BYTES + 1024 + size * 5 // 4) for shard, size in sizes.items()}
 
 
+def _refuse_oversized(size: int, label: str, malformed: type[errors.HfmemError]) -> None:
+    """Small JSON files past MAX_JSON_BYTES are not real: refuse them with the caller's error type."""
+    if size > MAX_JSON_BYTES:
+        raise malformed(f"{label} is larger than {MAX_JSON_BYTES:,} bytes.")
+
+
 def _total_size(content_range: str | None) -> int | None:
     if content_range and "/" in content_range:
         total = content_range.rsplit("/", 1)[1]
         return int(total) if total.isdigit() else None
     return None
 
-
-def read_json_file(path: Path, label: str, malformed: type[errors.HfmemError]) -> Any:
-    """Load a JSON file, refusing huge or invalid ones with the given error type."""
-    try:
-        if path.stat().st_size > MAX_JSON_BYTES:
-            raise malformed(f"{label} is larger than {MAX_JSON_BYTES:,} bytes.")
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, RecursionError):  # bad UTF-8, bad JSON, integers past Python's digit limit
-        raise malformed(f"{label} is not valid JSON.") from None
-    except OSError as err:
-        raise malformed(f"{label}: {err.strerror}.") from None

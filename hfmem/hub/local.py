@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hfmem import errors
-from hfmem.hub.client import INDEX_FILE, SINGLE_FILE, read_json_file
+from hfmem.hub.files import INDEX_FILE, SINGLE_FILE, read_json_file
 from hfmem.hub.safetensors import PREFIX_BYTES, Checkpoint, header_length, parse_header, shard_files
 
 

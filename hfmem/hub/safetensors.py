@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfmem.errors import MalformedCheckpointError
+from hfmem.hub.files import INDEX_FILE
 
 MAX_HEADER_BYTES = 25_000_000  # the limit the safetensors library and huggingface_hub enforce
 PREFIX_BYTES = 8
@@ -152,7 +153,7 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
 
 
-def shard_files(index: Any, filename: str = "model.safetensors.index.json") -> tuple[list[str], int | None]:
+def shard_files(index: Any, filename: str = INDEX_FILE) -> tuple[list[str], int | None]:
     """The shard file names a `model.safetensors.index.json` names, and its declared total_size."""
     if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
         raise MalformedCheckpointError(f"{filename}: no `weight_map` object.")

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hfmem.model.load import ModelReport, analyse
+from hfmem.model.load import ModelReport, SettingsSource, analyse
 from hfmem.hardware.gpus import Gpu
-from hfmem.hub.client import HubSettings
 from hfmem.hub.modelref import ModelRef
 from hfmem.memory.settings import METHODS, TrainingSettings
 
@@ -29,7 +28,7 @@ class Plan:
                 "gpus": [g.to_dict() for g in self.gpus] or "catalogue"}
 
 
-def build_report(ref: ModelRef, settings: HubSettings, plan: Plan | None = None) -> dict[str, Any]:
+def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None) -> dict[str, Any]:
     """Analyse the model and return the documented JSON schema (see README.md)."""
     return with_estimates(analyse(ref, settings), plan or Plan())
 

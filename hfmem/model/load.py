@@ -8,18 +8,23 @@ Hub answers.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hfmem import errors
 from hfmem.hub import cache
+from hfmem.hub.modelref import ModelRef
+from hfmem.hub.safetensors import Checkpoint
+from hfmem.hub.settings import HubSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.crosscheck import CrossCheck, cross_check
 from hfmem.model.derive import derive
-from hfmem.hub.client import HubClient, HubSettings
 from hfmem.model.inventory import Inventory
-from hfmem.hub.modelref import ModelRef
-from hfmem.hub.safetensors import Checkpoint
+
+# Hub settings, or what resolves them: resolved only once a request is needed, so a warm answer from hfmem's
+# cache never imports huggingface_hub.
+SettingsSource = HubSettings | Callable[[], HubSettings] | None
 
 
 SCHEMA_VERSION = 1
@@ -73,13 +78,16 @@ def _preload_transformers() -> None:
         pass
 
 
-def analyse(ref: ModelRef, settings: HubSettings | None = None) -> ModelReport:
-    """Resolve, fetch and derive; Hub results are cached per commit so pinned re-runs do no I/O."""
+def analyse(ref: ModelRef, settings: SettingsSource = None) -> ModelReport:
+    """Resolve, fetch and derive; Hub results are cached per commit so pinned re-runs do no I/O.
+
+    `settings`: the Hub settings, a function returning them, or None for `HubSettings.from_env()`.
+    """
     from hfmem.hub import local
 
     notes: list[str] = []
     if ref.kind == "hub":
-        config, checkpoint, repo_id, sha = _fetch(ref, settings or HubSettings.from_env())
+        config, checkpoint, repo_id, sha = _fetch(ref, settings)
         name, revision = repo_id, ref.revision
     else:
         config_path = ref.path / "config.json" if ref.kind == "local" else ref.path
@@ -94,14 +102,17 @@ def analyse(ref: ModelRef, settings: HubSettings | None = None) -> ModelReport:
     return ModelReport(name, ref.kind, revision, sha, config, architecture, inventory, checkpoint, check, notes)
 
 
-def _fetch(ref: ModelRef, settings: HubSettings) -> tuple[dict, Checkpoint | None, str, str]:
+def _fetch(ref: ModelRef, source: SettingsSource) -> tuple[dict, Checkpoint | None, str, str]:
     """config.json and checkpoint headers for a Hub ref, from hfmem's cache when the commit is known."""
     if ref.pinned and (hit := cache.load("repos", f"{ref.name}@{ref.revision}")):
         return _from_cached(hit)
+    settings = _resolve(source)
     ref_key = f"{ref.name}@{ref.revision or 'main'}"
     if settings.offline and (known := cache.load("refs", ref_key)):
         if hit := cache.load("repos", f"{known['repo_id']}@{known['sha']}"):
             return _from_cached(hit)
+    from hfmem.hub.client import HubClient
+
     client = HubClient(settings)
     repo = client.resolve(ref.name, ref.revision)
     if not settings.offline:  # remember where the revision pointed, for HF_HUB_OFFLINE runs
@@ -121,6 +132,13 @@ def _fetch(ref: ModelRef, settings: HubSettings) -> tuple[dict, Checkpoint | Non
         for key in {f"{repo.repo_id}@{repo.sha}", f"{ref.name}@{repo.sha}"}:
             cache.save("repos", key, entry)
     return config, checkpoint, repo.repo_id, repo.sha
+
+
+def _resolve(source: SettingsSource) -> HubSettings:
+    """The Hub settings a request needs, resolving them now when given as a function (or from the environment)."""
+    if source is None:
+        return HubSettings.from_env()
+    return source if isinstance(source, HubSettings) else source()
 
 
 def _from_cached(entry: dict) -> tuple[dict, Checkpoint | None, str, str]:

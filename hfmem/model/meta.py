@@ -9,8 +9,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from huggingface_hub.errors import StrictDataclassError
-
 from hfmem.errors import MalformedConfigError, UnsupportedArchitectureError
 from hfmem.model.inventory import COMPONENTS, Inventory, LinearGroup
 
@@ -65,8 +63,14 @@ def _model_class(config: Any, transformers: Any) -> Any:
     raise UnsupportedArchitectureError(f"transformers has no model class for `{config.model_type}`.")
 
 
-# What transformers raises on configs it cannot make sense of (hfmem reports them as MalformedConfigError).
-_CONFIG_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError, StrictDataclassError)
+def _config_errors() -> tuple[type[Exception], ...]:
+    """What transformers raises on configs it cannot make sense of (hfmem reports them as MalformedConfigError).
+
+    A function, so that importing this module does not import huggingface_hub (whose error this includes).
+    """
+    from huggingface_hub.errors import StrictDataclassError
+
+    return TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError, StrictDataclassError
 
 
 def make_config(config_dict: dict[str, Any]) -> Any:
@@ -83,7 +87,7 @@ def make_config(config_dict: dict[str, Any]) -> Any:
     rest = {k: v for k, v in config_dict.items() if k not in {"model_type", "auto_map"}}
     try:
         config = transformers.AutoConfig.for_model(model_type, **rest)
-    except _CONFIG_ERRORS as err:
+    except _config_errors() as err:
         reason = " ".join(str(err.__cause__ or err).split())
         raise MalformedConfigError(f"config.json is not a valid `{model_type}` config: {reason}") from None
     config._attn_implementation = "eager"  # never probe for optional kernels during a meta build
@@ -96,7 +100,7 @@ def normalised_config(config: Any) -> dict[str, Any]:
 
     try:
         return json.loads(config.to_json_string(use_diff=False))
-    except _CONFIG_ERRORS as err:
+    except _config_errors() as err:
         raise MalformedConfigError(f"config.json is not a valid config: {' '.join(str(err).split())}") from None
 
 

@@ -27,7 +27,8 @@ from huggingface_hub.errors import HfHubHTTPError
 from hfmem import errors
 from hfmem.model import derive
 from hfmem.hub import cache
-from hfmem.hub.client import HubClient, HubSettings
+from hfmem.hub.client import HubClient
+from hfmem.hub.settings import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
 
 try:
