@@ -10,6 +10,7 @@ from hfmem.model.architecture import read_architecture
 from hfmem.errors import AbsurdConfigError, MalformedConfigError
 
 EXAMPLES = Path(__file__).parent.parent / "hfmem" / "examples"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
 def _config(name: str) -> dict:
@@ -104,3 +105,31 @@ def test_unknown_architecture_is_counted_from_its_headers(tmp_path, capsys, monk
     assert data["parameters"]["by_component"]["mlp"] == 2 * 3 * 512 * 256
     assert any("not in transformers" in note and "headers" in note for note in data["notes"])
     assert data["estimates"][0]["per_gpu_bytes"]["total"] > 0
+
+
+def test_moe_defaults_of_a_dense_model_are_not_shown(tmp_path, capsys, monkeypatch):
+    """Nemotron-H's config class defaults to n_routed_experts=8, top-2, but its pattern builds no MoE layer: the
+    architecture, the headline and the activation model show the dense MLP the model builds."""
+    from hfmem.cli.main import run
+
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+    config = FIXTURES / "hub" / "nvidia" / "Nemotron-H-56B-Base-8K" / "config.json"
+    for _ in range(2):  # the build, then the cached inventory
+        assert run([str(config), "-m", "lora", "-g", "h200", "--format", "json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        arch = report["architecture"]
+        assert (arch["num_experts"], arch["experts_per_token"], arch["moe_intermediate_size"]) == (0, 0, None)
+        assert arch["num_dense_layers"] == arch["num_layers"] and report["parameters"]["by_component"].get("experts", 0) == 0
+    assert run([str(config), "-m", "lora", "-g", "h200"]) == 0
+    assert "experts" not in capsys.readouterr().out.splitlines()[0]
+
+
+def test_as_built_keeps_real_experts():
+    from hfmem.model.derive import as_built
+    from hfmem.model.inventory import Inventory
+
+    arch = read_architecture(_config("Mixtral-8x7B-v0.1"))
+    with_experts = Inventory("MixtralForCausalLM", 10, {"experts": 8}, (), (), {})
+    without = Inventory("MixtralForCausalLM", 10, {"mlp": 8}, (), (), {})
+    assert as_built(arch, with_experts) == arch
+    assert as_built(arch, without).num_experts == 0 and as_built(arch, without).is_moe is False

@@ -7,6 +7,7 @@ distinct config is built once per transformers version across processes, through
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 from hfmem import errors
@@ -31,11 +32,16 @@ def derive(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[st
     guard_config(config)
     key = cache.config_hash(config, salt=_transformers_version())
     if hit := cache.load("inventories", key):
-        return read_architecture(hit["normalised_config"]), Inventory.from_dict(hit["inventory"])
+        return _from_cache(hit)
     with _BUILD_LOCK:  # a thread that waited here finds the inventory another one just built
         if hit := cache.load("inventories", key):
-            return read_architecture(hit["normalised_config"]), Inventory.from_dict(hit["inventory"])
+            return _from_cache(hit)
         return _derive_uncached(config, checkpoint, notes, key)
+
+
+def _from_cache(hit: dict[str, Any]) -> tuple[Architecture, Inventory]:
+    inventory = Inventory.from_dict(hit["inventory"])
+    return as_built(read_architecture(hit["normalised_config"]), inventory), inventory
 
 
 def _derive_uncached(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[str],
@@ -56,7 +62,16 @@ def _derive_uncached(config: dict[str, Any], checkpoint: Checkpoint | None, note
     meta_builds += 1
     inventory = build_inventory(config_obj)
     cache.save("inventories", key, {"normalised_config": normalised, "inventory": inventory.to_dict()})
-    return architecture, inventory
+    return as_built(architecture, inventory), inventory
+
+
+def as_built(arch: Architecture, inventory: Inventory) -> Architecture:
+    """The architecture without MoE fields the built model does not use: a config class's defaults (Nemotron-H's
+    n_routed_experts=8, top-2 with no MoE layer in its pattern) are not experts unless expert weights exist."""
+    if not arch.num_experts or inventory.by_component.get("experts", 0):
+        return arch
+    return replace(arch, num_experts=0, experts_per_token=0, moe_intermediate_size=None, num_shared_experts=0,
+                   num_dense_layers=arch.num_layers)
 
 
 def _transformers_version() -> str:
