@@ -67,12 +67,25 @@ def recommendation(fit: dict[str, Any]) -> str:
     return multi_gpu_text(multi)
 
 
-def verdict_parts(fit: dict[str, Any]) -> tuple[bool, str, str]:
-    """(fits, GiB needed, what follows): "b≤N" when it fits, else the recommendation."""
-    total = short_gib(fit["single_gpu"]["total_bytes"])
+VERDICTS = ("fits", "change", "gpus", "none")
+"""A cell's verdict: fits one GPU as set, fits one GPU with a change, needs several GPUs, no fit found."""
+
+
+def verdict(fit: dict[str, Any]) -> str:
+    """The fit entry's verdict, one of VERDICTS."""
     if fit["status"] == "fits":
-        return True, total, f"b≤{fit['max_micro_batch_size']:,}"
-    return False, total, "→ " + (recommendation(fit) or "no fit")
+        return "fits"
+    if not recommendation(fit):
+        return "none"
+    return "change" if single_gpu_change(fit) else "gpus"
+
+
+def verdict_parts(fit: dict[str, Any]) -> tuple[str, str, str]:
+    """(verdict, GiB needed, what follows): "b≤N" when it fits, else the recommendation."""
+    kind, total = verdict(fit), short_gib(fit["single_gpu"]["total_bytes"])
+    if kind == "fits":
+        return kind, total, f"b≤{fit['max_micro_batch_size']:,}"
+    return kind, total, "→ " + (recommendation(fit) or "no fit")
 
 
 def fit_grid(report: dict[str, Any]) -> tuple[list[str], list[tuple[str, float, dict[str, dict[str, Any]]]]]:

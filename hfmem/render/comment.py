@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfmem.render.diff import cell, fit_entries, memory_by_method, render_diff, verdict
+from hfmem.render.common import EMOJI, legend
 from hfmem.render.markdown import table
 from hfmem.units import count, gib
 
 VISIBLE_DIFFS = 3
 VISIBLE_MODELS = 10
-LEGEND = ("✅ fits one GPU as set · ⚠️ fits one GPU with the change named · "
-          "❌ does not fit one GPU (N× sharding: the GPUs it needs)")
+LEGEND = legend(EMOJI)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Pieces every renderer shares: the architecture rows, the method titles and the one-line settings summary."""
+"""Pieces every renderer shares: the architecture rows, the method titles, the verdict marks and their legend, and
+the one-line settings summary."""
 
 from __future__ import annotations
 
@@ -13,6 +14,16 @@ ARCH_ROWS = [
     ("max_position_embeddings", "max positions"), ("sliding_window", "sliding window"), ("dtype", "stored dtype"),
 ]
 METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
+MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
+"""A verdict's mark in the terminal and in markdown (memory.advice.VERDICTS)."""
+EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}
+"""The same marks as GitHub renders them, for the pull-request comment."""
+
+
+def legend(marks: dict[str, str] = MARKS) -> str:
+    """The one legend shown under every fit table, in that table's marks."""
+    return (f"{marks['fits']} fits, b≤N: largest micro-batch · {marks['change']} fits with the change · "
+            f"{marks['gpus']} needs N GPUs")
 
 
 def settings_line(report: dict[str, Any]) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.memory.advice import recommendation, single_gpu_change
+from hfmem.memory.advice import recommendation, verdict as advice_verdict
 from hfmem.render.markdown import escape, table
-from hfmem.render.common import ARCH_ROWS
+from hfmem.render.common import ARCH_ROWS, EMOJI
 from hfmem.units import count, gib
 
 MAX_CELL = 200  # characters of untrusted text per cell, before escaping
@@ -57,13 +57,13 @@ def fits(entry: dict[str, Any] | None) -> bool | None:
 
 
 def verdict(entry: dict[str, Any] | None) -> str:
-    """A short cell: ✅ fits as set, ⚠️ the one-GPU change that makes it fit, ❌ the GPUs it needs (memory.advice)."""
+    """A short cell: the verdict's mark (render.common.EMOJI) and, where it does not fit as set, what would."""
     if entry is None:
         return "—"
     if fits(entry):
-        return "✅"
+        return EMOJI["fits"]
     advice = recommendation(entry)
-    return ("⚠️ " if single_gpu_change(entry) else "❌ ") + cell(advice, 40) if advice else "❌"
+    return f"{EMOJI[advice_verdict(entry)]} {cell(advice, 40)}" if advice else EMOJI["none"]
 
 
 def regressions(base: dict[str, Any] | None, head: dict[str, Any] | None) -> list[tuple[str, str]]:

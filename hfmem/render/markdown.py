@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from hfmem.memory.advice import fit_grid, verdict_parts
-from hfmem.render.common import ARCH_ROWS, METHOD_TITLES, settings_line
+from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, settings_line
 from hfmem.units import count
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
@@ -51,9 +51,9 @@ def render(report: dict[str, Any]) -> str:
 
 
 def fit_markdown(report: dict[str, Any]) -> str:
-    """The fit matrix: GiB per GPU, ✓ with the largest micro-batch, ✗ with the change that would fit."""
+    """The fit matrix: GiB per GPU with each cell's verdict mark, then the legend."""
     methods, rows = fit_grid(report)
     body = [[f"{escape(name)} ({usable:g} GiB)"]
-            + [("✓ " if ok else "✗ ") + f"{total} " + escape(rest) for ok, total, rest in
+            + [f"{MARKS[verdict]} {total} " + escape(rest) for verdict, total, rest in
                (verdict_parts(by_method[m]) for m in methods)] for name, usable, by_method in rows]
-    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body)
+    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body) + "\n" + legend()

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hfmem.memory.advice import fit_grid, verdict_parts
-from hfmem.render.common import ARCH_ROWS, METHOD_TITLES, settings_line
+from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, settings_line
 from hfmem.units import count, gib, size
 
 
@@ -64,10 +64,9 @@ def notes_text(report: dict[str, Any]) -> Text:
 
 def fit_cell(fit: dict[str, Any]) -> Text:
     """One method on one GPU in one line: GiB needed, then the batch room or what would make it fit."""
-    fits, total, rest = verdict_parts(fit)
-    if fits:
-        return Text.assemble((f"✓ {total}", "green"), (f" {rest}", "dim"))
-    return Text.assemble((f"✗ {total}", "red"), (f" {rest}", "yellow"))
+    verdict, total, rest = verdict_parts(fit)
+    colour = {"fits": "green", "change": "yellow"}.get(verdict, "red")
+    return Text.assemble((f"{MARKS[verdict]} {total}", colour), (f" {rest}", "dim" if verdict == "fits" else "yellow"))
 
 
 def fit_table(report: dict[str, Any]) -> Table:
@@ -128,8 +127,7 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
         parts += [architecture_table(report), parameters_table(report)]
     if report.get("fit"):
         parts.append(fit_table(report))
-        parts.append(Text("✓ fits, b: largest micro-batch · ✗ → the least intrusive change that fits, and its GiB",
-                          style="dim"))
+        parts.append(Text(legend(), style="dim"))
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
         rule = report["estimates"][0]["rule_of_thumb"]
         parts.append(Text(f"\"6 × params(B) GB\" says {rule['seed_rule_gb']:,.0f} GB; {report['estimates'][0]['method']} "
