@@ -44,5 +44,5 @@ def test_one_legend_under_every_table(capsys, tmp_path, monkeypatch):
     render_table(report, Console(file=out, width=200))
     assert legend() in out.getvalue()
     comment = render([Item("example:Meta-Llama-3-8B", "model", head=report)], "settings", 65_536)
-    assert LEGEND == legend(EMOJI) and LEGEND in comment
-    assert all(legend(marks).count(" · ") == 2 for marks in (MARKS, EMOJI))
+    assert LEGEND == legend(EMOJI, batch=False) and LEGEND in comment
+    assert all(legend(marks, batch).count(" · ") == 2 for marks in (MARKS, EMOJI) for batch in (True, False))

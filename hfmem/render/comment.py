@@ -19,7 +19,7 @@ from hfmem.units import count, gib
 
 VISIBLE_DIFFS = 3
 VISIBLE_MODELS = 10
-LEGEND = legend(EMOJI)
+LEGEND = legend(EMOJI, batch=False)  # the comment's cells carry no batch size
 
 
 @dataclass

@@ -20,10 +20,10 @@ EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}
 """The same marks as GitHub renders them, for the pull-request comment."""
 
 
-def legend(marks: dict[str, str] = MARKS) -> str:
-    """The one legend shown under every fit table, in that table's marks."""
-    return (f"{marks['fits']} fits, b≤N: largest micro-batch · {marks['change']} fits with the change · "
-            f"{marks['gpus']} needs N GPUs")
+def legend(marks: dict[str, str] = MARKS, batch: bool = True) -> str:
+    """The one legend shown under every fit table, in that table's marks (`batch`: its cells show b≤N)."""
+    fits = f"{marks['fits']} fits" + (", b≤N: largest micro-batch" if batch else "")
+    return f"{fits} · {marks['change']} fits with the change · {marks['gpus']} needs N GPUs"
 
 
 def settings_line(report: dict[str, Any]) -> str:
