@@ -145,7 +145,7 @@ def test_default_table_is_one_screen(capsys):
     lines = out.splitlines()
     assert len(lines) <= 32 and max(len(line) for line in lines) <= 100
     assert "H100 80GB" in out and "QLoRA" in out and "assumes: bf16" in out
-    assert "(16 bytes/param)" in out  # the seed rule of thumb is shown for what it is
+    assert '"6 × params(B) GB" napkin: 385.4 GiB · hfmem: full 1,131' in out  # the napkin rule, as a contrast
 
 
 def test_details_add_the_breakdown(capsys):

@@ -43,7 +43,7 @@ def test_rule_of_thumb_counts_the_frozen_base_as_stored(dtype: str) -> None:
     est = estimate(*LLAMA, TrainingSettings(method="lora", dtype=dtype))
     b = est.per_gpu_bytes
     state = b.weights + b.gradients + b.optimizer
-    assert rule_of_thumb(est)["model_state_gb"] == round(state / 1e9, 2)
+    assert rule_of_thumb(est)["model_state_gib"] == round(state / 2**30, 2)
 
 
 def test_the_mixed_precision_note_follows_the_master_copy() -> None:

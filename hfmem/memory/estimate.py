@@ -41,6 +41,7 @@ from hfmem.memory.model_state import (
     parameter_split,
 )
 from hfmem.memory.settings import TrainingSettings
+from hfmem.units import GIB
 
 _ROOT_COMPONENTS = ("embeddings", "head", "vision", "projector")
 
@@ -285,7 +286,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
 
 
 def rule_of_thumb(est: Estimate) -> dict[str, Any]:
-    """The seed rule '≈ 6 × params(B) GB' next to the model state this estimate counts per parameter."""
+    """The napkin rule "VRAM ≈ 6 × params(B) GB" beside the model state this method really keeps, both in GiB."""
     params = est.split.total
     bpp = est.state.bytes_per_param
     trained = bpp["weights"] + bpp["gradients"] + bpp["master_weights"] + bpp["optimizer_states"]
@@ -293,11 +294,19 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
     frozen = est.split.frozen_16bit * stored + est.split.frozen_quantized * nf4_bytes_per_param(est.settings)
     state = est.split.trainable * trained + frozen
     per_param = state / params if params else 0.0
+    napkin = 6 * est.model["parameters"]  # the model's own count: the rule knows no adapters
+    if est.settings.method == "full":
+        why = (f"{est.settings.precision.label} with {est.settings.resolved_optimizer} keeps {per_param:g} bytes per "
+               "parameter of model state (mixed-precision AdamW: 2 weights + 2 gradients + 4 fp32 master + 8 fp32 "
+               "moments, ZeRO paper) before any activation")
+    else:
+        base = nf4_bytes_per_param(est.settings) if est.settings.method == "qlora" else stored
+        why = (f"{est.settings.method}: the frozen base keeps {base:.3g} bytes per parameter and only the adapters "
+               f"train, so model state is {per_param:.3g} bytes/param; activations come on top")
     return {
-        "seed_rule_gb": round(6 * params / 1e9, 2),
-        "model_state_gb": round(state / 1e9, 2),
+        "napkin": "VRAM ≈ 6 × params(B) GB, i.e. 6 bytes per parameter for any method",
+        "napkin_gib": round(napkin / GIB, 2),
+        "model_state_gib": round(state / GIB, 2),
         "model_state_bytes_per_param": round(per_param, 3),
-        "explanation": "mixed-precision AdamW keeps 16 bytes per parameter of model state (2 weights + 2 gradients "
-                       "+ 4 fp32 master + 8 fp32 moments; ZeRO paper), not 6: the rule of thumb undercounts it "
-                       f"{16 / 6:.2f}x, before activations",
+        "explanation": why + f"; the napkin figure is {napkin / state:.2f}x this model state" if state else why,
     }

@@ -9,7 +9,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from hfmem.memory.advice import fit_grid, verdict_parts
+from hfmem.memory.advice import fit_grid, short_gib, verdict_parts
 from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, settings_line
 from hfmem.units import count, gib, size
 
@@ -120,6 +120,17 @@ def headline(report: dict[str, Any]) -> Text:
     return text
 
 
+def napkin_line(report: dict[str, Any]) -> str:
+    """The napkin rule as a contrast, in the table's unit, beside each method's figure from the table's own cells."""
+    napkin = report["estimates"][0]["rule_of_thumb"]["napkin_gib"]
+    methods, rows = fit_grid(report)
+    cells = rows[0][2] if rows else {}
+    figures = ", ".join(f"{METHOD_TITLES.get(m, m).removesuffix(' fine-tune')} "
+                        f"{short_gib(cells[m]['single_gpu']['total_bytes'])}"
+                        for m in methods if m in cells)
+    return f"\"6 × params(B) GB\" napkin: {napkin:,.1f} GiB · hfmem: {figures} GiB"
+
+
 def render(report: dict[str, Any], console: Console, details: bool = False) -> None:
     """One screen by default: headline, cross-check, the fit matrix and its assumptions; --details adds the rest."""
     parts: list[Any] = [headline(report), notes_text(report)]
@@ -129,13 +140,10 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
         parts.append(fit_table(report))
         parts.append(Text(legend(), style="dim"))
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
-        rule = report["estimates"][0]["rule_of_thumb"]
-        parts.append(Text(f"\"6 × params(B) GB\" says {rule['seed_rule_gb']:,.0f} GB; {report['estimates'][0]['method']} "
-                          f"model state alone is {rule['model_state_gb']:,.0f} GB "
-                          f"({rule['model_state_bytes_per_param']:g} bytes/param)", style="dim"))
+        parts.append(Text(napkin_line(report), style="dim"))
         if details:
             parts += [breakdown_table(report), activations_table(report)]
         else:
-            parts.append(Text("--details: architecture, parameters, memory by term, activations; --format json: all",
+            parts.append(Text("--details: architecture, parameters, memory by term, activations · --format json",
                               style="dim"))
     console.print(Group(*parts))

@@ -1,0 +1,48 @@
+"""The napkin rule "6 × params(B) GB" is shown as a contrast only: in GiB like the table, beside each method's own
+figure from the table, with a per-method explanation (it was one line about full fine-tuning, mixing GB and GiB)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+from rich.console import Console
+
+from hfmem.cli.main import run
+from hfmem.memory.advice import short_gib
+from hfmem.render.table import napkin_line, render
+from hfmem.units import GIB
+
+
+@pytest.fixture
+def report(capsys, tmp_path, monkeypatch) -> dict:
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+    assert run(["example:Meta-Llama-3-8B", "-g", "h100", "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_napkin_line_is_in_gib_beside_each_methods_table_figure(report):
+    line = napkin_line(report)
+    assert " GB;" not in line and line.endswith(" GiB") and "napkin: 44.9 GiB" in line
+    for fit in report["fit"]:
+        assert short_gib(fit["single_gpu"]["total_bytes"]) in line
+    out = io.StringIO()
+    render(report, Console(file=out, width=80))
+    assert line in out.getvalue().replace("\n", " ") or line in out.getvalue()
+
+
+def test_napkin_is_the_models_own_count_for_every_method(report):
+    params = report["parameters"]["total"]
+    napkins = {e["rule_of_thumb"]["napkin_gib"] for e in report["estimates"]}
+    assert napkins == {round(6 * params / GIB, 2)}
+
+
+def test_explanation_fits_the_method(report):
+    by_method = {e["method"]: e["rule_of_thumb"] for e in report["estimates"]}
+    assert "16 bytes per parameter" in by_method["full"]["explanation"]
+    for method in ("lora", "qlora"):
+        rule = by_method[method]
+        assert not re.search(r"\b16 bytes", rule["explanation"]) and rule["explanation"].startswith(f"{method}: the frozen")
+        assert rule["model_state_bytes_per_param"] < 6 < by_method["full"]["model_state_bytes_per_param"]
