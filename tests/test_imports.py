@@ -74,7 +74,8 @@ def test_the_detector_sees_a_cold_build(warm):
     assert {"torch", "transformers"} <= set(imported)
 
 
-@pytest.mark.parametrize("args", [["--help"], ["scan", "--help"], ["--version"]], ids=["help", "scan-help", "version"])
+@pytest.mark.parametrize("args", [["--help"], ["scan", "--help"], ["--version"], ["gpus"], ["gpus", "--format", "json"]],
+                         ids=["help", "scan-help", "version", "gpus", "gpus-json"])
 def test_help_and_version_import_nothing_heavy(fresh, args):
     code, out, imported = hfmem_imports(*fresh, *args)
     assert code == 0 and out

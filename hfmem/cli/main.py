@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
 from functools import partial
 from typing import Annotated, Any, Optional
 
@@ -16,18 +15,13 @@ import typer
 
 from hfmem import __version__, errors
 from hfmem.cli import options as opt
+from hfmem.cli.formats import OutputFormat
 from hfmem.constants import HUB_TIMEOUT_S
 
 # typer may vendor click; find its ClickException through a public subclass either way.
 _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-
-
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
-    markdown = "markdown"
 
 
 def _print_version(value: bool) -> None:
@@ -37,8 +31,14 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+COMMANDS = ("Commands: hfmem MODEL [options] (this page) · hfmem scan FILE [options] (many models into JSONL; "
+            "hfmem scan --help) · hfmem gpus (the GPU catalogue for --gpu) · hfmem --version")
+"""Every command, listed under `hfmem --help` (the dispatch is in `run`)."""
+
+
 @app.command(help="Exact architecture, parameter count and training memory fit of a Hugging Face model. "
-                  "MODEL is a Hub id (org/name[@revision]), a local directory, a config.json, or example:NAME.")
+                  "MODEL is a Hub id (org/name[@revision]), a local directory, a config.json, or example:NAME.",
+             epilog=COMMANDS)
 @opt.with_plan_flags
 def model(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="org/name[@revision], a directory, a config.json or example:NAME")],
@@ -90,6 +90,10 @@ def run(argv: list[str]) -> int:
         from hfmem.cli.scan import scan_app
 
         command, argv, prog = typer.main.get_command(scan_app), argv[1:], "hfmem scan"
+    elif argv[:1] == ["gpus"]:
+        from hfmem.cli.gpus import gpus_app
+
+        command, argv, prog = typer.main.get_command(gpus_app), argv[1:], "hfmem gpus"
     else:
         command, prog = typer.main.get_command(app), "hfmem"
     try:

@@ -71,7 +71,8 @@ def find_gpu(name: str) -> Gpu:
         if key == _key(gpu.name) or key in {_key(a) for a in gpu.aliases}:
             return gpu
     known = ", ".join(g.name for g in catalogue())
-    raise InvalidInputError(f"unknown GPU {name!r}; known: {known}; or give a custom one as name=GiB (e.g. mygpu=40).")
+    raise InvalidInputError(f"unknown GPU {name!r}; known: {known}; or give a custom one as name=GiB (e.g. mygpu=40); "
+                            "`hfmem gpus` lists them with their aliases.")
 
 
 _SPEC = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9 ._\-]{0,63}?)\s*=\s*(?P<size>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>GiB|GB|G)?\s*$", re.I)

@@ -1,0 +1,11 @@
+"""The output formats every hfmem command offers (`--format`)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
