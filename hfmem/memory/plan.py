@@ -34,13 +34,15 @@ def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = No
 
 
 def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
-    """The analysis as a dict, plus `estimates[]` (one per method) and `fit[]` (method x GPU)."""
+    """The analysis as a dict, plus `warnings[]`, `estimates[]` (one per method) and `fit[]` (method x GPU)."""
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
+    from hfmem.memory.warnings import warnings_for
     from hfmem.hardware.gpus import catalogue
 
     arch, inventory = result.architecture, result.inventory
     training = plan.training.validated()
     estimates = [estimate(arch, inventory, replace(training, method=m).validated()).to_dict() for m in plan.methods]
     fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods)
-    return result.to_dict() | {"plan": plan.to_dict(), "estimates": estimates, "fit": [f.to_dict() for f in fits]}
+    return result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings_for(arch, result.config, training, fits),
+                               "estimates": estimates, "fit": [f.to_dict() for f in fits]}

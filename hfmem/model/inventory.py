@@ -50,6 +50,8 @@ class Inventory:
     tied: tuple[tuple[str, str], ...]
     buffers: dict[str, int]
     """Buffer elements by leaf name (e.g. "inv_freq"); some checkpoints store such buffers as tensors."""
+    approximate: str | None = None
+    """Why the counts are an approximation (no build and no checkpoint to count from); None when they are exact."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -66,6 +68,7 @@ class Inventory:
             linears=linears,
             tied=tuple(tuple(p) for p in data["tied"]),
             buffers=dict(data["buffers"]),
+            approximate=data.get("approximate"),
         )
 
 
@@ -124,4 +127,6 @@ def inventory_from_dims(arch: Architecture) -> Inventory:
     if not arch.tie_word_embeddings:
         linears.append(LinearGroup("lm_head", "head", h, arch.vocab_size, 1, "linear", False))
         by_component["head"] = arch.vocab_size * h
-    return Inventory("", sum(by_component.values()), by_component, tuple(linears), (), {})
+    why = (f"model type {arch.model_type!r} is not one transformers builds and there is no checkpoint: counted from "
+           "the config's dimensions with a Llama-style layer")
+    return Inventory("", sum(by_component.values()), by_component, tuple(linears), (), {}, approximate=why)

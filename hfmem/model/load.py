@@ -57,6 +57,7 @@ class ModelReport:
             "architecture": self.architecture.to_dict() | {"model_class": self.inventory.model_class or None},
             "parameters": {
                 "total": self.inventory.total,
+                "approximate": self.inventory.approximate,
                 "by_component": self.inventory.by_component,
                 "checkpoint_total": ckpt.total if ckpt else None,
                 "checkpoint_bytes": ckpt.total_bytes if ckpt else None,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfmem.render.diff import cell, fit_entries, memory_by_method, render_diff, verdict
-from hfmem.render.common import EMOJI, legend
+from hfmem.render.common import EMOJI, legend, parameter_count
 from hfmem.render.markdown import table
 from hfmem.units import count, gib
 
@@ -58,7 +58,8 @@ def columns(items: list[Item]) -> tuple[list[str], list[str]]:
 def matrix_rows(item: Item, methods: list[str], gpus: list[str]) -> list[list[str]]:
     """One row per method: model and parameters on the first, then peak memory and a verdict per GPU."""
     memory, entries = memory_by_method(item.head), fit_entries(item.head)
-    first = [cell(item.label), count((item.head or {}).get("parameters", {}).get("total"))]
+    params = (item.head or {}).get("parameters") or {}
+    first = [cell(item.label), parameter_count(params) if "total" in params else count(None)]
     if not methods:
         return [first]
     rows = []

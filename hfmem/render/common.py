@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hfmem.units import count
+
 
 ARCH_ROWS = [
     ("model_type", "model type"), ("model_class", "class"), ("num_layers", "layers"), ("hidden_size", "hidden"),
@@ -18,6 +20,14 @@ MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
 """A verdict's mark in the terminal and in markdown (memory.advice.VERDICTS)."""
 EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}
 """The same marks as GitHub renders them, for the pull-request comment."""
+
+
+def parameter_count(params: dict[str, Any]) -> str:
+    """The parameter total, marked "≈ … approximate" when it is one (the reason is in the notes and the JSON)."""
+    text = count(params["total"])
+    if not params.get("approximate"):
+        return text
+    return f"≈{text[:-1]}, approximate)" if text.endswith(")") else f"≈{text} (approximate)"
 
 
 def legend(marks: dict[str, str] = MARKS, batch: bool = True) -> str:

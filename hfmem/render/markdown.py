@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from hfmem.memory.advice import fit_grid, verdict_parts
-from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, settings_line
+from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, parameter_count, settings_line
 from hfmem.units import count
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
@@ -36,7 +36,7 @@ def render(report: dict[str, Any]) -> str:
     title = f"### {escape(report['model'])}" + (f" @ `{report['sha'][:12]}`" if report.get("sha") else "")
     arch_rows = [[label, escape(arch.get(key))] for key, label in ARCH_ROWS if arch.get(key) not in (None, 0)]
     param_rows = [[escape(c), count(n)] for c, n in params["by_component"].items()]
-    param_rows.append(["**total**", f"**{count(params['total'])}**"])
+    param_rows.append(["**total**", f"**{parameter_count(params)}**"])
     if params["checkpoint_total"] is not None:
         param_rows.append(["checkpoint", count(params["checkpoint_total"])])
     out = [title, "", table(["architecture", ""], arch_rows), "", table(["component", "parameters"], param_rows), ""]
@@ -44,6 +44,7 @@ def render(report: dict[str, Any]) -> str:
         out.append("Meta model and checkpoint headers agree exactly.")
     elif check["status"] != "unavailable":
         out.append(f"Checkpoint − meta model = {check['difference']:+,}: " + escape(" ".join(check["explanations"])))
+    out += [f"> **warning:** {escape(w)}" for w in report.get("warnings", [])]
     out += [f"> {escape(note)}" for note in report["notes"]]
     if report.get("fit"):
         out += ["", fit_markdown(report), "", "assumes: " + escape(settings_line(report))]

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hfmem.memory.advice import fit_grid, short_gib, verdict_parts
-from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, settings_line
+from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, parameter_count, settings_line
 from hfmem.units import count, gib, size
 
 
@@ -38,7 +38,7 @@ def parameters_table(report: dict[str, Any]) -> Table:
     table.add_column("parameters", justify="right")
     for component, n in params["by_component"].items():
         table.add_row(component, count(n))
-    table.add_row(Text("total", style="bold"), Text(count(params["total"]), style="bold"))
+    table.add_row(Text("total", style="bold"), Text(parameter_count(params), style="bold"))
     if params["checkpoint_total"] is not None:
         dtypes = ", ".join(f"{d} {count(n)}" for d, n in params["by_dtype"].items())
         table.add_row("checkpoint", f"{count(params['checkpoint_total'])} in {params['checkpoint_files']} file(s)")
@@ -112,7 +112,7 @@ def headline(report: dict[str, Any]) -> Text:
     text = Text(f"{report['model']}", style="bold")
     if report.get("sha"):
         text.append(f" @ {report['sha'][:12]}", style="dim")
-    text.append(f" · {count(params['total'])} parameters")
+    text.append(f" · {parameter_count(params)} parameters")
     arch = report["architecture"]
     text.append(f" · {arch['num_layers']} layers, hidden {arch['hidden_size']:,}, {arch['attention_kind']}", style="dim")
     if arch.get("num_experts"):
@@ -133,7 +133,8 @@ def napkin_line(report: dict[str, Any]) -> str:
 
 def render(report: dict[str, Any], console: Console, details: bool = False) -> None:
     """One screen by default: headline, cross-check, the fit matrix and its assumptions; --details adds the rest."""
-    parts: list[Any] = [headline(report), notes_text(report)]
+    parts: list[Any] = [headline(report), *(Text(f"warning: {w}", style="bold yellow") for w in report.get("warnings", [])),
+                        notes_text(report)]
     if details:
         parts += [architecture_table(report), parameters_table(report)]
     if report.get("fit"):
