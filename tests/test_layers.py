@@ -15,7 +15,7 @@ LAYERS = {
     "memory": 3,
     "render": 4, "scan": 4,
     "cli": 5, "github": 5,
-    "_readme": 6,  # README sections generated from any layer's tables
+    "_readme": 6, "api": 6,  # README sections generated from any layer's tables
 }
 TOP_LEVEL = {"__init__", "__main__"}
 
