@@ -249,3 +249,26 @@ def test_a_full_disk_mid_scan_is_one_line_and_resume_recovers(tmp_path):
     assert sorted(r["model"] for r in iter_records(out)) == ["example:Meta-Llama-3-8B", "example:Qwen2.5-0.5B",
                                                              "example:gpt2"]
     assert len(out.read_bytes().splitlines()) == 3
+
+
+def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch):
+    """CSV and markdown give, per model and method, the GiB one GPU needs and where it fits, and the settings."""
+    from hfmem.cli.main import run
+
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+    models = tmp_path / "models.txt"
+    models.write_text("example:gpt2\nexample:Meta-Llama-3-8B\n")
+    out, csv_path, md_path = tmp_path / "r.jsonl", tmp_path / "r.csv", tmp_path / "r.md"
+    assert run(["scan", str(models), "-o", str(out), "-g", "rtx4090", "-g", "h100", "--seq-len", "1024",
+                "--csv", str(csv_path), "--markdown", str(md_path)]) == 0
+    rows = {r["model"]: r for r in csv.DictReader(io.StringIO(csv_path.read_text()))}
+    reports = {r["model"]: r["report"] for r in iter_records(out)}
+    for model, row in rows.items():
+        for fit in reports[model]["fit"]:
+            assert float(row[f"{fit['method']}_gib_per_gpu"]) == round(fit["single_gpu"]["total_bytes"] / 2**30, 2)
+        assert row["settings"].startswith("bf16 · adamw · seq 1024 · micro-batch 1")
+    assert rows["example:gpt2"]["qlora_fits_on"] == "RTX 4090"
+    assert rows["example:Meta-Llama-3-8B"]["full_fits_on"].endswith("× H100 80GB")
+    text = md_path.read_text()
+    assert "Settings: bf16 · adamw · seq 1024" in text and "full 134 GiB: " not in text  # seq 1024, not 2048
+    assert f"lora {float(rows['example:gpt2']['lora_gib_per_gpu']):g} GiB: RTX 4090" in text

@@ -13,14 +13,18 @@ from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple
 
 from hfmem import errors
+from hfmem.memory.settings import METHODS
 from hfmem.scan.runner import record_key
-from hfmem.units import count
+from hfmem.units import GIB, count
 
 _FIT = re.compile(r"^\s*([A-Za-z]+)\s*:\s*(\S.*?)\s*$")
 
+METHOD_COLUMNS = tuple(f"{m}_{c}" for m in METHODS for c in ("gib_per_gpu", "fits_on"))
+"""Per method: the GiB one GPU needs at the scan's settings, and the smallest GPU it fits on (or N× the GPU
+needing the fewest, when one is not enough)."""
 CSV_COLUMNS = ("model", "status", "repo_id", "revision", "sha", "model_type", "model_class", "parameters",
-               "checkpoint_parameters", "checkpoint_bytes", "crosscheck", "smallest_fit", "fits", "error_type", "error",
-               "settings_digest")
+               "checkpoint_parameters", "checkpoint_bytes", "crosscheck", "smallest_fit", "fits", *METHOD_COLUMNS,
+               "settings", "error_type", "error", "settings_digest")
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,6 @@ class FitCell(NamedTuple):
 def parse_fit_filter(text: str) -> FitFilter:
     """`qlora:rtx4090` -> FitFilter("qlora", "RTX 4090"); anything else is a one-line input error."""
     from hfmem.hardware.gpus import find_gpu
-    from hfmem.memory.settings import METHODS
 
     match = _FIT.match(text)
     if not match or match[1].lower() not in METHODS:
@@ -93,6 +96,43 @@ def smallest_fits(record: dict[str, Any]) -> dict[str, str]:
     return {method: cell.gpu for method, cell in best.items()}
 
 
+def method_figures(record: dict[str, Any]) -> dict[str, tuple[float | None, str]]:
+    """Per method of the record's fit matrix: (GiB per GPU as set, where it fits: "RTX 4090", "4× H100 80GB")."""
+    by_method: dict[str, list[dict[str, Any]]] = {}
+    for entry in (record.get("report") or {}).get("fit") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("method"), str):
+            by_method.setdefault(entry["method"], []).append(entry)
+    return {method: (_gib(entries), _fits_on(entries)) for method, entries in by_method.items()}
+
+
+def _gib(entries: list[dict[str, Any]]) -> float | None:
+    total = (entries[0].get("single_gpu") or {}).get("total_bytes")
+    return round(total / GIB, 2) if isinstance(total, (int, float)) else None
+
+
+def _fits_on(entries: list[dict[str, Any]]) -> str:
+    """The smallest GPU one of which fits, else the fewest GPUs of any kind, else "no fit"."""
+    single = [e for e in entries if (e.get("single_gpu") or {}).get("fits") is True]
+    if single:
+        return min(single, key=lambda e: e["gpu"].get("usable_gib") or 0)["gpu"]["name"]
+    multi = [e for e in entries if isinstance(e.get("multi_gpu"), dict) and e["multi_gpu"].get("num_gpus")]
+    if not multi:
+        return "no fit"
+    best = min(multi, key=lambda e: (e["multi_gpu"]["num_gpus"], -(e["gpu"].get("usable_gib") or 0)))
+    return f"{best['multi_gpu']['num_gpus']}× {best['gpu']['name']}"
+
+
+def settings_text(record: dict[str, Any]) -> str:
+    """The training settings a record was estimated with, in one short line (its `settings.plan.training`)."""
+    training = ((record.get("settings") or {}).get("plan") or {}).get("training") or {}
+    if not training:
+        return ""
+    seq = training.get("seq_len") or "default"
+    return (f"{training.get('dtype')} · {training.get('resolved_optimizer') or training.get('optimizer')} · "
+            f"seq {seq} · micro-batch {training.get('micro_batch_size')} · checkpointing "
+            f"{training.get('gradient_checkpointing')} · {training.get('attention')}")
+
+
 def summarise(records: Iterable[dict[str, Any]], filters: list[FitFilter]) -> list[tuple[dict[str, Any], bool]]:
     """(CSV row, fits every filter) for the last record of each (model, settings digest), in first-seen order.
 
@@ -117,8 +157,19 @@ def csv_row(record: dict[str, Any]) -> dict[str, Any]:
         "checkpoint_parameters": params.get("checkpoint_total"), "checkpoint_bytes": params.get("checkpoint_bytes"),
         "crosscheck": (report.get("crosscheck") or {}).get("status"), "smallest_fit": _smallest_text(record),
         "fits": "; ".join(f"{c.method}:{c.gpu}" for c in fit_cells(record) if c.fits),
+        **_method_columns(record), "settings": settings_text(record) or None,
         "error_type": error.get("type"), "error": error.get("message"), "settings_digest": record["settings_digest"],
     }
+
+
+def _method_columns(record: dict[str, Any]) -> dict[str, Any]:
+    figures = method_figures(record)
+    columns: dict[str, Any] = {}
+    for name in METHOD_COLUMNS:
+        method, _, what = name.partition("_")
+        gib, fits_on = figures.get(method, (None, None))
+        columns[name] = gib if what == "gib_per_gpu" else fits_on
+    return columns
 
 
 def to_csv(rows: Iterable[dict[str, Any]]) -> str:
@@ -139,13 +190,15 @@ def to_markdown(rows: list[dict[str, Any]], filters: list[FitFilter]) -> str:
     if filters:
         lines += [f"Filtered to models that fit: {', '.join(f'`{f}`' for f in filters)}.", ""]
     lines += [f"{len(rows)} models: {len(ok)} analysed, {len(failed)} failed.", ""]
+    lines += [f"Settings: {_md(text)}" for text in dict.fromkeys(r["settings"] for r in ok if r["settings"])]
+    lines += [""] if any(r["settings"] for r in ok) else []
     if ok:
-        lines += ["| model | commit | type | parameters | checkpoint | smallest GPU it fits on, per method |",
-                  "|---|---|---|---:|---:|---|"]
+        lines += ["| model | commit | type | parameters | checkpoint | smallest GPU it fits on, per method | "
+                  "GiB per GPU, and where it fits |", "|---|---|---|---:|---:|---|---|"]
         for r in ok:
             lines.append("| " + " | ".join(_md(x) for x in (
                 r["model"], (r["sha"] or "")[:12], r["model_type"] or "", count(r["parameters"]),
-                count(r["checkpoint_parameters"]), r["smallest_fit"] or "-")) + " |")
+                count(r["checkpoint_parameters"]), r["smallest_fit"] or "-", _memory_text(r) or "-")) + " |")
         lines.append("")
     if failed:
         lines += ["## Failures", "", "| model | error | reason |", "|---|---|---|"]
@@ -153,6 +206,16 @@ def to_markdown(rows: list[dict[str, Any]], filters: list[FitFilter]) -> str:
             lines.append(f"| {_md(r['model'])} | {_md(r['error_type'] or '')} | {_md(r['error'] or '')} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _memory_text(row: dict[str, Any]) -> str:
+    """E.g. "full 134 GiB: 8× H100 80GB · lora 35.3 GiB: A100 40GB" from a row's method columns."""
+    parts = []
+    for method in METHODS:
+        gib, fits_on = row.get(f"{method}_gib_per_gpu"), row.get(f"{method}_fits_on")
+        if gib is not None:
+            parts.append(f"{method} {gib:g} GiB: {fits_on}")
+    return " · ".join(parts)
 
 
 def _smallest_text(record: dict[str, Any]) -> str:
