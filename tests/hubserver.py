@@ -31,12 +31,15 @@ pattern (``inject``). See ``tests/test_hubserver.py`` for usage with the real cl
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import math
 import re
 import struct
 import threading
+import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -53,6 +56,7 @@ LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack
 DTYPE_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "BF16": 2, "F16": 2, "I16": 2, "U16": 2}
 MAX_STALL_S = 60.0
 CHUNK = 1 << 20
+MAX_HOSTILE_BYTES = 1 << 30  # what an endless body or a gzip bomb may decode to, at most
 
 
 def git_blob_sha1(content: bytes) -> str:
@@ -129,8 +133,11 @@ class RepoFile:
         """Element count per dtype, from the header (empty if there is none)."""
         counts: dict[str, int] = {}
         for name, t in (self.header or {}).items():
-            if name != "__metadata__":
-                counts[t["dtype"]] = counts.get(t["dtype"], 0) + math.prod(t["shape"])
+            try:
+                if name != "__metadata__":
+                    counts[t["dtype"]] = counts.get(t["dtype"], 0) + math.prod(t["shape"])
+            except (TypeError, KeyError):  # a hostile header: the Hub counts what it can
+                continue
         return counts
 
     def is_weight_read(self, start: int, end: int, ranged: bool) -> bool:
@@ -243,6 +250,13 @@ class Fault:
     ``Content-Length`` off by that many bytes, then close; ``redirect_loop``: answer ``302`` to
     the same path (with ``?loop=N`` appended, so each hop is a new URL), forever while the fault
     lasts. ``times=None`` applies forever.
+
+    Hostile answers: ``trickle`` sends the real body one byte per that many seconds (for at most
+    ``MAX_STALL_S``); ``body`` answers 200 with those bytes (``content_type``, default JSON);
+    ``endless`` answers 200 with a chunked body of that many bytes (``body`` repeated, or spaces);
+    ``gzip_bomb`` answers 200 with ``Content-Encoding: gzip`` whose body decodes to that many
+    bytes: ``body``, then spaces (both at most ``MAX_HOSTILE_BYTES``); ``headers`` replace or add
+    headers of the real answer (e.g. a ``Content-Range``).
     """
 
     pattern: str
@@ -253,6 +267,12 @@ class Fault:
     stall: float = 0.0
     length_delta: int = 0
     redirect_loop: bool = False
+    trickle: float = 0.0
+    body: bytes | None = None
+    content_type: str = "application/json"
+    endless: int = 0
+    gzip_bomb: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
     times: int | None = 1
     method: str | None = None
     host: str | None = None
@@ -409,8 +429,10 @@ class HubServer:
     def inject(self, pattern: str, **effects: Any) -> Fault:
         """Add a ``Fault`` (see its docstring for ``effects``) and return it."""
         fault = Fault(pattern, **effects)
-        if not 0 <= fault.stall <= MAX_STALL_S or not 0 <= fault.latency <= MAX_STALL_S:
-            raise ValueError(f"stall and latency must be within [0, {MAX_STALL_S}] seconds")
+        if not all(0 <= s <= MAX_STALL_S for s in (fault.stall, fault.latency, fault.trickle)):
+            raise ValueError(f"stall, latency and trickle must be within [0, {MAX_STALL_S}] seconds")
+        if not 0 <= max(fault.endless, fault.gzip_bomb) <= MAX_HOSTILE_BYTES:
+            raise ValueError(f"endless and gzip_bomb must be within [0, {MAX_HOSTILE_BYTES}] bytes")
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -580,7 +602,46 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
             self._send_error(HubError(fault.status, None, f"Injected fault: HTTP {fault.status}", headers))
             return True
+        if fault.endless:
+            self._send_chunked(_repeat(fault.body or b" ", fault.endless))
+            return True
+        if fault.gzip_bomb:
+            self._send(200, {"Content-Type": fault.content_type, "Content-Encoding": "gzip"},
+                       _gzip_bomb(fault.body or b"", fault.gzip_bomb))
+            return True
+        if fault.body is not None:
+            self._send(200, {"Content-Type": fault.content_type}, fault.body)
+            return True
         return False
+
+    def _send_chunked(self, chunks: Iterator[bytes]) -> None:
+        """A 200 with ``Transfer-Encoding: chunked``, sent until ``chunks`` ends or the client hangs up."""
+        self.send_response(200)
+        self.send_header("Content-Type", self.fault.content_type if self.fault else "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.close_connection = True
+        self._record(200, 0)
+        self.end_headers()
+        for chunk in chunks:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _write_body(self, chunks: Iterator[bytes]) -> None:
+        """Write the body, one byte per ``trickle`` seconds when the fault says so (for at most MAX_STALL_S)."""
+        trickle = self.fault.trickle if self.fault else 0.0
+        if not trickle:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+            return
+        self.close_connection = True
+        stop = time.monotonic() + MAX_STALL_S
+        for chunk in chunks:
+            for i in range(len(chunk)):
+                if time.monotonic() > stop or self.hub.stopping(trickle):
+                    return
+                self.wfile.write(chunk[i : i + 1])
+                self.wfile.flush()
 
     def _send(
         self,
@@ -599,18 +660,17 @@ class _Handler(BaseHTTPRequestHandler):
         assert length is not None
         sending = length if sending is None else sending
         delta = self.fault.length_delta if self.fault else 0
+        fault_headers = self.fault.headers if self.fault else {}
         self.send_response(status)
-        for key, value in headers.items():
+        for key, value in {**headers, "Content-Length": str(max(0, length + delta)), **fault_headers}.items():
             self.send_header(key, value)
-        self.send_header("Content-Length", str(max(0, length + delta)))
         if delta:
             self.send_header("Connection", "close")
             self.close_connection = True
         self._record(status, 0 if self.method == "HEAD" else sending)
         self.end_headers()
         if self.method != "HEAD":
-            for chunk in [body] if isinstance(body, bytes) else body:
-                self.wfile.write(chunk)
+            self._write_body(iter([body]) if isinstance(body, bytes) else body)
 
     def _send_json(self, data: Any, headers: Mapping[str, str] | None = None) -> None:
         body = json.dumps(data).encode()
@@ -888,6 +948,26 @@ def _parse_range(header: str | None, size: int) -> tuple[int, int] | str | None:
     if start >= size or end <= start:
         return "unsatisfiable"
     return start, end
+
+
+def _repeat(unit: bytes, total: int) -> Iterator[bytes]:
+    """``total`` bytes of ``unit`` repeated, in chunks of about CHUNK bytes."""
+    chunk = unit * max(1, CHUNK // len(unit))
+    while total > 0:
+        yield chunk[:total]
+        total -= len(chunk)
+
+
+@functools.lru_cache(maxsize=4)
+def _gzip_bomb(prefix: bytes, size: int) -> bytes:
+    """Gzip of ``prefix`` then spaces, ``size`` bytes in all once decoded (compressed in pieces, kept for reuse)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    parts, left = [compressor.compress(prefix)], size - len(prefix)
+    spaces = b" " * CHUNK
+    while left > 0:
+        parts.append(compressor.compress(spaces[:left]))
+        left -= CHUNK
+    return b"".join(parts) + compressor.flush()
 
 
 def _take(chunks: Iterator[bytes], limit: int) -> Iterator[bytes]:

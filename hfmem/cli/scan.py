@@ -95,7 +95,7 @@ def scan(
 
 def scan_settings(hub: HubSettings, plan: Plan) -> dict[str, Any]:
     """What a record's results depend on, stored in each record and digested for --resume; never the token."""
-    return {"hfmem": __version__, "endpoint": hub.endpoint, "offline": hub.offline, "plan": plan.to_dict()}
+    return {"hfmem": __version__, "endpoint": hub.shown_endpoint, "offline": hub.offline, "plan": plan.to_dict()}
 
 
 def _check_filters(filters: list[FitFilter], plan: Plan) -> None:

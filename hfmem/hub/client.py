@@ -32,6 +32,8 @@ from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_st
 from huggingface_hub.utils import logging as hf_logging
 
 from hfmem import __version__, errors
+from hfmem.hub import http
+from hfmem.hub.modelref import is_commit, is_repo_id, shorten
 from hfmem.hub.files import INDEX_FILE, MAX_JSON_BYTES, SINGLE_FILE, parse_json, read_json_file
 from hfmem.hub.safetensors import (
     FIRST_READ_BYTES,
@@ -41,9 +43,11 @@ from hfmem.hub.safetensors import (
     parse_header,
     shard_files,
 )
-from hfmem.hub.settings import HubSettings
+from hfmem.hub.settings import HubSettings, redact_url
 
 T = TypeVar("T")
+# What huggingface_hub raises on an API answer that is HTML, a JSON list or has fields of the wrong type.
+MALFORMED_ANSWER = (ValueError, TypeError, KeyError, AttributeError)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class HubClient:
     def __init__(self, settings: HubSettings, sleep: Callable[[float], None] = time.sleep) -> None:
         self.settings = settings
         self._sleep = sleep
+        self._deadline = time.monotonic() + settings.model_deadline
+        http.install()
         # The library logs each retry it makes on stderr, while hfmem's contract is one line per failure; its
         # public verbosity knob is process-wide, which suits a command-line tool.
         hf_logging.set_verbosity_error()
@@ -73,11 +79,11 @@ class HubClient:
         api = HfApi(endpoint=self.settings.endpoint, token=self.settings.token or False, library_name="hfmem",
                     library_version=__version__)
         with self._errors(repo_id, revision):
-            info = self._retry(lambda: api.model_info(repo_id, revision=revision, timeout=self.settings.timeout))
-        if not info.sha:
-            raise errors.NetworkError(f"{repo_id}: the Hub answered without a commit sha.")
-        files = tuple(s.rfilename for s in (info.siblings or []))
-        return RepoState(repo_id=info.id or repo_id, sha=info.sha, files=files)
+            try:
+                info = self._retry(lambda: api.model_info(repo_id, revision=revision, timeout=self.settings.timeout))
+            except MALFORMED_ANSWER:
+                raise errors.NetworkError(f"{repo_id}: the Hub's answer is not a model description.") from None
+        return _repo_state(repo_id, info.id, info.sha, info.siblings)
 
     def _resolve_offline(self, repo_id: str, revision: str | None) -> RepoState:
         """The commit a revision points to in the huggingface_hub cache (offline mode), by the library's lookup."""
@@ -167,14 +173,14 @@ class HubClient:
                 response.read()
                 hf_raise_for_status(response)
             if response.status_code == 200 and start > 0:
-                raise errors.MalformedCheckpointError(f"{url}: server ignored the Range request.")
+                raise errors.MalformedCheckpointError(f"{redact_url(url)}: server ignored the Range request.")
             body = bytearray()
             for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) >= want:
                     break
             size = _total_size(response.headers.get("Content-Range")) or (
-                int(response.headers["Content-Length"]) if response.status_code == 200 and "Content-Length" in response.headers else None
+                _count(response.headers.get("Content-Length")) if response.status_code == 200 else None
             )
         return bytes(body[:want]), size
 
@@ -193,7 +199,8 @@ class HubClient:
         for attempt in range(self.settings.retries + 1):
             started = time.monotonic()
             try:
-                return call()
+                with http.bounded(self._deadline, self.settings.request_deadline):
+                    return call()
             except (HfHubHTTPError, httpx2.TransportError) as err:
                 spent += time.monotonic() - started
                 status = getattr(getattr(err, "response", None), "status_code", None)
@@ -220,7 +227,7 @@ class HubClient:
             yield
         except GatedRepoError:
             raise errors.GatedRepoError(
-                f"{repo_id} is gated: accept its licence at {self.settings.endpoint}/{repo_id}, then set HF_TOKEN "
+                f"{repo_id} is gated: accept its licence at {self.settings.shown_endpoint}/{repo_id}, then set HF_TOKEN "
                 "(or pass --token) with a token of that account."
                 + (" The token given was refused." if self.settings.token else "")
             ) from None
@@ -228,7 +235,7 @@ class HubClient:
             raise errors.RevisionNotFoundError(f"{repo_id} has no revision {revision!r}.") from None
         except RepositoryNotFoundError:
             raise errors.RepoNotFoundError(
-                f"{repo_id} was not found on {self.settings.endpoint}"
+                f"{repo_id} was not found on {self.settings.shown_endpoint}"
                 + ("." if self.settings.token else " (if it is private, set HF_TOKEN).")
             ) from None
         except EntryNotFoundError:
@@ -240,10 +247,10 @@ class HubClient:
             raise errors.NetworkError(f"{where}: the Hub answered HTTP {status} after retries.") from None
         except httpx2.TimeoutException:
             raise errors.NetworkError(
-                f"{where}: no answer from {self.settings.endpoint} within {self.settings.timeout:g}s after retries."
+                f"{where}: no answer from {self.settings.shown_endpoint} within {self.settings.timeout:g}s after retries."
             ) from None
         except httpx2.HTTPError as err:
-            raise errors.NetworkError(f"{where}: cannot reach {self.settings.endpoint} ({type(err).__name__}).") from None
+            raise errors.NetworkError(f"{where}: cannot reach {self.settings.shown_endpoint} ({type(err).__name__}).") from None
 
 
 def header_size_guesses(weight_map: dict[str, str]) -> dict[str, int]:
@@ -264,9 +271,24 @@ def _refuse_oversized(size: int, label: str, malformed: type[errors.HfmemError])
         raise malformed(f"{label} is larger than {MAX_JSON_BYTES:,} bytes.")
 
 
+def _repo_state(asked: str, repo_id: Any, sha: Any, siblings: Any) -> RepoState:
+    """The Hub's model description, checked: a valid id, a commit sha, file names as strings."""
+    if repo_id is not None and (not isinstance(repo_id, str) or not is_repo_id(repo_id)):
+        raise errors.NetworkError(f"{asked}: the Hub answered with an invalid model id {shorten(repo_id)!r}.")
+    if not isinstance(sha, str) or not is_commit(sha):
+        raise errors.NetworkError(f"{asked}: the Hub answered without a commit sha.")
+    files = tuple(getattr(s, "rfilename", None) for s in siblings or [])
+    if not all(isinstance(f, str) for f in files):
+        raise errors.NetworkError(f"{asked}: the Hub's file list is not a list of file names.")
+    return RepoState(repo_id=repo_id or asked, sha=sha, files=files)
+
+
 def _total_size(content_range: str | None) -> int | None:
-    if content_range and "/" in content_range:
-        total = content_range.rsplit("/", 1)[1]
-        return int(total) if total.isdigit() else None
-    return None
+    """The total of a `Content-Range: bytes a-b/total` header, None when absent or not a number."""
+    return _count(content_range.rsplit("/", 1)[1]) if content_range and "/" in content_range else None
+
+
+def _count(text: str | None) -> int | None:
+    """A header's decimal count (ASCII digits only: int() also reads other scripts' digits), else None."""
+    return int(text) if text and text.isascii() and text.isdigit() else None
 

@@ -135,7 +135,7 @@ def _tensor(name: str, info: Any, filename: str) -> TensorEntry:
     if not isinstance(info, dict):
         raise MalformedCheckpointError(f"{filename}: entry {name!r} is not an object.")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if dtype not in DTYPE_BYTES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
         raise MalformedCheckpointError(f"{filename}: tensor {name!r} has unknown dtype {dtype!r}.")
     if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
         raise MalformedCheckpointError(f"{filename}: tensor {name!r} has an invalid shape {shape!r}.")
@@ -161,7 +161,8 @@ def shard_files(index: Any, filename: str = INDEX_FILE) -> tuple[list[str], int 
     if not shards or len(shards) != len(set(index["weight_map"].values())):
         raise MalformedCheckpointError(f"{filename}: `weight_map` values must be shard file names.")
     for shard in shards:
-        if "/" in shard or "\\" in shard or shard.startswith(".") or not shard.endswith(".safetensors"):
+        unsafe = not shard.isprintable() or "/" in shard or "\\" in shard or shard.startswith(".")
+        if unsafe or not shard.endswith(".safetensors"):
             raise MalformedCheckpointError(f"{filename}: refusing shard name {shard!r}.")
     total = (index.get("metadata") or {}).get("total_size") if isinstance(index.get("metadata"), dict) else None
     return shards, total if _is_count(total) else None

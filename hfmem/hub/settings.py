@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from hfmem.constants import HUB_TIMEOUT_S
+
+DEADLINE_TIMEOUTS = 4
+"""A Hub request must be complete within this many --timeout's, however slowly its bytes arrive."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,21 @@ class HubSettings:
     timeout: float = HUB_TIMEOUT_S
     retries: int = 4
     max_retry_wait: float = 30.0
+
+    @property
+    def shown_endpoint(self) -> str:
+        """The endpoint as messages and records show it: without credentials."""
+        return redact_url(self.endpoint)
+
+    @property
+    def request_deadline(self) -> float:
+        """Seconds one request may take in all (the timeout counts per read)."""
+        return DEADLINE_TIMEOUTS * self.timeout
+
+    @property
+    def model_deadline(self) -> float:
+        """Seconds all the requests for one model may take, retries included."""
+        return (self.retries + 1) * self.request_deadline
 
     @staticmethod
     def from_env(token: str | None = None, timeout: float = HUB_TIMEOUT_S, retries: int = 4) -> HubSettings:
@@ -44,3 +63,9 @@ class HubSettings:
             timeout=timeout,
             retries=retries,
         )
+
+
+def redact_url(url: str) -> str:
+    """`url` without the user name and password it may carry: what hfmem prints or stores of any URL."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])) if "@" in parts.netloc else url

@@ -72,9 +72,11 @@ class ModelReport:
 
 
 def _preload_transformers() -> None:
+    """Import transformers while the Hub answers, under the build's own import lock (meta.load_transformers)."""
+    from hfmem.model.meta import load_transformers
+
     try:
-        import accelerate  # noqa: F401
-        import transformers  # noqa: F401
+        load_transformers()
     except Exception:  # the build step reports import problems itself
         pass
 

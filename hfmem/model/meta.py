@@ -7,12 +7,16 @@ hit the cache never pay for them. Remote code is never run: only classes shipped
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 from hfmem.errors import MalformedConfigError, UnsupportedArchitectureError
 from hfmem.model.inventory import COMPONENTS, Inventory, LinearGroup
 
 
+# transformers resolves its names lazily, on first attribute access; a thread that reads one while another is
+# still importing the package can find it missing, so the import and that first read happen under one lock.
+_IMPORT_LOCK = threading.Lock()
 _VISION = re.compile(r"(^|\.)(vision_tower|vision_model|visual|vision_encoder|image_encoder|audio_tower|encoder_vision)(\.|$)")
 _PROJECTOR = re.compile(r"(^|\.)(multi_modal_projector|mm_projector|connector|image_newline)(\.|$)")
 
@@ -73,10 +77,19 @@ def _config_errors() -> tuple[type[Exception], ...]:
     return TypeError, ValueError, KeyError, AttributeError, IndexError, ArithmeticError, StrictDataclassError
 
 
+def load_transformers() -> Any:
+    """transformers, with accelerate and the mapping the build reads first, imported by one thread at a time."""
+    with _IMPORT_LOCK:
+        import accelerate  # noqa: F401
+        import transformers
+
+        transformers.CONFIG_MAPPING  # noqa: B018 -- resolves the lazy auto-mapping submodule under the lock
+        return transformers
+
+
 def make_config(config_dict: dict[str, Any]) -> Any:
     """A transformers config object for the dict; unknown model types raise UnsupportedArchitectureError."""
-    import transformers
-
+    transformers = load_transformers()
     transformers.logging.set_verbosity_error()  # config-upgrade chatter is not for hfmem's users
     model_type = config_dict.get("model_type")
     if model_type not in transformers.CONFIG_MAPPING:
@@ -109,8 +122,8 @@ def build_inventory(config: dict[str, Any] | Any) -> Inventory:
 
     `config` is a config.json dict, or a config object make_config already built (not built twice).
     """
+    transformers = load_transformers()
     import torch
-    import transformers
     from accelerate import init_empty_weights
 
     config = make_config(config) if isinstance(config, dict) else config

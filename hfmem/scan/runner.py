@@ -27,7 +27,7 @@ from huggingface_hub.errors import HfHubHTTPError
 from hfmem import errors
 from hfmem.model import derive
 from hfmem.hub import cache
-from hfmem.hub.client import HubClient
+from hfmem.hub.client import MALFORMED_ANSWER, HubClient
 from hfmem.hub.settings import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
 
@@ -72,10 +72,12 @@ def list_hub_models(settings: HubSettings, author: str | None, search: str | Non
         infos = HubClient(settings)._retry(lambda: list(api.list_models(author=author, search=search, limit=limit)))
     except HfHubHTTPError as err:
         status = getattr(err.response, "status_code", "?")
-        raise errors.NetworkError(f"listing models on {settings.endpoint}: the Hub answered HTTP {status}.") from None
+        raise errors.NetworkError(f"listing models on {settings.shown_endpoint}: the Hub answered HTTP {status}.") from None
     except httpx2.HTTPError as err:
-        raise errors.NetworkError(f"listing models on {settings.endpoint} failed ({type(err).__name__}).") from None
-    return sorted({info.id for info in infos if info.id})
+        raise errors.NetworkError(f"listing models on {settings.shown_endpoint} failed ({type(err).__name__}).") from None
+    except MALFORMED_ANSWER:
+        raise errors.NetworkError(f"listing models on {settings.shown_endpoint}: the answer is not a model list.") from None
+    return sorted({info.id for info in infos if isinstance(info.id, str) and info.id})
 
 
 # -- sharding ------------------------------------------------------------------------------------
