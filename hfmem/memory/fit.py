@@ -107,6 +107,12 @@ class _Planner:
         self._states: dict[tuple, ModelState] = {}
         self._acts: dict[tuple, ActivationEstimate] = {}
         self.memo: dict[tuple, Any] = {}
+        self._ids: dict[tuple[TrainingSettings, int], int] = {}
+
+    def base(self, s: TrainingSettings, seq: int) -> int:
+        """A small stand-in for (settings, seq) in memo keys: hashing a settings dataclass costs more than the lookup
+        it guards, and the searches build thousands of keys on the same one."""
+        return self._ids.setdefault((s, seq), len(self._ids))
 
     def total(self, s: TrainingSettings, seq: int) -> tuple[int, MemoryBreakdown]:
         """Total bytes per GPU and the per-term figures, for validated settings `s` at `seq`.
@@ -189,7 +195,7 @@ def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[
 def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int, fits_one_gpu: bool,
                max_gpus: int) -> dict[str, Any] | None:
     """The fewest GPUs (cheapest sharding first, offload last) that fit `single`; None within max_gpus."""
-    memo_key = (single, seq)
+    memo_key = (planner.base(single, seq),)
 
     def total_of(n: int, sharding: str, off_opt: bool, off_par: bool) -> int:
         key = memo_key + ("n", n, sharding, off_opt, off_par)
@@ -241,7 +247,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     total, per_gpu = planner.total(single, seq)
     fits = total <= limit
 
-    base_key = (single, seq)
+    base_key = (planner.base(single, seq),)
 
     def total_of(tag: tuple, make: Any) -> int:
         """Memoised total of a variant of `single` (GPU-independent, so shared by the whole matrix)."""
