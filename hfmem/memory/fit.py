@@ -277,9 +277,10 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     mitigations = [] if fits else _mitigations(planner, single, limit)
     status = ("fits" if fits else "fits_with_mitigation" if mitigations else "multi_gpu" if multi is not None
               else "does_not_fit")
-    akey = ("assumptions", single, seq)
+    akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once
     if akey not in planner.memo:
-        planner.memo[akey] = estimate_in(ctx, single).assumptions
+        planner.memo[akey] = estimate_in(ctx, single).assumptions, single.to_dict() | {"seq_len": seq}
+    assumptions, settings_dict = planner.memo[akey]
     return Fit(
         gpu=gpu, method=method, status=status,
         single_gpu={"fits": fits, "total_bytes": total, "headroom_bytes": limit - total,
@@ -287,7 +288,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
         max_micro_batch_size=max_b, max_seq_len=max_s, max_seq_len_capped=capped,
         multi_gpu=multi, multi_gpu_with_checkpointing=multi_ckpt,
         mitigation=mitigations[0] if mitigations else None, mitigations=tuple(mitigations),
-        settings=single.to_dict() | {"seq_len": seq}, assumptions=planner.memo[akey],
+        settings=settings_dict, assumptions=assumptions,
     )
 
 
