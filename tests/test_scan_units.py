@@ -272,3 +272,14 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
     text = md_path.read_text()
     assert "Settings: bf16 · adamw · seq 1024" in text and "full 134 GiB: " not in text  # seq 1024, not 2048
     assert f"lora {float(rows['example:gpt2']['lora_gib_per_gpu']):g} GiB: RTX 4090" in text
+
+
+def test_exports_survive_malformed_fit_entries():
+    """Records in a JSONL file the user hands to --csv may be edited or foreign: odd fit entries are skipped."""
+    fit = [fit_entry("qlora", *RTX4090[:2], True, RTX4090[2]), "not an entry", {"method": "full", "gpu": "H100"},
+           {"method": "full", "gpu": {"name": "H100", "usable_gib": "x"}, "single_gpu": {"fits": False},
+            "multi_gpu": {"num_gpus": 2}},
+           {"method": "lora", "gpu": {"name": "A100"}, "single_gpu": {}, "multi_gpu": {"num_gpus": "two"}}]
+    row = next(row for row, _ in summarise([ok_record("org/x", SETTINGS, fake_report("org/x", 10, fit))], []))
+    assert (row["qlora_fits_on"], row["full_fits_on"], row["lora_fits_on"]) == ("RTX 4090", "2× H100", "no fit")
+    assert "org/x" in to_csv([row])

@@ -100,9 +100,11 @@ def method_figures(record: dict[str, Any]) -> dict[str, tuple[float | None, str]
     """Per method of the record's fit matrix: (GiB per GPU as set, where it fits: "RTX 4090", "4× H100 80GB")."""
     by_method: dict[str, list[dict[str, Any]]] = {}
     for entry in (record.get("report") or {}).get("fit") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("method"), str):
+        if isinstance(entry, dict) and isinstance(entry.get("method"), str) and isinstance(entry.get("gpu"), dict):
             by_method.setdefault(entry["method"], []).append(entry)
-    return {method: (_gib(entries), _fits_on(entries)) for method, entries in by_method.items()}
+    smallest = smallest_fits(record)
+    return {method: (_gib(entries), smallest.get(method) or _fewest_gpus(entries))
+            for method, entries in by_method.items()}
 
 
 def _gib(entries: list[dict[str, Any]]) -> float | None:
@@ -110,16 +112,16 @@ def _gib(entries: list[dict[str, Any]]) -> float | None:
     return round(total / GIB, 2) if isinstance(total, (int, float)) else None
 
 
-def _fits_on(entries: list[dict[str, Any]]) -> str:
-    """The smallest GPU one of which fits, else the fewest GPUs of any kind, else "no fit"."""
-    single = [e for e in entries if (e.get("single_gpu") or {}).get("fits") is True]
-    if single:
-        return min(single, key=lambda e: e["gpu"].get("usable_gib") or 0)["gpu"]["name"]
-    multi = [e for e in entries if isinstance(e.get("multi_gpu"), dict) and e["multi_gpu"].get("num_gpus")]
+def _fewest_gpus(entries: list[dict[str, Any]]) -> str:
+    """Where one GPU is not enough: the fewest GPUs of any kind (the larger card on a tie), else "no fit"."""
+    multi = [e for e in entries
+             if isinstance(e.get("multi_gpu"), dict) and isinstance(e["multi_gpu"].get("num_gpus"), int)]
     if not multi:
         return "no fit"
-    best = min(multi, key=lambda e: (e["multi_gpu"]["num_gpus"], -(e["gpu"].get("usable_gib") or 0)))
-    return f"{best['multi_gpu']['num_gpus']}× {best['gpu']['name']}"
+    usable = {id(e): e["gpu"].get("usable_gib") for e in multi}
+    best = min(multi, key=lambda e: (e["multi_gpu"]["num_gpus"],
+                                     -usable[id(e)] if isinstance(usable[id(e)], (int, float)) else 0))
+    return f"{best['multi_gpu']['num_gpus']}× {best['gpu'].get('name')}"
 
 
 def settings_text(record: dict[str, Any]) -> str:
