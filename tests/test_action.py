@@ -296,7 +296,7 @@ def fake_report_fn(ref) -> dict:
     return {"model": ref.name, "architecture": {"num_layers": layers}, "parameters": {"total": 1000 * layers},
             "estimates": [{"method": "qlora", "per_gpu_bytes": {"total": layers * 2**30}}],
             "fit": [{"method": "qlora", "gpu": {"name": "RTX 4090"}, "status": "fits" if fits else "does_not_fit",
-                     "single_gpu": {"fits": fits}}]}
+                     "asked": {"fits": fits}}]}
 
 
 def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):

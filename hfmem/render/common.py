@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hfmem.memory.advice import SHARDING_NAMES
 from hfmem.units import count
 
 
@@ -36,13 +37,35 @@ def legend(marks: dict[str, str] = MARKS, batch: bool = True) -> str:
     return f"{fits} · {marks['change']} fits with the change · {marks['gpus']} needs N GPUs"
 
 
+PAGED_HINT = "a figure above the card fits: paged optimizer states page out to the CPU"
+
+
+def paged_hint(report: dict[str, Any]) -> str:
+    """A line for cells whose figure is above the card yet fit: paged optimizer states page out instead of failing."""
+    for fit in report.get("fit", []):
+        usable = fit["gpu"]["usable_bytes"]
+        shown = [fit["asked"]] if fit["asked"]["fits"] else list(fit.get("mitigations") or [])
+        if any(c.get("total_bytes", 0) > usable >= c.get("required_bytes", 0) for c in shown):
+            return PAGED_HINT
+    return ""
+
+
+def setup_text(a: dict[str, Any]) -> str:
+    """The GPUs and sharding an estimate is for, e.g. "1 GPU" or "2 GPUs, ZeRO-3, optimizer offload"."""
+    gpus = f"{a['num_gpus']} GPU" + ("s" if a["num_gpus"] > 1 else "")
+    parts = [gpus] if a["sharding"] == "none" else [gpus, SHARDING_NAMES.get(a["sharding"], a["sharding"])]
+    parts += [f"{what} offload" for what, on in (("optimizer", a["offload_optimizer"]),
+                                                  ("parameter", a["offload_params"])) if on]
+    return ", ".join(parts)
+
+
 def settings_line(report: dict[str, Any]) -> str:
     """The assumptions every cell shares, in one line."""
     a = report["estimates"][0]["assumptions"]
     overhead = a["overhead"]
     lora = a.get("lora") or {}
     lora_text = f" · LoRA r={lora['rank']} on {','.join(lora['targets'])}" if lora else ""
-    return (f"{a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
+    return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
             f"{lora_text}")

@@ -6,7 +6,8 @@ import re
 from typing import Any
 
 from hfmem.memory.advice import fit_grid, verdict_parts
-from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, parameter_count, settings_line
+from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, paged_hint, parameter_count,
+                                 settings_line)
 from hfmem.units import count
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
@@ -57,4 +58,6 @@ def fit_markdown(report: dict[str, Any]) -> str:
     body = [[f"{escape(name)} ({usable:g} GiB)"]
             + [f"{MARKS[verdict]} {total} " + escape(rest) for verdict, total, rest in
                (verdict_parts(by_method[m]) for m in methods)] for name, usable, by_method in rows]
-    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body) + "\n" + legend()
+    hint = paged_hint(report)
+    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body) + "\n" + legend() + (
+        f"\n\n{hint}" if hint else "")

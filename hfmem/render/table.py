@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from hfmem.memory.advice import fit_grid, short_gib, verdict_parts
-from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, parameter_count, settings_line
+from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, paged_hint, parameter_count,
+                                 settings_line)
 from hfmem.units import count, gib, size
 
 
@@ -126,7 +127,7 @@ def napkin_line(report: dict[str, Any]) -> str:
     methods, rows = fit_grid(report)
     cells = rows[0][2] if rows else {}
     figures = ", ".join(f"{METHOD_TITLES.get(m, m).removesuffix(' fine-tune')} "
-                        f"{short_gib(cells[m]['single_gpu']['total_bytes'])}"
+                        f"{short_gib(cells[m]['asked']['total_bytes'])}"
                         for m in methods if m in cells)
     return f"\"6 × params(B) GB\" napkin: {napkin:,.1f} GiB · hfmem: {figures} GiB"
 
@@ -140,6 +141,8 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
     if report.get("fit"):
         parts.append(fit_table(report))
         parts.append(Text(legend(), style="dim"))
+        if hint := paged_hint(report):
+            parts.append(Text(hint, style="dim"))
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
         parts.append(Text(napkin_line(report), style="dim"))
         if details:
