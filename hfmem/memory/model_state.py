@@ -343,8 +343,14 @@ def _fsdp(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
     n = settings.num_gpus
     t.masters /= n
     t.states /= n
-    t.grads /= n
     unit_grads = min(units.layer_parameters, split.trainable) * b.train_g
+    if settings.fsdp_mixed_units and settings.method != "full":
+        frozen = split.frozen_16bit + split.frozen_quantized
+        t.grads += frozen * b.train_g  # one flat parameter per unit: its gradient spans the frozen weights too
+        unit_grads = units.layer_parameters * b.train_g
+        t.notes.append("FSDP1 with LoRA adapters in their frozen base's unit (use_orig_params=True): each unit's "
+                       "flat gradient covers the frozen weights too, so gradient shards are full-size")
+    t.grads /= n
     if settings.resolved_sharding != "fsdp_full_shard":
         t.buffers += unit_grads
         t.notes.append("FSDP shard-grad-op: parameters stay unsharded between forward and backward")

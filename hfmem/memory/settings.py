@@ -149,6 +149,11 @@ class TrainingSettings:
     fsdp_wrap_embeddings: bool = setting(False, SWITCH, affects=("state",))
     """FSDP full shard with the embeddings and the head as units of their own (torchtune custom_sharded_layers):
     each is gathered only while used, instead of in the root unit for the whole step."""
+    fsdp_mixed_units: bool = setting(False, SWITCH, affects=("state",))
+    """LoRA under FSDP1 with use_orig_params=True and each adapter in the same unit as its frozen base (a plain
+    accelerate loop with TRANSFORMER_BASED_WRAP; HF Trainer wraps adapters apart with PEFT's fsdp_auto_wrap_policy):
+    a unit's flat gradient covers its frozen weights too, so the gradient shards are full-size (torch's FSDP
+    docstring warns of "higher than expected gradient memory usage"). Only FSDP sharding reads it."""
     gradient_checkpointing: str = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
                                           affects=("trainability", "activations"))
     """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core
