@@ -6,7 +6,8 @@ How the total is formed (all per GPU):
                    = weights + optimizer + sharding_buffers
                      + max(activations + gradients alive in forward, gradients + optimizer_step_transient)
     total = allocated_peak + fragmentation + cuda_context + paged_optimizer
-where paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
+(or the load phase's total, where loading the whole model on each GPU before sharding needs more), where
+paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
 allocator: it is in the device total but not in allocated/reserved, and it can page out to the CPU,
 so `required` = total - paged_optimizer is what must stay resident (the fit checks use it);
 where `optimizer` is ZeRO's K·Ψ (states + fp32 master weights), `activations` is what backward
@@ -77,6 +78,12 @@ class MemoryBreakdown:
     """The CUDA context (a setting)."""
     fragmentation: int
     """The allocator's reserved-but-unused share of allocated_peak (a setting)."""
+    host_per_node: int
+    """Host RAM per machine, not GPU memory: offloaded states of its ranks during training, or the checkpoint
+    copies while loading, whichever is larger (checked against host_ram_gib)."""
+    load: int
+    """The device total while loading the checkpoint (0: loading stays below the training step); `total` and
+    `required` are the larger of the two phases."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -103,14 +110,15 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     allocated = state.weights + state.optimizer - paged + state.sharding_buffers + max(backward_peak, step_peak)
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
+    load = state.load_peak + round(state.load_peak * settings.overhead.fragmentation) + context if state.load_peak else 0
     return MemoryBreakdown(
         weights=state.weights,
         gradients=state.gradients,
         optimizer=state.optimizer,
         activations=activations,
         overhead=fragmentation + context,
-        total=allocated + fragmentation + context + paged,
-        required=allocated + fragmentation + context,
+        total=max(allocated + fragmentation + context + paged, load),
+        required=max(allocated + fragmentation + context, load),
         master_weights=state.master_weights,
         optimizer_states=state.optimizer_states,
         sharding_buffers=state.sharding_buffers,
@@ -126,4 +134,19 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         reserved_peak=allocated + fragmentation,
         cuda_context=context,
         fragmentation=fragmentation,
+        host_per_node=host_per_node(settings, state),
+        load=load,
     )
+
+
+def host_per_node(settings: TrainingSettings, state: ModelState) -> int:
+    """Host RAM one machine needs: its ranks' offloaded states in training, or the load-time copies."""
+    ranks = min(settings.num_gpus, settings.gpus_per_node)
+    loading = state.host_load_bytes * (ranks if settings.model_loading == "per-rank-cpu" else 1)
+    return max(state.cpu_bytes * ranks, loading)
+
+
+def fits_on(per_gpu: MemoryBreakdown, usable_bytes: int, settings: TrainingSettings) -> bool:
+    """Whether the GPU holds what must stay resident and, when host_ram_gib is set, the host holds its share."""
+    host_ok = settings.host_ram_gib is None or per_gpu.host_per_node <= settings.host_ram_gib * GIB
+    return per_gpu.required <= usable_bytes and host_ok

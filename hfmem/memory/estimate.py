@@ -27,7 +27,7 @@ from hfmem.memory.activations import (
     estimate_activations,
     layer_modules,
 )
-from hfmem.memory.breakdown import MemoryBreakdown, combine
+from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 from hfmem.memory.model_state import (
@@ -66,7 +66,7 @@ class Estimate:
 
     def fits(self, usable_bytes: int) -> bool:
         """Whether it trains on a GPU of `usable_bytes`: paged optimizer states may page out to the CPU."""
-        return self.per_gpu_bytes.required <= usable_bytes
+        return fits_on(self.per_gpu_bytes, usable_bytes, self.settings)
 
     def to_dict(self) -> dict[str, Any]:
         settings = self.settings.to_dict() | {"seq_len": self.seq_len}
@@ -79,12 +79,21 @@ class Estimate:
             "per_gpu_bytes": self.per_gpu_bytes.to_dict(),
             "per_gpu_gib": self.per_gpu_bytes.to_gib(),
             "cpu_bytes": self.state.cpu_bytes,
+            "phases": phases(self.per_gpu_bytes),
             "bytes_per_param": self.state.bytes_per_param,
             "activations": self.activations.to_dict(),
             "rule_of_thumb": rule_of_thumb(self),
             "assumptions": self.assumptions,
             "notes": list(self.notes),
         }
+
+
+def phases(per_gpu: MemoryBreakdown) -> dict[str, Any]:
+    """The device total of each modelled phase and which is the largest (the one `total` reports)."""
+    step = per_gpu.allocated_peak + per_gpu.fragmentation + per_gpu.cuda_context + per_gpu.paged_optimizer
+    out: dict[str, Any] = {"train_step": step, "load": per_gpu.load or None}
+    out["largest"] = "load" if per_gpu.load > step else "train_step"
+    return out
 
 
 class Context:

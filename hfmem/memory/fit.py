@@ -11,7 +11,8 @@ Public API (pure functions, no torch):
         "asked": {"fits", "num_gpus", "sharding", "offload_optimizer", "offload_params" (the setup as given: one
                   GPU unless the settings name several), "total_bytes" (the device total per GPU, the figure every
                   output shows), "required_bytes" (what must stay resident, compared with the GPU: the total less
-                  paged optimizer states), "headroom_bytes", "per_gpu_bytes": {...}},
+                  paged optimizer states), "headroom_bytes", "host_per_node_bytes", "short_of" (None, "GPU
+                  memory" or the host RAM shortfall), "phase" (train_step or load: the larger), "per_gpu_bytes"},
         "max_micro_batch_size": int (0: not even 1), "max_seq_len": int (0: none),
         "max_seq_len_capped": bool (the model's maximum fits),
         "multi_gpu": {"num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing",
@@ -33,18 +34,20 @@ only on batch and sequence, so a full matrix costs a few hundred small evaluatio
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from hfmem.memory.activations import ActivationEstimate
 from hfmem.model.architecture import Architecture
 from hfmem.errors import InvalidInputError
-from hfmem.memory.breakdown import MemoryBreakdown, combine
-from hfmem.memory.estimate import Context, activations_for, estimate_in, state_for
+from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
+from hfmem.memory.estimate import Context, activations_for, estimate_in, phases, state_for
 from hfmem.hardware.gpus import Gpu
 from hfmem.model.inventory import Inventory
 from hfmem.memory.model_state import ModelState
 from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.units import GIB
 
 # Cheapest first: each step shards or moves more and costs more communication.
 SHARDING_LADDER: tuple[tuple[str, bool, bool], ...] = (
@@ -133,6 +136,15 @@ class _Planner:
             act = self._acts[ak] = activations_for(self.ctx, s, seq)
         return combine(s, self.ctx.split(s), state, act)
 
+    def resident(self, s: TrainingSettings, seq: int) -> int:
+        """The bytes compared with a GPU: `required`, or more than any GPU where the host cannot hold its share."""
+        per_gpu = self.total(s, seq)
+        return per_gpu.required if fits_on(per_gpu, per_gpu.required, s) else NO_HOST_ROOM
+
+
+NO_HOST_ROOM = 1 << 62
+"""What `resident` answers for a setup whose host RAM (host_ram_gib) is too small: no GPU is that large."""
+
 
 def _largest(lo: int, hi: int, fits: Any) -> int:
     """Largest x in [lo, hi] with fits(x), assuming monotone; lo - 1 if none."""
@@ -204,7 +216,7 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
         key = memo_key + ("n", n, sharding, off_opt, off_par)
         if key not in planner.memo:
             trial = replace(single, num_gpus=n, sharding=sharding, offload_optimizer=off_opt, offload_params=off_par)
-            planner.memo[key] = planner.total(trial, seq).required
+            planner.memo[key] = planner.resident(trial, seq)
         return planner.memo[key]
 
     for ladder in (SHARDING_LADDER, OFFLOAD_LADDER):  # offload only when no plain sharding reaches max_gpus
@@ -233,7 +245,7 @@ def _mitigations(planner: _Planner, asked: TrainingSettings, limit: int) -> list
         except InvalidInputError:
             continue
         per_gpu = planner.total(trial, trial.resolved_seq_len(planner.ctx.arch.max_position_embeddings))
-        if per_gpu.required <= limit:
+        if fits_on(per_gpu, limit, trial):
             found.append({"name": name, "description": description, "settings_changes": dict(changes),
                           "total_bytes": per_gpu.total, "required_bytes": per_gpu.required})
     return found
@@ -250,7 +262,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     seq = asked.resolved_seq_len(arch.max_position_embeddings)
     limit = gpu.usable_bytes
     per_gpu = planner.total(asked, seq)
-    fits = per_gpu.required <= limit
+    ok = fits_on(per_gpu, limit, asked)
 
     base_key = (planner.base(asked, seq),)
 
@@ -260,7 +272,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
         value = planner.memo.get(key)
         if value is None:
             trial, trial_seq = make()
-            value = planner.memo[key] = planner.total(trial, trial_seq).required
+            value = planner.memo[key] = planner.resident(trial, trial_seq)
         return value
 
     def fits_batch(b: int) -> bool:
@@ -274,14 +286,14 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     max_s = _largest(1, seq_cap, fits_seq) if fits_seq(1) else 0
     capped = max_s == seq_cap
 
-    fits_one_gpu = fits if single == asked else planner.total(single, seq).required <= limit
+    fits_one_gpu = ok if single == asked else planner.resident(single, seq) <= limit
     multi = _multi_gpu(planner, single, seq, limit, fits_one_gpu, max_gpus)
     multi_ckpt = None
     if single.gradient_checkpointing == "off" and (multi is None or multi["num_gpus"] > 1):
         multi_ckpt = _multi_gpu(planner, replace(single, gradient_checkpointing="full"), seq, limit, False, max_gpus)
 
-    mitigations = [] if fits else _mitigations(planner, asked, limit)
-    status = ("fits" if fits else "fits_with_mitigation" if mitigations else "multi_gpu" if multi is not None
+    mitigations = [] if ok else _mitigations(planner, asked, limit)
+    status = ("fits" if ok else "fits_with_mitigation" if mitigations else "multi_gpu" if multi is not None
               else "does_not_fit")
     akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once
     if akey not in planner.memo:
@@ -289,10 +301,14 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     assumptions, settings_dict = planner.memo[akey]
     setup = {"num_gpus": asked.num_gpus, "sharding": asked.resolved_sharding,
              "offload_optimizer": asked.offload_optimizer, "offload_params": asked.offload_params}
+    host = per_gpu.host_per_node
+    reason = None if ok else "GPU memory" if per_gpu.required > limit else (
+        f"host RAM: {host / GIB:,.1f} GiB per machine needed, host_ram_gib is {asked.host_ram_gib:g}")
     return Fit(
         gpu=gpu, method=method, status=status,
-        asked={"fits": fits, **setup, "total_bytes": per_gpu.total, "required_bytes": per_gpu.required,
-               "headroom_bytes": limit - per_gpu.required, "per_gpu_bytes": per_gpu.to_dict()},
+        asked={"fits": ok, **setup, "total_bytes": per_gpu.total, "required_bytes": per_gpu.required,
+               "headroom_bytes": limit - per_gpu.required, "host_per_node_bytes": host, "short_of": reason,
+               "phase": phases(per_gpu)["largest"], "per_gpu_bytes": per_gpu.to_dict()},
         max_micro_batch_size=max_b, max_seq_len=max_s, max_seq_len_capped=capped,
         multi_gpu=multi, multi_gpu_with_checkpointing=multi_ckpt,
         mitigation=mitigations[0] if mitigations else None, mitigations=tuple(mitigations),
@@ -301,13 +317,15 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
 
 
 def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpus: tuple[Gpu, ...] | list[Gpu],
-               methods: tuple[str, ...] | list[str] = METHODS, *, max_gpus: int = 1024) -> list[Fit]:
-    """Fits for every method x GPU, methods outer, GPUs in the given order."""
+               methods: tuple[str, ...] | list[str] = METHODS, *, max_gpus: int = 1024,
+               per_method: Mapping[str, TrainingSettings] | None = None) -> list[Fit]:
+    """Fits for every method x GPU, methods outer, GPUs in the given order; `per_method`: a method's own settings."""
     for m in methods:
         if m not in METHODS:
             raise InvalidInputError(f"method must be one of {', '.join(METHODS)}; got {m!r}.")
     if not gpus:
         raise InvalidInputError("no GPUs to fit against.")
     planner = _Planner(Context(arch, inventory))
-    return [fit_one(arch, inventory, settings, gpu, method, max_gpus=max_gpus, _planner=planner)
+    own = per_method or {}
+    return [fit_one(arch, inventory, own.get(method, settings), gpu, method, max_gpus=max_gpus, _planner=planner)
             for method in methods for gpu in gpus]

@@ -164,6 +164,11 @@ class ModelState:
     paged_optimizer: int
     """Optimizer states in CUDA managed memory (bitsandbytes paged optimizers): on the device, outside
     PyTorch's allocator statistics; part of `optimizer_states`."""
+    load_peak: int
+    """Allocated on the GPU while loading, before sharding (per-rank-gpu loading of a sharded model: the whole
+    model plus one unit being flattened); 0 where loading stays below the training step."""
+    host_load_bytes: int
+    """Host RAM of a loading rank: the whole model (every rank with per-rank-cpu, rank 0 alone with rank0)."""
     bytes_per_param: dict[str, float]
     notes: tuple[str, ...] = ()
 
@@ -281,6 +286,7 @@ def model_state_bytes(
         t.grads = split.largest_trainable * b.train_g
         t.notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
     units = _units(split, b, t.weights, hidden_size, layer_parameters, root_parameters, largest_root_unit)
+    whole_model = t.weights
     sharding = settings.resolved_sharding
     if sharding == "ddp":
         t.buffers += t.grads  # DDP's reducer keeps the gradients again in its flat buckets
@@ -293,6 +299,10 @@ def model_state_bytes(
         t.step += t.states / 2  # torch._foreach_sqrt(exp_avg_sq): one more buffer the size of a moment
     _offload(t, settings, b, units)
     stage = settings.zero_stage or 0
+    load_peak, host_load = _loading(settings, whole_model, units, b)
+    if load_peak:
+        t.notes.append("per-rank-gpu loading: each GPU holds the whole model (and one unit being flattened) before "
+                       "sharding; the fit uses that phase where it is the larger")
     return ModelState(
         weights=round(t.weights),
         gradients=round(t.grads),
@@ -304,9 +314,19 @@ def model_state_bytes(
         step_transient=round(t.step) if not settings.offload_optimizer else 0,
         forward_transient=round(autocast_copies / (settings.num_gpus if stage >= 3 else 1)),
         paged_optimizer=round(t.states) if optimizer.startswith("paged") else 0,
+        load_peak=round(load_peak),
+        host_load_bytes=round(host_load),
         bytes_per_param=per_param,
         notes=tuple(t.notes),
     )
+
+
+def _loading(settings: TrainingSettings, whole_model: float, units: _Units, b: _ElementBytes) -> tuple[float, float]:
+    """(GPU bytes while loading where that exceeds the sharded weights, host bytes per rank while loading)."""
+    sharded = (settings.zero_stage or 0) >= 3 and settings.num_gpus > 1
+    gpu = whole_model + units.layer_parameters * b.stored if sharded and settings.model_loading == "per-rank-gpu" else 0.0
+    host = 0.0 if settings.model_loading == "per-rank-gpu" else whole_model
+    return gpu, host
 
 
 def _units(split: ParameterSplit, b: _ElementBytes, weights: float, hidden_size: int, layer_parameters: int,

@@ -68,6 +68,9 @@ ATTENTION_ALIASES = {
 ADAPTER_DTYPES = ("fp32", "compute")
 ADAPTER_DTYPE_ALIASES = {"float32": "fp32", "bf16": "compute", "fp16": "compute"}
 QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
+MODEL_LOADING = ("per-rank-cpu", "per-rank-gpu", "rank0")
+MODEL_LOADING_ALIASES = {"cpu": "per-rank-cpu", "gpu": "per-rank-gpu", "device_map": "per-rank-gpu",
+                         "meta": "rank0", "cpu_ram_efficient_loading": "rank0", "rank-0": "rank0"}
 
 SWITCH = Boolean()
 COUNT = Integer(1)
@@ -154,6 +157,16 @@ class TrainingSettings:
     accelerate loop with TRANSFORMER_BASED_WRAP; HF Trainer wraps adapters apart with PEFT's fsdp_auto_wrap_policy):
     a unit's flat gradient covers its frozen weights too, so the gradient shards are full-size (torch's FSDP
     docstring warns of "higher than expected gradient memory usage"). Only FSDP sharding reads it."""
+    model_loading: str = setting("per-rank-cpu", Choice(MODEL_LOADING, MODEL_LOADING_ALIASES), affects=("state",))
+    """How each rank loads the checkpoint before sharding: per-rank-cpu (every rank reads the whole model into host
+    RAM, then FSDP/ZeRO moves it to its GPU unit by unit: HF from_pretrained without a device_map); per-rank-gpu
+    (every rank materialises the whole model on its GPU first, e.g. device_map={"": rank}: the load phase peaks
+    at the full model per GPU); rank0 (rank 0 reads it, the others start on the meta device and receive their
+    shards: accelerate fsdp_cpu_ram_efficient_loading, torchtune)."""
+    gpus_per_node: int = setting(8, COUNT, affects=())
+    """GPUs per machine: how many ranks share one host's RAM (offloaded states, load-time copies)."""
+    host_ram_gib: float | None = setting(None, OrNone(Number(1, 1 << 20)), affects=(), shown="not checked")
+    """Host RAM per machine in GiB: a setup whose host memory (offload, load-time copies) exceeds it does not fit."""
     gradient_checkpointing: str = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
                                           affects=("trainability", "activations"))
     """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core

@@ -6,8 +6,8 @@ import re
 from typing import Any
 
 from hfmem.memory.advice import fit_grid, verdict_parts
-from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, paged_hint, parameter_count,
-                                 settings_line)
+from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
+                                 parameter_count, settings_line)
 from hfmem.units import count
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
@@ -49,6 +49,8 @@ def render(report: dict[str, Any]) -> str:
     out += [f"> {escape(note)}" for note in report["notes"]]
     if report.get("fit"):
         out += ["", fit_markdown(report), "", "assumes: " + escape(settings_line(report))]
+        if origin := origin_line(report):
+            out += ["", "from " + escape(origin)]
     return "\n".join(out) + "\n"
 
 
