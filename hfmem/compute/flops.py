@@ -208,7 +208,10 @@ def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "
     traffic (hfmem.compute.roofline), not FLOPs. Input gradients are counted through the whole stack, as when the
     embeddings' output requires grad (full training; PEFT's enable_input_require_grads, which transformers' Trainer
     and prepare_model_for_kbit_training call with gradient checkpointing); without it the first layer's input
-    projections skip theirs.
+    projections skip theirs. Full checkpointing is counted as a whole-layer recompute (reentrant checkpointing);
+    torch's non-reentrant checkpoint, transformers 5's default, stops recomputing once the last saved tensor is
+    rebuilt and so skips a layer's final matmul when nothing saves its output (Llama's down_proj: 3.65 instead of
+    3.87 forwards for the 2-layer tiny Llama under FlopCounterMode), which is not modelled.
     """
     if method not in METHODS:
         raise InvalidInputError(f"unknown training method {method!r}; expected one of {', '.join(METHODS)}.")
