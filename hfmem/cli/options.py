@@ -1,8 +1,10 @@
 """The estimate flags shared by `hfmem MODEL` and `hfmem scan`, built from TrainingSettings' fields, and the Plan.
 
 Every settings field is a flag (its spelling, check and default from its `setting(...)` metadata, its help from
-its docstring; a Group's fields are flags of their own), and --gpu is the plan's own. Import-light: no torch,
-transformers or huggingface_hub until a Plan is made.
+its docstring; a Group's fields are flags of their own); --gpu, --framework and --config are the plan's own. A
+setting's value comes from the highest layer: its default, the --config file, an explicit flag; the plan records
+which layer set each one.
+Import-light: no torch, transformers or huggingface_hub until a Plan is made.
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ class Flag:
         return self.doc if self.kind is bool else f"{self.doc} Accepts: {self.describe(str)}."
 
     def parameter(self) -> inspect.Parameter:
-        """The flag as a keyword parameter that typer reads."""
-        option = typer.Option(*self.names, help=self.help, show_default=self.shown or True)
-        return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, default=self.default,
-                                 annotation=Annotated[self.kind, option])
+        """The flag as a keyword parameter that typer reads: None when not given, so a lower layer can set it."""
+        shown = self.shown or (None if self.default is None else str(self.default).lower()
+                               if isinstance(self.default, bool) else str(self.default))
+        option = typer.Option(*self.names, help=self.help, show_default=shown or False)
+        return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                 annotation=Annotated[self.kind | None, option])
 
 
 def _gpu_examples(code: Code) -> str:
@@ -51,8 +55,14 @@ def _gpu_examples(code: Code) -> str:
     return f"catalogue names or aliases ({examples}...) or {code('name=GiB')}"
 
 
-GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str] | None, None,
+GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str], None,
                 "GPUs to fit against (repeatable or comma-separated).", _gpu_examples, shown="the whole catalogue")
+
+
+CONFIG_FLAG = Flag("config", ("--config",), str, None,
+                   "A training config file to read the settings (and the model, when MODEL is not given) from; a "
+                   "flag wins over it.", lambda code: "a torchtune, Axolotl or LLaMA-Factory YAML, a DeepSpeed JSON, "
+                   "an accelerate config YAML, TrainingArguments/TRL JSON or YAML", shown="none")
 
 
 def setting_flag(name: str, default: Any, setting: Setting, doc: str) -> Flag:
@@ -61,8 +71,6 @@ def setting_flag(name: str, default: Any, setting: Setting, doc: str) -> Flag:
     switch = isinstance(setting.check, Boolean)
     names = setting.flags or ((f"--{dashed}/--no-{dashed}",) if switch else (f"--{dashed}",))
     kind = list[str] if setting.many else setting.check.cli_type
-    if setting.many or default is None:
-        kind = kind | None
     cli_default = None if setting.many else setting.check.cli_value(default)
     return Flag(name, names, kind, cli_default, doc, setting.check.describe, setting.shown)
 
@@ -82,8 +90,8 @@ def settings_flags(cls: type) -> list[Flag]:
 
 @functools.cache
 def plan_flags() -> tuple[Flag, ...]:
-    """Every estimate flag, in --help order: the settings', then --gpu."""
-    return (*settings_flags(TrainingSettings), GPU_FLAG)
+    """Every estimate flag, in --help order: the config file, the settings', then --gpu."""
+    return (CONFIG_FLAG, *settings_flags(TrainingSettings), GPU_FLAG)
 
 
 def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
@@ -111,25 +119,97 @@ def split_list(values: list[str] | None) -> tuple[str, ...]:
 
 
 def build_settings(cls: type, values: dict[str, Any]) -> Any:
-    """A settings dataclass from flag values named like its fields (a Group's fields flattened in)."""
+    """A settings dataclass from values named like its fields (a Group's fields flattened in); a missing one keeps
+    its default."""
     kwargs = {}
     for f in fields(cls):
         check = setting_of(f).check
-        kwargs[f.name] = build_settings(check.cls, values) if isinstance(check, Group) else values[f.name]
+        if isinstance(check, Group):
+            kwargs[f.name] = build_settings(check.cls, values)
+        elif f.name in values:
+            kwargs[f.name] = values[f.name]
     return cls(**kwargs)
 
 
-def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, **values: Any):
-    """Validate the flags into a Plan; every bad value is an InvalidInputError naming the flag's value.
+def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, config: str | None = None,
+              **values: Any):
+    """Validate the layers into a Plan; every bad value is an InvalidInputError naming the flag's value.
 
-    `values`: every other flag, by the name of the settings field it sets.
+    `values`: every other flag, by the name of the settings field it sets; None where the flag was not given.
     """
     from hfmem.hardware.gpus import resolve_gpus
     from hfmem.memory.plan import Plan
 
-    chosen = tuple(m.lower() for m in split_list(method)) or METHODS
+    layers = Layers.of(config)
+    given = {name: value for name, value in values.items() if value is not None}
+    chosen = tuple(m.lower() for m in split_list(method)) or layers.methods or METHODS
     unknown = [m for m in chosen if m not in METHODS]
     if unknown:
         raise InvalidInputError(f"--method must be one of {', '.join(METHODS)}; got {unknown[0]!r}.")
-    training = build_settings(TrainingSettings, values | {"method": chosen[0]}).validated()
-    return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)))
+    merged, sources = layers.merged(given)
+    training = build_settings(TrainingSettings, merged | {"method": chosen[0]}).validated()
+    notes = layers.notes
+    if training.resolved_sharding not in {"none", "ddp"} and "num_gpus" not in sources:
+        notes += (f"sharding {training.resolved_sharding} ({sources.get('sharding', 'flag')}) over 1 GPU: the GPU "
+                  "count is not set; give --num-gpus",)
+    return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)),
+                sources=sources, config=layers.config_dict(), notes=notes,
+                model=layers.model)
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The config file under the explicit flags."""
+
+    file: Any = None
+    """A hfmem.configs ConfigFile, or None."""
+
+    @classmethod
+    def of(cls, config: str | None) -> Layers:
+        """Read the config file, if one is given."""
+        if config is None:
+            return cls(None)
+        from hfmem.configs import read_config
+
+        return cls(read_config(config))
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The method the config file trains with, if it says."""
+        method = self.file.values.get("method") if self.file else None
+        return (str(method).lower(),) if method else ()
+
+    @property
+    def model(self) -> str | None:
+        return self.file.model if self.file else None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the config file holds that hfmem does not read or cannot model, one warning each."""
+        if not self.file:
+            return ()
+        out = []
+        if self.file.unknown:
+            out.append(f"{self.file.path}: keys not read (unknown to hfmem): {', '.join(self.file.unknown)}")
+        out += [f"{self.file.path}: {key} changes memory but hfmem does not model it" for key in self.file.unmodelled]
+        return tuple(out)
+
+    def merged(self, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """The values set above the defaults and, for each, the layer that set it."""
+        merged: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        if self.file:
+            for name, value in self.file.values.items():
+                if name != "method":
+                    where = self.file.sources.get(name, name)
+                    merged[name], sources[name] = value, f"config {self.file.path} ({where})"
+        for name, value in given.items():
+            merged[name], sources[name] = value, "flag"
+        return merged, sources
+
+    def config_dict(self) -> dict[str, Any] | None:
+        if not self.file:
+            return None
+        f = self.file
+        return {"path": f.path, "format": f.format, "framework": f.framework, "model": f.model,
+                "values": f.values, "sources": f.sources, "unknown": list(f.unknown), "unmodelled": list(f.unmodelled)}
