@@ -16,7 +16,15 @@ from typing import Annotated, Any
 import typer
 
 from hfmem.errors import InvalidInputError
-from hfmem.memory.fields import Boolean, Code, Group, Setting, field_docs, setting_of
+from hfmem.memory.fields import (
+    Boolean,
+    Code,
+    Group,
+    OrNone,
+    Setting,
+    field_docs,
+    setting_of,
+)
 from hfmem.memory.settings import METHODS, TrainingSettings
 
 
@@ -58,7 +66,8 @@ GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str] | None, None,
 def setting_flag(name: str, default: Any, setting: Setting, doc: str) -> Flag:
     """The flag of one settings field: --field-name (a switch: --field-name/--no-field-name) unless it names its own."""
     dashed = name.replace("_", "-")
-    switch = isinstance(setting.check, Boolean)
+    check = setting.check.inner if isinstance(setting.check, OrNone) else setting.check
+    switch = isinstance(check, Boolean)
     names = setting.flags or ((f"--{dashed}/--no-{dashed}",) if switch else (f"--{dashed}",))
     kind = list[str] if setting.many else setting.check.cli_type
     if setting.many or default is None:
