@@ -187,3 +187,38 @@ def test_a_malformed_quantization_config_is_one_line(bad: dict) -> None:
     with pytest.raises(MalformedConfigError) as caught:
         read_architecture(tiny_config(MODEL, 2) | {"quantization_config": {"quant_method": "gptq"} | bad})
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("fmt", "quantization_config"), [
+    ("gptq", {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}),
+    ("awq", {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}),
+])
+def test_a_quantized_checkpoint_on_disk(fmt: str, quantization_config: dict, tmp_path, monkeypatch, capsys) -> None:
+    """A checkpoint directory as GPTQ/AWQ write them (config.json with quantization_config; safetensors holding
+    the fp16 embeddings, norms and head and each linear's packed tensors), through the CLI: the parameter count is
+    the model's own (packed tensors explained, not counted), and the frozen base's bytes are the checkpoint's."""
+    import json
+
+    from safetensors.torch import save_file
+    from saved_activations import build_model
+
+    from hfmem.cli.main import run
+
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+    config = tiny_config(MODEL, 2) | {"torch_dtype": "float16"}
+    model = build_model(config, "sdpa", torch.float16)
+    logical = sum(p.numel() for p in model.parameters())
+    ql.quantize(model, fmt)
+    tensors = {name: t.contiguous() for name, t in model.state_dict().items()}
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps(config | {"quantization_config": quantization_config}))
+    stored = sum(t.nbytes for t in tensors.values())
+    assert run([str(tmp_path), "-m", "lora", "--dtype", "bf16-pure", "--lora-rank", "8", "-g", "h100",
+                "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["parameters"]["total"] == logical
+    assert report["architecture"]["quantization"] == {"format": fmt, "bits": 4, "group_size": 128}
+    assert report["crosscheck"]["status"] == "explained"
+    lora = report["estimates"][0]
+    adapters = lora["parameters"]["trainable"] * 4  # PEFT's fp32 adapters
+    assert lora["per_gpu_bytes"]["weights"] - adapters == stored
