@@ -139,10 +139,15 @@ class ModuleCopies:
     names: frozenset[str]
     """The trained modules as the activation model names them (the input embedding as embed_tokens)."""
     parameters: int = 0
+    """Parameters of the copies (weights and biases)."""
     matrices: tuple[tuple[int, int, int], ...] = ()
+    """(rows, cols, count) of the copies' weights, for Adafactor's factored states."""
     vectors: int = 0
+    """The copies' biases."""
     largest: int = 0
+    """Elements of the largest copied weight."""
     matmul: int = 0
+    """Weights of the copied linear layers (what autocast copies to 16 bits; an embedding is no matmul)."""
 
 
 def module_copies(arch: Architecture, inventory: Inventory, names: tuple[str, ...],
