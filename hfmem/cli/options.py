@@ -18,7 +18,15 @@ from typing import Annotated, Any
 import typer
 
 from hfmem.errors import InvalidInputError
-from hfmem.memory.fields import Boolean, Code, Group, Setting, field_docs, setting_of
+from hfmem.memory.fields import (
+    Boolean,
+    Code,
+    Group,
+    OrNone,
+    Setting,
+    field_docs,
+    setting_of,
+)
 from hfmem.memory.settings import METHODS, TrainingSettings
 
 
@@ -68,7 +76,8 @@ CONFIG_FLAG = Flag("config", ("--config",), str, None,
 def setting_flag(name: str, default: Any, setting: Setting, doc: str) -> Flag:
     """The flag of one settings field: --field-name (a switch: --field-name/--no-field-name) unless it names its own."""
     dashed = name.replace("_", "-")
-    switch = isinstance(setting.check, Boolean)
+    check = setting.check.inner if isinstance(setting.check, OrNone) else setting.check
+    switch = isinstance(check, Boolean)
     names = setting.flags or ((f"--{dashed}/--no-{dashed}",) if switch else (f"--{dashed}",))
     kind = list[str] if setting.many else setting.check.cli_type
     cli_default = None if setting.many else setting.check.cli_value(default)

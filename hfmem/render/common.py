@@ -65,10 +65,15 @@ def settings_line(report: dict[str, Any]) -> str:
     overhead = a["overhead"]
     lora = a.get("lora") or {}
     lora_text = f" · LoRA r={lora['rank']} on {','.join(lora['targets'])}" if lora else ""
+    tie = a.get("tie_word_embeddings")
+    overrides = [f"modules_to_save {','.join(a['modules_to_save'])}" if lora and a.get("modules_to_save") else "",
+                 f"base {a['base_quantization']}" if lora and a.get("base_quantization") else "",
+                 f"activation {a['activation_fn']}" if a.get("activation_fn") else "",
+                 "" if tie is None else f"head {'tied' if tie else 'untied'}"]
     return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
-            f"{lora_text}")
+            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o))
 
 
 def origin_line(report: dict[str, Any]) -> str:

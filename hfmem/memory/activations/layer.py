@@ -76,7 +76,7 @@ def _attention_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp
     arch, h = spec.arch, spec.arch.hidden_size
     norm(saved, "attn_norm", spec, h, residual=True, compiled=spec.compiled, input_needed=input_grad)
     users = mods.attn_in + _mlp_input_users(mods, mlp_kind) if arch.parallel_block else mods.attn_in
-    linear_inputs(saved, "attn_norm.out", spec, h, users, residual=True)
+    linear_inputs(saved, "attn_norm.out", spec, h, users, residual=True, input_grad=input_grad)
     lora_adapters(saved, "attn_in", spec, mods.attn_in + mods.q_b + mods.kv_b)
     attention(saved, spec, s, mods, sliding=sliding, input_grad=input_grad)
     lora_adapters(saved, "attn_out", spec, mods.attn_out)

@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 from hfmem.memory.activations.head import head_keeps_input
 from hfmem.memory.activations.layer import layer_at
+from hfmem.memory.activations.linears import dequantized_weights
 from hfmem.memory.activations.ops import FUSED_KERNELS, mask_bytes
 from hfmem.memory.activations.result import LayerActivation, body_bytes
 from hfmem.memory.activations.spec import ActivationSettings, ActivationSpec
@@ -33,6 +34,9 @@ def first_layer_adjustment(spec: ActivationSpec, settings: ActivationSettings, c
     regular = layer_at(cache, spec, kind, mlp_kind, s)
     first = layer_at(cache, spec, kind, mlp_kind, s, input_grad=False)
     adjustment = round((first.total - regular.total) * tokens)
+    if kind != "mamba":
+        mods = spec.modules(mlp_kind)
+        adjustment -= round(dequantized_weights(spec, mods) - dequantized_weights(spec, mods, input_grad=False))
     if spec.arch.embedding_dropout > 0:
         # no grad: no mask kept
         adjustment -= round(mask_bytes(spec.mask_bytes, spec.p) * spec.arch.hidden_size * tokens)
@@ -89,7 +93,8 @@ def retained_bytes(spec: ActivationSpec, settings: ActivationSettings, notes: li
                     for kind, mlp_kind, count in spec.plan if kind != "mamba")
     head = spec.p * spec.arch.hidden_size if spec.head_linears & names else 0
     notes.append("the training loop keeps the previous step's graph until the next forward ends, so that step's "
-                 "4-bit layer inputs (ctx attributes of bitsandbytes < 0.43.2) are still on the GPU")
+                 "quantized layer inputs (ctx attributes of bitsandbytes' LLM.int8 and of its 4-bit matmul before "
+                 "0.43.2) are still on the GPU")
     return round(tokens * per_token + head)
 
 
