@@ -140,9 +140,10 @@ def test_axolotl_lora_with_8bit_base():
     assert file["optimizer"] == "adamw_bnb_8bit" and config.values["optimizer"] == "adamw_8bit"
     assert config.values["attention"] == file["attn_implementation"]
     assert file["bf16"] == "auto" and config.values["dtype"] == "bf16"  # bf16-loaded base under bf16 autocast
-    # 8-bit base weights, packing and fully trained embed_tokens/lm_head: hfmem has no setting for them
-    assert file["load_in_8bit"] and file["sample_packing"] and file["lora_modules_to_save"]
-    assert set(config.unmodelled) == {"load_in_8bit", "sample_packing", "lora_modules_to_save"}
+    # the 8-bit base and the fully trained embed_tokens/lm_head are settings; packing is not modelled
+    assert file["load_in_8bit"] and config.values["base_quantization"] == "int8"
+    assert config.values["modules_to_save"] == tuple(file["lora_modules_to_save"])
+    assert file["sample_packing"] and set(config.unmodelled) == {"sample_packing"}
 
 
 def test_axolotl_qlora_fsdp_offload():
@@ -542,3 +543,21 @@ def test_deepspeed_file_that_is_hostile(tmp_path):
     (tmp_path / "ds.json").write_bytes(b"\xff\xfe{}")
     (tmp_path / "run.yaml").write_text("per_device_train_batch_size: 2\ndeepspeed: ds.json\n")
     refused(tmp_path / "run.yaml", "UTF-8")
+
+
+def test_eight_bit_bases_and_saved_modules_become_settings(tmp_path) -> None:
+    """Axolotl's load_in_8bit LoRA and lora_modules_to_save, LLaMA-Factory's quantization_bit 8 and
+    additional_target: settings now, no longer warnings."""
+    axolotl = tmp_path / "axolotl.yml"
+    axolotl.write_text("base_model: org/m\nadapter: lora\nload_in_8bit: true\nlora_r: 8\n"
+                       "lora_modules_to_save: [embed_tokens, lm_head]\ndatasets: [{path: x}]\n")
+    read = read_config(axolotl)
+    assert read.values["base_quantization"] == "int8" and read.values["method"] == "lora"
+    assert read.values["modules_to_save"] == ("embed_tokens", "lm_head")
+    assert "load_in_8bit" not in read.unmodelled and "lora_modules_to_save" not in read.unmodelled
+    factory = tmp_path / "factory.yaml"
+    factory.write_text("model_name_or_path: org/m\nstage: sft\nfinetuning_type: lora\nquantization_bit: 8\n"
+                       "additional_target: embed_tokens\n")
+    read = read_config(factory)
+    assert read.values["base_quantization"] == "int8" and read.values["modules_to_save"] == ("embed_tokens",)
+    assert not {"quantization_bit", "additional_target"} & set(read.unmodelled)

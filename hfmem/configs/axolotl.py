@@ -43,7 +43,7 @@ IGNORED = (
 """Axolotl keys that do not change training memory, or that are read below."""
 
 UNMODELLED = (
-    "sample_packing", "lora_modules_to_save", "peft_use_dora", "lora_target_parameters", "peft_layers_to_transform",
+    "sample_packing", "peft_use_dora", "lora_target_parameters", "peft_layers_to_transform",
     "peft_trainable_token_indices", "lora_rank_pattern", "gptq", "relora", "lora_on_cpu", "unfrozen_parameters",
     "plugins", "cut_cross_entropy", "liger_fused_linear_cross_entropy", "liger_cross_entropy", "liger_rms_norm",
     "liger_glu_activation", "liger_rope", "liger_layer_norm", "flash_attn_cross_entropy", "flash_attn_rms_norm",
@@ -87,12 +87,14 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
 
 
 def method_of(d: Draft) -> str:
-    """adapter lora/qlora (4-bit loading makes it QLoRA), or full without an adapter; 8-bit bases are unmodelled."""
+    """adapter lora/qlora (4-bit loading makes it QLoRA; 8-bit loading a LoRA on an LLM.int8 base), or full."""
     adapter = (d.text("adapter") or "").strip().lower()
     four, eight = d.boolean("load_in_4bit"), d.boolean("load_in_8bit")
     if adapter not in {"", "lora", "qlora"}:
         d.unmodelled("adapter")
-    if eight:
+    if eight and adapter == "lora":
+        d.set("base_quantization", "int8", "load_in_8bit")
+    elif eight:
         d.unmodelled("load_in_8bit")
     if adapter == "qlora" or (adapter == "lora" and four):
         method = "qlora"
@@ -119,6 +121,10 @@ def lora(d: Draft) -> None:
         if targets:
             d.set("lora_targets", tuple(targets), "lora_target_modules")
     d.know("lora_target_modules")
+    saved = d.names("lora_modules_to_save")
+    if saved:
+        d.set("modules_to_save", tuple(saved), "lora_modules_to_save")
+    d.know("lora_modules_to_save")
     if d.boolean("peft_autocast_adapter_dtype") is False:
         d.set("adapter_dtype", "compute", "peft_autocast_adapter_dtype")
 

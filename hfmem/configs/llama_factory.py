@@ -38,7 +38,7 @@ IGNORED = (
 )
 """LLaMA-Factory keys that do not change training memory, or that are read below."""
 
-UNMODELLED = ("additional_target", "use_dora", "packing", "neat_packing", "use_unsloth", "use_unsloth_gc",
+UNMODELLED = ("use_dora", "packing", "neat_packing", "use_unsloth", "use_unsloth_gc",
               "enable_liger_kernel", "use_galore", "use_apollo", "use_adam_mini", "use_muon", "use_llama_pro",
               "upcast_layernorm", "upcast_lmhead_output", "shift_attn", "moe_aux_loss_coef", "use_badam")
 """Extra trained modules, DoRA, packing, Unsloth and Liger kernels, other optimizers, fp32 upcasts."""
@@ -84,13 +84,17 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
 
 
 def quantised(d: Draft, method: str, bits: int) -> str | None:
-    """quantization_bit 4 with bitsandbytes (the default method) is QLoRA; 8-bit or HQQ/EETQ bases are unmodelled."""
+    """quantization_bit 4 with bitsandbytes (the default method) is QLoRA, 8 a LoRA on an LLM.int8 base; HQQ/EETQ
+    bases are unmodelled."""
     backend = (d.text("quantization_method") or "bnb").strip().lower()
     if bits == 4 and backend == "bnb" and method == "lora":
         double = d.boolean("double_quantization")
         d.set("qlora_double_quant", True if double is None else double,
               "double_quantization" + ("" if double is not None else " (default)"))
         return "qlora"
+    if bits == 8 and backend == "bnb" and method == "lora":
+        d.set("base_quantization", "int8", "quantization_bit")
+        return method
     d.unmodelled("quantization_bit")
     return method
 
@@ -105,6 +109,10 @@ def lora(d: Draft) -> None:
     targets = d.names("lora_target") or ["all"]
     d.set("lora_targets", ("all-linear",) if targets == ["all"] else tuple(targets),
           "lora_target" if "lora_target" in d.data else "lora_target (default)")
+    saved = d.names("additional_target")  # PEFT modules_to_save: fully trained copies
+    if saved:
+        d.set("modules_to_save", tuple(saved), "additional_target")
+    d.know("additional_target")
 
 
 def precision(d: Draft, method: str | None, run: Run, bits: int | None) -> None:
