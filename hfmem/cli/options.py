@@ -1,7 +1,7 @@
 """The estimate flags shared by `hfmem MODEL` and `hfmem scan`, built from TrainingSettings' fields, and the Plan.
 
 Every settings field is a flag (its spelling, check and default from its `setting(...)` metadata, its help from
-its docstring; a Group's fields are flags of their own); --gpu, --framework and --config are the plan's own. A
+its docstring; a Group's fields are flags of their own); --gpu and --config are the plan's own. A
 setting's value comes from the highest layer: its default, the --config file, an explicit flag; the plan records
 which layer set each one.
 Import-light: no torch, transformers or huggingface_hub until a Plan is made.
