@@ -60,6 +60,9 @@ class ParameterSplit:
     """Size of the largest single trainable tensor (optimizer-in-backward keeps one gradient)."""
     matmul_parameters: int = 0
     """Weights of the model's matmuls (linear layers, experts, head): what autocast copies to 16 bits."""
+    last_trainable: int = 0
+    """Trainable parameters whose gradients appear last in backward, during or after the first decoder layer's
+    backward: that layer's own and an untied input embedding's."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -132,16 +135,25 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         in_matrices = sum(r * c * n for r, c, n in matrices)
         vectors = max(0, total - in_matrices - embed)
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
-        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul)
+        outside = sum(inventory.by_component.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
+        last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
+        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul, last)
     groups = lora_targets(inventory, settings.lora_targets)
     r = settings.lora_rank
     trainable = lora_parameters(groups, r)
     matrices = tuple(m for g in groups for m in ((r, g.in_features, g.count), (g.out_features, r, g.count)))
     largest = max((max(r * g.in_features, r * g.out_features) for g in groups), default=0)
+    last = round(lora_parameters(tuple(g for g in groups if g.component != "head"), r) / _layer_count(arch))
     if settings.method == "lora":
-        return ParameterSplit(total + trainable, trainable, total, 0, matrices, 0, largest, matmul + trainable)
+        return ParameterSplit(total + trainable, trainable, total, 0, matrices, 0, largest, matmul + trainable, last)
     quantized = quantized_parameters(inventory, settings.quantize_head)
-    return ParameterSplit(total + trainable, trainable, total - quantized, quantized, matrices, 0, largest, trainable)
+    return ParameterSplit(total + trainable, trainable, total - quantized, quantized, matrices, 0, largest, trainable,
+                          last)
+
+
+def _layer_count(arch: Architecture) -> int:
+    """Decoder and encoder layers: what per-layer shares divide by."""
+    return max(1, arch.num_layers + arch.encoder_layers)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ class ActivationSettings:
     repeat_kv: bool = False
     """The model code repeats grouped K/V heads to every query head before a fused attention kernel
     (LitGPT's expand + reshape), so the kernel saves K and V at the query heads' count."""
+    padding_mask: bool = False
+    """Padded batches with an attention mask: transformers passes SDPA a 4-D mask (see attention._fused)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class ActivationSpec:
     compiled: bool
     """Decoder layers under torch.compile."""
     repeat_kv: bool
+    padding_mask: bool
 
     @property
     def autocast(self) -> bool:
@@ -106,4 +109,5 @@ def activation_spec(arch: Architecture, inventory: Inventory, settings: Activati
         traits=traits, dense=dense, moe=moe, kernel=resolve_attention(arch, traits, settings.attention),
         p=p, r=p if settings.residual_bytes is None else settings.residual_bytes, trained=settings.trained,
         mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers, repeat_kv=settings.repeat_kv,
+        padding_mask=settings.padding_mask,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hfmem.memory.activations.attention import attention
+from hfmem.memory.activations.backward import backward_working
 from hfmem.memory.activations.layer import layer_at
 from hfmem.memory.activations.norms import norm
 from hfmem.memory.activations.result import LayerActivation
@@ -15,8 +16,11 @@ from hfmem.memory.activations.spec import ActivationSpec
 def stack(spec: ActivationSpec, s: int, tokens: int, cache: dict, notes: list[str]) -> list[LayerActivation]:
     """One LayerActivation per group of the layer plan (and the encoder's layers), noting the approximations."""
     arch = spec.arch
-    layers = [_layer_activation(_label(kind, mlp_kind), count, layer_at(cache, spec, kind, mlp_kind, s), tokens)
-              for kind, mlp_kind, count in spec.plan]
+    layers = []
+    for kind, mlp_kind, count in spec.plan:
+        saved = layer_at(cache, spec, kind, mlp_kind, s)
+        working = backward_working(spec, kind, mlp_kind, s, saved)
+        layers.append(_layer_activation(_label(kind, mlp_kind), count, saved, tokens, working))
     if arch.is_encoder_decoder and layers:
         notes.append("encoder-decoder: encoder layers approximated as decoder layers at the same length, "
                      "cross-attention as a second attention block")
@@ -32,12 +36,12 @@ def _label(kind: str, mlp_kind: str) -> str:
     return kind if mlp_kind in {"dense", "none"} else f"{kind}+moe"
 
 
-def _layer_activation(kind: str, count: int, saved: Saved, tokens: int) -> LayerActivation:
-    """A layer's per-token terms at b·s tokens."""
+def _layer_activation(kind: str, count: int, saved: Saved, tokens: int, working: float) -> LayerActivation:
+    """A layer's per-token terms (and its backward's working set per token) at b·s tokens."""
     return LayerActivation(
         kind=kind, count=count, bytes=round(saved.total * tokens),
         terms={k: round(v * tokens) for k, v in saved.terms.items()},
-        attention_core_bytes=round(saved.s2_total * tokens),
+        attention_core_bytes=round(saved.s2_total * tokens), backward_working=round(working * tokens),
     )
 
 
@@ -55,8 +59,9 @@ def _with_encoder(spec: ActivationSpec, s: int, tokens: int, layers: list[LayerA
     cross_bytes = round(cross.total * tokens)
     decoder = LayerActivation(base.kind, base.count, base.bytes + cross_bytes,
                               base.terms | {"cross_attention": cross_bytes},
-                              base.attention_core_bytes + round(cross.s2_total * tokens))
-    encoder = LayerActivation("encoder", spec.arch.encoder_layers, base.bytes, base.terms, base.attention_core_bytes)
+                              base.attention_core_bytes + round(cross.s2_total * tokens), base.backward_working)
+    encoder = LayerActivation("encoder", spec.arch.encoder_layers, base.bytes, base.terms, base.attention_core_bytes,
+                              base.backward_working)
     return [decoder, *layers[1:], encoder]
 
 
