@@ -35,7 +35,7 @@ LLAMA = "meta-llama/Meta-Llama-3-8B"
 
 
 def test_tracker_counts_each_storage_once_until_it_is_freed() -> None:
-    """Known allocations: a view and an in-place op add nothing, a freed tensor leaves, a resize is followed."""
+    """Known allocations: a view and an in-place op add nothing, a freed tensor leaves, resizes are followed."""
     with LiveBytes() as live:
         a = torch.empty(1000)  # 4,000 bytes
         b = a.view(10, 100)
@@ -51,7 +51,9 @@ def test_tracker_counts_each_storage_once_until_it_is_freed() -> None:
         f = torch.empty(0)
         f.resize_(100)
         assert live.current == 2400
-    assert c.numel() + e.numel() + f.numel() == 850
+        f.untyped_storage().resize_(0)  # FSDP2 frees its unsharded parameters so
+        assert live.current == 2000
+    assert c.numel() + e.numel() == 750
 
 
 def test_tracker_sees_backward_and_its_peak() -> None:
