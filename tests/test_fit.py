@@ -127,9 +127,9 @@ def test_user_defined_gpu_and_json_shape() -> None:
 
 PER_GPU_ORDER = ["weights", "gradients", "optimizer", "activations", "overhead", "total", "required", "master_weights",
                  "optimizer_states", "sharding_buffers", "activations_stored", "activation_transient", "loss_peak",
-                 "recompute", "optimizer_step_transient", "autocast_weight_copies", "paged_optimizer",
-                 "gradient_activation_overlap", "allocated_peak", "reserved_peak", "cuda_context", "fragmentation",
-                 "host_per_node", "load"]
+                 "recompute", "backward_working", "optimizer_step_transient", "autocast_weight_copies",
+                 "paged_optimizer", "gradient_activation_overlap", "allocated_peak", "reserved_peak", "cuda_context",
+                 "fragmentation", "host_per_node", "load"]
 
 
 def test_breakdown_serialises_as_the_report_always_has() -> None:

@@ -205,6 +205,13 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
 def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> ActivationEstimate:
     """The activation estimate for validated settings at `seq_len`."""
     ctx = ctx.view(settings)
+    step = activation_settings(ctx, settings, seq_len)
+    return estimate_activations(ctx.arch, ctx.inventory, step, modules=ctx.modules, cache=ctx.layer_cache)
+
+
+def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) -> ActivationSettings:
+    """The step as the activation model sees it, for validated settings at `seq_len`."""
+    ctx = ctx.view(settings)
     p = settings.precision.compute_bytes
     base = ctx.base(settings)
     # the weight being dequantised for a matmul (nf4: forward and backward; int8: backward, CB cast to the input's
@@ -212,7 +219,7 @@ def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> A
     dequantizes = base is not None and not base.saves_dequantized_weight
     workspace = ctx.dequant_elements(quantizes_head(base, settings)) * p if dequantizes else 0
     trained = trainability(ctx, settings)
-    step = ActivationSettings(
+    return ActivationSettings(
         micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
         residual_bytes=settings.precision.residual_bytes,
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
@@ -221,8 +228,8 @@ def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> A
         compiled_layers=settings.compile_layers,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
         loss_upcast=settings.loss_upcast, repeat_kv=settings.repeat_kv, activation=settings.activation_fn,
+        padding_mask=settings.padding_mask,
     )
-    return estimate_activations(ctx.arch, ctx.inventory, step, modules=ctx.modules, cache=ctx.layer_cache)
 
 
 def state_for(ctx: Context, settings: TrainingSettings) -> ModelState:
@@ -335,7 +342,8 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
                      "meaning": "cuda_context: CUDA context and libraries outside PyTorch's allocator; "
                                 "fragmentation: reserved-but-unused share of the allocated peak"},
         "dropout_masks": "1 byte per element (CUDA bool masks)",
-        "padding": "none (full-length or packed sequences; no padding mask)",
+        "padding": ("padded to the longest sample, with an attention mask (seq_len is the padded length)"
+                    if s.padding_mask else "none (full-length or packed sequences; no padding mask)"),
         "kv_cache": "off in training (use_cache=False; with the config default and no checkpointing, transformers "
                     "would also keep every layer's K and V)",
         "bytes_per_param": state.bytes_per_param,

@@ -55,6 +55,9 @@ class ParameterSplit:
     `trainable`, the rest of which are adapters."""
     quantized_bytes: float = 0.0
     """Bytes of the `frozen_quantized` weights in their format, every tensor of it included."""
+    last_trainable: int = 0
+    """Trainable parameters whose gradients appear last in backward, during or after the first decoder layer's
+    backward: that layer's own and an untied input embedding's."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -192,12 +195,16 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         in_matrices = sum(r * c * n for r, c, n in matrices)
         vectors = max(0, total - in_matrices - embed)
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
-        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul)
+        outside = sum(inventory.by_component.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
+        last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
+        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul,
+                              last_trainable=last)
     groups = lora_targets(inventory, settings.lora_targets)
     r = settings.lora_rank
     adapters = lora_parameters(groups, r)
     matrices = tuple(m for g in groups for m in ((r, g.in_features, g.count), (g.out_features, r, g.count)))
     largest = max((max(r * g.in_features, r * g.out_features) for g in groups), default=0)
+    last = round(lora_parameters(tuple(g for g in groups if g.component != "head"), r) / _layer_count(arch))
     base = settings.base_format(arch.quantization)
     quantized = quantized_linears(inventory, quantizes_head(base, settings)) if base else ()
     copies = module_copies(arch, inventory, settings.modules_to_save, frozenset(g.name for g in quantized))
@@ -206,10 +213,16 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
     largest = max(largest, copies.largest)
     if base is None:
         return ParameterSplit(total + trainable, trainable, total, 0, matrices, copies.vectors, largest,
-                              matmul + adapters + copies.matmul, copies.parameters)
+                              matmul + adapters + copies.matmul, copies.parameters, last_trainable=last)
     n_quantized = sum(g.count * g.in_features * g.out_features for g in quantized)
     return ParameterSplit(total + trainable, trainable, total - n_quantized, n_quantized, matrices, copies.vectors,
-                          largest, adapters + copies.matmul, copies.parameters, quantized_bytes(base, quantized))
+                          largest, adapters + copies.matmul, copies.parameters, quantized_bytes(base, quantized),
+                          last_trainable=last)
+
+
+def _layer_count(arch: Architecture) -> int:
+    """Decoder and encoder layers: what per-layer shares divide by."""
+    return max(1, arch.num_layers + arch.encoder_layers)
 
 
 @dataclass(frozen=True)

@@ -212,6 +212,12 @@ class TrainingSettings:
     """The model code repeats grouped K/V heads to every query head before attention (LitGPT's expand + reshape),
     so K/V are saved at the query heads' count; transformers hands the kernel the grouped heads (enable_gqa /
     flash-attn's native GQA)."""
+    padding_mask: bool = setting(False, SWITCH, affects=("activations",))
+    """Batches padded to their longest sample, with an attention mask (DataCollatorWithPadding,
+    DataCollatorForSeq2Seq); seq_len is then the padded length. transformers hands SDPA a 4-D mask: grouped K/V
+    are repeated to every query head and each layer keeps a compute-dtype copy of the mask (b·s² elements) for
+    backward. flash_attention_2 unpads instead and eager keeps no mask: no change there. Off: full-length or
+    packed sequences (transformers drops a mask without padded positions)."""
     lora_rank: int = setting(16, COUNT, affects=("split", "trainability"))
     """LoRA rank r: r·(in + out) parameters per adapted layer (alpha does not change memory)."""
     lora_targets: tuple[str, ...] = setting(("all-linear",), LORA_TARGETS, affects=("split", "trainability"))

@@ -25,8 +25,14 @@ def linear_inputs(saved: Saved, name: str, spec: ActivationSpec, width: float, m
         saved.add(name, spec.p * width)
 
 
-def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[Module, ...]) -> None:
-    """Per LoRA adapter: its own copy of the input (PEFT casts to the adapter dtype) and the rank-r middle."""
+def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[Module, ...], *,
+                  input_grad: bool = True) -> None:
+    """Per LoRA adapter: its own copy of the input (PEFT casts to the adapter dtype) and the rank-r middle.
+
+    input_grad=False: the adapters' input needs no gradient (the first layer's normed input when the
+    embeddings are frozen): dropout's backward is never needed, so its mask is not kept, only the dropped
+    input that lora_A's weight gradient reads.
+    """
     trained = spec.trained
     for m in modules:
         if m.name not in trained.lora:
@@ -35,7 +41,8 @@ def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[
         copy = trained.adapter_input_bytes if trained.adapter_input_bytes else 0.0
         if trained.lora_dropout > 0:
             element = copy or spec.p
-            saved.add(f"{role}.lora_dropout", n * m.in_features * (mask_bytes(spec.mask_bytes, element) + element))
+            mask = mask_bytes(spec.mask_bytes, element) if input_grad else 0.0
+            saved.add(f"{role}.lora_dropout", n * m.in_features * (mask + element))
         elif copy:
             saved.add(f"{role}.lora_input_copy", n * m.in_features * copy)
         saved.add(f"{role}.lora_rank_out", n * trained.lora_rank * trained.adapter_output_bytes)

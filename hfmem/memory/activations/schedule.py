@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from hfmem.memory.activations.head import head_keeps_input
-from hfmem.memory.activations.layer import layer_at
+from hfmem.memory.activations.layer import attends_sliding, layer_at
 from hfmem.memory.activations.linears import dequantized_weights
 from hfmem.memory.activations.ops import FUSED_KERNELS, mask_bytes
 from hfmem.memory.activations.result import LayerActivation, body_bytes
@@ -21,7 +21,8 @@ class Checkpointing(NamedTuple):
     recompute: int
     """The transient of one recomputed layer (or attention core), plus the dequantised weight beside it."""
     closure: int
-    """Eager attention under full checkpointing: the 4-D causal mask and positions kept by the recompute closure."""
+    """Under full checkpointing, the 4-D mask kept by the recompute closure: eager attention's additive mask in
+    the compute dtype (and the positions), SDPA's boolean mask when there is one (padding, a sliding window)."""
 
 
 def first_layer_adjustment(spec: ActivationSpec, settings: ActivationSettings, cache: dict, notes: list[str]) -> int:
@@ -54,6 +55,9 @@ def checkpointing(spec: ActivationSpec, settings: ActivationSettings, layers: li
         inputs = spec.r * spec.arch.hidden_size * b * s * sum(layer.count for layer in layers)
         if spec.kernel == "eager":
             closure = spec.p * b * s * s + 8 * s  # the 4-D causal mask and positions stay in the recompute closure
+        elif spec.kernel == "sdpa" and (spec.padding_mask or any(attends_sliding(spec.arch, kind, s)
+                                                                 for kind, _, _ in spec.plan)):
+            closure = b * s * s  # transformers' boolean (b, 1, s, s) mask
         recompute = max((layer.bytes for layer in layers), default=0)
     elif settings.gradient_checkpointing == "selective":
         recompute = max((layer.attention_core_bytes for layer in layers), default=0)

@@ -58,6 +58,8 @@ class ActivationSettings:
     (LitGPT's expand + reshape), so the kernel saves K and V at the query heads' count."""
     activation: str | None = None
     """The MLP activation the training code calls (hfmem.memory.activation_functions); None: the model's hidden_act."""
+    padding_mask: bool = False
+    """Padded batches with an attention mask: transformers passes SDPA a 4-D mask (see attention._fused)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class ActivationSpec:
     repeat_kv: bool
     activation: str
     """The MLP activation function that runs (an ACTIVATION_SAVES name, or the model's unknown hidden_act)."""
+    padding_mask: bool
 
     @property
     def autocast(self) -> bool:
@@ -111,4 +114,5 @@ def activation_spec(arch: Architecture, inventory: Inventory, settings: Activati
         p=p, r=p if settings.residual_bytes is None else settings.residual_bytes, trained=settings.trained,
         mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers, repeat_kv=settings.repeat_kv,
         activation=settings.activation or arch.hidden_act,
+        padding_mask=settings.padding_mask,
     )
