@@ -13,7 +13,7 @@ LAYERS = {
     "hub": 1, "hardware": 1,
     "model": 2,
     "memory": 3,
-    "render": 4, "scan": 4,
+    "render": 4, "scan": 4, "frameworks": 4,
     "cli": 5, "github": 5,
     "_readme": 6, "api": 6,  # README sections generated from any layer's tables
 }
