@@ -73,3 +73,42 @@ def test_the_model_comes_from_the_file_unless_given(capsys, tmp_path: Path) -> N
     no_model.write_text("per_device_train_batch_size: 2\nbf16: true\n")
     code, out, err = hfmem(capsys, "--config", str(no_model))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "MODEL" in err
+
+
+def test_a_framework_profile_sets_its_defaults_per_method_and_a_flag_wins(capsys) -> None:
+    from hfmem.frameworks import PROFILES
+
+    profile = PROFILES["torchtune"]
+    report = _report(capsys, "example:Meta-Llama-3-8B", "--framework", "torchtune")
+    plan = report["plan"]
+    assert plan["framework"]["name"] == "torchtune"
+    assert all(d["source"].startswith("https://github.com/") for d in plan["framework"]["defaults"])
+    by_method = {e["method"]: e["settings"] for e in report["estimates"]}
+    for method, settings in by_method.items():
+        for field, value in profile.values(method).items():
+            shown = settings[field]
+            assert (list(value) if isinstance(value, tuple) else value) == shown, (method, field)
+    for d in profile.defaults:
+        assert plan["sources"][d.field] == "framework torchtune"
+    cells = {f["method"]: f for f in report["fit"]}
+    assert cells["full"]["settings"]["optimizer"] == profile.values("full")["optimizer"]
+    flagged = _report(capsys, "example:Meta-Llama-3-8B", "--framework", "torchtune", "--optimizer", "adamw",
+                      "--lora-rank", "4")
+    assert {e["settings"]["optimizer"] for e in flagged["estimates"]} == {"adamw"}
+    assert {e["settings"]["lora_rank"] for e in flagged["estimates"]} == {4}
+    assert flagged["plan"]["sources"]["lora_rank"] == "flag"
+    code, out, _ = hfmem(capsys, "example:Meta-Llama-3-8B", "--framework", "torchtune", "-g", "a100")
+    assert code == 0 and profile.title in " ".join(out.split())
+
+
+def test_a_config_file_applies_its_framework_under_what_it_says(capsys) -> None:
+    recipe = yaml.safe_load(TORCHTUNE_LORA.read_text())
+    report = _report(capsys, "example:Meta-Llama-3-8B", "--config", str(TORCHTUNE_LORA))
+    assert report["plan"]["framework"]["name"] == "torchtune"
+    assert report["estimates"][0]["settings"]["lora_rank"] == recipe["model"]["lora_rank"]
+    assert report["plan"]["sources"]["lora_rank"].startswith("config")
+
+
+def test_an_unknown_framework_is_one_line(capsys) -> None:
+    code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "--framework", "nope")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "torchtune" in err

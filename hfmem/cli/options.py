@@ -1,9 +1,9 @@
 """The estimate flags shared by `hfmem MODEL` and `hfmem scan`, built from TrainingSettings' fields, and the Plan.
 
 Every settings field is a flag (its spelling, check and default from its `setting(...)` metadata, its help from
-its docstring; a Group's fields are flags of their own); --gpu and --config are the plan's own. A
-setting's value comes from the highest layer: its default, the --config file, an explicit flag; the plan records
-which layer set each one.
+its docstring; a Group's fields are flags of their own); --gpu, --framework and --config are the plan's own. A
+setting's value comes from the highest of four layers: its default, the --framework profile (or the framework the
+config file implies), the --config file, an explicit flag; the plan records which layer set each one.
 Import-light: no torch, transformers or huggingface_hub until a Plan is made.
 """
 
@@ -67,6 +67,15 @@ GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str], None,
                 "GPUs to fit against (repeatable or comma-separated).", _gpu_examples, shown="the whole catalogue")
 
 
+def _frameworks(code: Code) -> str:
+    from hfmem.frameworks import PROFILES
+
+    return ", ".join(map(code, PROFILES))
+
+
+FRAMEWORK_FLAG = Flag("framework", ("--framework",), str, None,
+                      "Assume this training framework's own defaults (each cited in the JSON); a --config value or a "
+                      "flag wins.", _frameworks, shown="the config file's framework, else hfmem's defaults")
 CONFIG_FLAG = Flag("config", ("--config",), str, None,
                    "A training config file to read the settings (and the model, when MODEL is not given) from; a "
                    "flag wins over it.", lambda code: "a torchtune, Axolotl or LLaMA-Factory YAML, a DeepSpeed JSON, "
@@ -99,8 +108,8 @@ def settings_flags(cls: type) -> list[Flag]:
 
 @functools.cache
 def plan_flags() -> tuple[Flag, ...]:
-    """Every estimate flag, in --help order: the config file, the settings', then --gpu."""
-    return (CONFIG_FLAG, *settings_flags(TrainingSettings), GPU_FLAG)
+    """Every estimate flag, in --help order: the framework and config file, the settings', then --gpu."""
+    return (FRAMEWORK_FLAG, CONFIG_FLAG, *settings_flags(TrainingSettings), GPU_FLAG)
 
 
 def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
@@ -140,8 +149,8 @@ def build_settings(cls: type, values: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, config: str | None = None,
-              **values: Any):
+def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, framework: str | None = None,
+              config: str | None = None, **values: Any):
     """Validate the layers into a Plan; every bad value is an InvalidInputError naming the flag's value.
 
     `values`: every other flag, by the name of the settings field it sets; None where the flag was not given.
@@ -149,7 +158,7 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, con
     from hfmem.hardware.gpus import resolve_gpus
     from hfmem.memory.plan import Plan
 
-    layers = Layers.of(config)
+    layers = Layers.of(framework, config)
     given = {name: value for name, value in values.items() if value is not None}
     chosen = tuple(m.lower() for m in split_list(method)) or layers.methods or METHODS
     unknown = [m for m in chosen if m not in METHODS]
@@ -162,25 +171,33 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, con
         notes += (f"sharding {training.resolved_sharding} ({sources.get('sharding', 'flag')}) over 1 GPU: the GPU "
                   "count is not set; give --num-gpus",)
     return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)),
-                sources=sources, config=layers.config_dict(), notes=notes,
-                model=layers.model)
+                method_settings=layers.method_defaults(given), sources=sources, framework=layers.framework_dict(),
+                config=layers.config_dict(), notes=notes, model=layers.model)
 
 
 @dataclass(frozen=True)
 class Layers:
-    """The config file under the explicit flags."""
+    """The framework profile and the config file under the explicit flags, lowest first."""
 
+    profile: Any = None
+    """A hfmem.frameworks Profile, or None."""
     file: Any = None
     """A hfmem.configs ConfigFile, or None."""
 
     @classmethod
-    def of(cls, config: str | None) -> Layers:
-        """Read the config file, if one is given."""
-        if config is None:
-            return cls(None)
-        from hfmem.configs import read_config
+    def of(cls, framework: str | None, config: str | None) -> Layers:
+        """Read the config file and look up the profile (--framework, else the framework the file implies)."""
+        file = None
+        if config is not None:
+            from hfmem.configs import read_config
 
-        return cls(read_config(config))
+            file = read_config(config)
+        name = framework or (file.framework if file else None)
+        if name is None:
+            return cls(None, file)
+        from hfmem.frameworks import profile
+
+        return cls(profile(name), file)
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -207,6 +224,9 @@ class Layers:
         """The values set above the defaults and, for each, the layer that set it."""
         merged: dict[str, Any] = {}
         sources: dict[str, str] = {}
+        if self.profile:
+            for default in self.profile.defaults:
+                merged[default.field], sources[default.field] = default.value, f"framework {self.profile.name}"
         if self.file:
             for name, value in self.file.values.items():
                 if name != "method":
@@ -215,6 +235,23 @@ class Layers:
         for name, value in given.items():
             merged[name], sources[name] = value, "flag"
         return merged, sources
+
+    def method_defaults(self, given: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The profile's defaults for one method only, where neither the file nor a flag set that field."""
+        if not self.profile:
+            return {}
+        taken = set(given) | set(self.file.values if self.file else ())
+        found = {m: {d.field: d.value for d in ds if d.field not in taken} for m, ds in self.profile.method_defaults.items()}
+        return {m: over for m, over in found.items() if over}
+
+    def framework_dict(self) -> dict[str, Any] | None:
+        """The profile as the JSON shows it: name, title, versions and every default with its source."""
+        if not self.profile:
+            return None
+        p = self.profile
+        defaults = [{"field": d.field, "value": d.value, "source": d.source, "why": d.why, "method": method}
+                    for method, ds in (("all", p.defaults), *p.method_defaults.items()) for d in ds]
+        return {"name": p.name, "title": p.title, "versions": p.versions, "defaults": defaults}
 
     def config_dict(self) -> dict[str, Any] | None:
         if not self.file:

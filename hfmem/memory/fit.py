@@ -34,6 +34,7 @@ only on batch and sequence, so a full matrix costs a few hundred small evaluatio
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -316,13 +317,15 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
 
 
 def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpus: tuple[Gpu, ...] | list[Gpu],
-               methods: tuple[str, ...] | list[str] = METHODS, *, max_gpus: int = 1024) -> list[Fit]:
-    """Fits for every method x GPU, methods outer, GPUs in the given order."""
+               methods: tuple[str, ...] | list[str] = METHODS, *, max_gpus: int = 1024,
+               per_method: Mapping[str, TrainingSettings] | None = None) -> list[Fit]:
+    """Fits for every method x GPU, methods outer, GPUs in the given order; `per_method`: a method's own settings."""
     for m in methods:
         if m not in METHODS:
             raise InvalidInputError(f"method must be one of {', '.join(METHODS)}; got {m!r}.")
     if not gpus:
         raise InvalidInputError("no GPUs to fit against.")
     planner = _Planner(Context(arch, inventory))
-    return [fit_one(arch, inventory, settings, gpu, method, max_gpus=max_gpus, _planner=planner)
+    own = per_method or {}
+    return [fit_one(arch, inventory, own.get(method, settings), gpu, method, max_gpus=max_gpus, _planner=planner)
             for method in methods for gpu in gpus]

@@ -20,13 +20,17 @@ from hfmem.memory.settings import METHODS, TrainingSettings
 class Plan:
     """What to estimate: one set of training settings, the methods to compare and the GPUs (() = catalogue).
 
-    The rest says where the settings came from: a config file or flags (cli/options.py)."""
+    The rest says where the settings came from: a framework profile, a config file, flags (cli/options.py)."""
 
     training: TrainingSettings = field(default_factory=TrainingSettings)
     methods: tuple[str, ...] = METHODS
     gpus: tuple[Gpu, ...] = ()
+    method_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """A framework's defaults for one method only (torchtune's full single-device recipes use paged 8-bit AdamW)."""
     sources: Mapping[str, str] = field(default_factory=dict)
-    """Each setting not left at hfmem's default, and what set it: "flag" or "config FILE (key)"."""
+    """Each setting not left at hfmem's default, and what set it: "flag", "config FILE (key)", "framework NAME"."""
+    framework: Mapping[str, Any] | None = None
+    """The framework profile assumed: name, title, versions, defaults with their sources."""
     config: Mapping[str, Any] | None = None
     """The config file read: path, format, values, unknown and unmodelled keys."""
     notes: tuple[str, ...] = ()
@@ -35,13 +39,14 @@ class Plan:
     """The model the config file names (MODEL on the command line wins)."""
 
     def settings_for(self, method: str) -> TrainingSettings:
-        """The validated settings of one method."""
-        return replace(self.training, method=method).validated()
+        """The validated settings of one method: the shared ones with its own framework defaults."""
+        return replace(self.training, method=method, **self.method_settings.get(method, {})).validated()
 
     def to_dict(self) -> dict[str, Any]:
         return {"training": self.training.to_dict(), "methods": list(self.methods),
                 "gpus": [g.to_dict() for g in self.gpus] or "catalogue", "sources": dict(self.sources),
-                "config": self.config}
+                "method_settings": {m: dict(v) for m, v in self.method_settings.items()},
+                "framework": self.framework, "config": self.config}
 
 
 def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None) -> dict[str, Any]:
@@ -59,7 +64,8 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
     arch, inventory = result.architecture, result.inventory
     training = plan.training.validated()
     estimates = [estimate(arch, inventory, plan.settings_for(m)).to_dict() for m in plan.methods]
-    fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods)
+    fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods,
+                      per_method={m: plan.settings_for(m) for m in plan.method_settings})
     warnings = [*plan.notes, *warnings_for(arch, result.config, training, fits)]
     return result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
                                "estimates": estimates, "fit": [f.to_dict() for f in fits]}

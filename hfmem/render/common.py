@@ -77,13 +77,20 @@ def settings_line(report: dict[str, Any]) -> str:
 
 
 def origin_line(report: dict[str, Any]) -> str:
-    """What a config file set, e.g. "torchtune config recipe.yaml: dtype=bf16-pure, ..."; "" without one."""
+    """Which settings a framework profile and a config file set, e.g. "torchtune defaults (0.7): loss_chunks=8";
+    "" when every setting is hfmem's default or a flag."""
     plan = report.get("plan") or {}
     training, sources = plan.get("training") or {}, plan.get("sources") or {}
-    if not (config := plan.get("config")):
-        return ""
-    from_file = [f"{k}={_value(training.get(k))}" for k, src in sources.items() if src.startswith("config")]
-    return f"{config['format']} config {config['path']}: " + (", ".join(from_file) or "no settings")
+    parts = []
+    if framework := plan.get("framework"):
+        set_here = [f"{k}={_value(training.get(k))}" for k, src in sources.items() if src.startswith("framework")]
+        set_here += [f"{k}={_value(v)} ({m})" for m, over in (plan.get("method_settings") or {}).items()
+                     for k, v in over.items()]
+        parts.append(f"{framework['title']} defaults ({framework['versions']}): " + (", ".join(set_here) or "none"))
+    if config := plan.get("config"):
+        from_file = [f"{k}={_value(training.get(k))}" for k, src in sources.items() if src.startswith("config")]
+        parts.append(f"{config['format']} config {config['path']}: " + (", ".join(from_file) or "no settings"))
+    return " · ".join(parts)
 
 
 def _value(value: Any) -> str:
