@@ -17,7 +17,7 @@ from github_server import Fault, GitHubServer, GitHubState
 from hfmem.github import action
 from hfmem.hub.client import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
-from hfmem.memory.plan import build_report
+from hfmem.reporting.plan import build_report
 from tiny_models import tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -56,7 +56,7 @@ def model(
 ) -> None:
     from hfmem.hub.modelref import parse_model_ref
     from hfmem.hub.settings import HubSettings
-    from hfmem.memory.plan import build_report
+    from hfmem.reporting.plan import build_report
 
     model = model or plan.model
     if not model:

@@ -67,6 +67,14 @@ GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str], None,
                 "GPUs to fit against (repeatable or comma-separated).", _gpu_examples, shown="the whole catalogue")
 
 
+TOKENS_FLAG = Flag("tokens", ("--tokens",), float, None,
+                   "Training tokens to time and price each fitting setup for (e.g. 2e9): wall hours, GPU-hours and, "
+                   "with --price, the cost.", lambda code: "a positive number", shown="none: step time only")
+PRICE_FLAG = Flag("price", ("--price",), list[str], None,
+                  "USD per GPU-hour of a catalogue GPU, GPU=USD (repeatable; hfmem ships no prices).",
+                  lambda code: f"{code('h100=2.5')}, {code('a100-80gb=1.6')}...", shown="none")
+
+
 def _frameworks(code: Code) -> str:
     from hfmem.frameworks import PROFILES
 
@@ -108,8 +116,8 @@ def settings_flags(cls: type) -> list[Flag]:
 
 @functools.cache
 def plan_flags() -> tuple[Flag, ...]:
-    """Every estimate flag, in --help order: the framework and config file, the settings', then --gpu."""
-    return (FRAMEWORK_FLAG, CONFIG_FLAG, *settings_flags(TrainingSettings), GPU_FLAG)
+    """Every estimate flag, in --help order: the framework and config file, the settings', --gpu, the budget."""
+    return (FRAMEWORK_FLAG, CONFIG_FLAG, *settings_flags(TrainingSettings), GPU_FLAG, TOKENS_FLAG, PRICE_FLAG)
 
 
 def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
@@ -150,13 +158,14 @@ def build_settings(cls: type, values: dict[str, Any]) -> Any:
 
 
 def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, framework: str | None = None,
-              config: str | None = None, **values: Any):
+              config: str | None = None, tokens: float | None = None, price: list[str] | None = None,
+              **values: Any):
     """Validate the layers into a Plan; every bad value is an InvalidInputError naming the flag's value.
 
     `values`: every other flag, by the name of the settings field it sets; None where the flag was not given.
     """
     from hfmem.hardware.gpus import resolve_gpus
-    from hfmem.memory.plan import Plan
+    from hfmem.reporting.plan import Plan
 
     layers = Layers.of(framework, config)
     given = {name: value for name, value in values.items() if value is not None}
@@ -172,7 +181,31 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, fra
                   "count is not set; give --num-gpus",)
     return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)),
                 method_settings=layers.method_defaults(given), sources=sources, framework=layers.framework_dict(),
-                config=layers.config_dict(), notes=notes, model=layers.model)
+                config=layers.config_dict(), notes=notes, model=layers.model, tokens=_tokens(tokens),
+                prices=parse_prices(split_list(price)))
+
+
+def _tokens(tokens: float | None) -> float | None:
+    if tokens is not None and not 0 < tokens < 1e16:
+        raise InvalidInputError(f"--tokens must be a positive number of tokens below 1e16; got {tokens!r}.")
+    return tokens
+
+
+def parse_prices(specs: tuple[str, ...]) -> dict[str, float]:
+    """--price GPU=USD (catalogue names or aliases) as {catalogue name: USD per GPU-hour}."""
+    from hfmem.hardware.gpus import find_gpu
+
+    prices = {}
+    for spec in specs:
+        name, sep, usd = spec.partition("=")
+        try:
+            value = float(usd)
+        except ValueError:
+            value = -1.0
+        if not sep or not 0 <= value < 1e6:
+            raise InvalidInputError(f"--price takes GPU=USD per GPU-hour (h100=2.5); got {spec!r}.")
+        prices[find_gpu(name.strip()).name] = value
+    return prices
 
 
 @dataclass(frozen=True)

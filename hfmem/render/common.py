@@ -95,3 +95,26 @@ def origin_line(report: dict[str, Any]) -> str:
 
 def _value(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def time_line(report: dict[str, Any]) -> str:
+    """The fastest (and, with prices, the cheapest) fitting setup, e.g. "fastest: LoRA on 1× H100 80GB, 16.6k
+    tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time."""
+    picks = report.get("fastest_and_cheapest") or {}
+    parts = []
+    for label in ("fastest", "cheapest"):
+        pick = picks.get(label)
+        if not pick:
+            continue
+        t = pick["time"]
+        text = (f"{label}: {METHOD_TITLES.get(pick['method'], pick['method'])} on {pick['num_gpus']}× {pick['gpu']}, "
+                f"{t['tokens_per_s'] / 1000:,.1f}k tokens/s")
+        if "hours" in t:
+            text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens"
+        if "cost_usd" in t:
+            text += f", ${t['cost_usd']:,.0f}"
+        parts.append(text)
+    if not parts:
+        return ""
+    hfu = picks["fastest"]["time"]["hfu_assumed"]
+    return " · ".join(parts) + f" (roofline at {hfu:.0%} hardware FLOPs utilisation)"

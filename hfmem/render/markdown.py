@@ -7,7 +7,7 @@ from typing import Any
 
 from hfmem.memory.advice import fit_grid, verdict_parts
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
-                                 parameter_count, settings_line)
+                                 parameter_count, settings_line, time_line)
 from hfmem.units import count
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
@@ -51,6 +51,8 @@ def render(report: dict[str, Any]) -> str:
         out += ["", fit_markdown(report), "", "assumes: " + escape(settings_line(report))]
         if origin := origin_line(report):
             out += ["", "from " + escape(origin)]
+        if timing := time_line(report):
+            out += ["", escape(timing)]
     return "\n".join(out) + "\n"
 
 

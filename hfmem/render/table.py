@@ -11,7 +11,7 @@ from rich.text import Text
 
 from hfmem.memory.advice import fit_grid, short_gib, verdict_parts
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
-                                 parameter_count, settings_line)
+                                 parameter_count, settings_line, time_line)
 from hfmem.units import count, gib, size
 
 
@@ -146,6 +146,8 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
         if origin := origin_line(report):
             parts.append(Text("from " + origin, style="dim"))
+        if timing := time_line(report):
+            parts.append(Text(timing, style="dim"))
         parts.append(Text(napkin_line(report), style="dim"))
         if details:
             parts += [breakdown_table(report), activations_table(report)]

@@ -37,6 +37,10 @@ class Plan:
     """Warnings from reading the config file (keys not read, keys hfmem cannot model)."""
     model: str | None = None
     """The model the config file names (MODEL on the command line wins)."""
+    tokens: float | None = None
+    """Training tokens to time and price each fitting setup for (None: the step time only)."""
+    prices: Mapping[str, float] = field(default_factory=dict)
+    """USD per GPU-hour by catalogue GPU name (--price GPU=USD); no built-in prices."""
 
     def settings_for(self, method: str) -> TrainingSettings:
         """The validated settings of one method: the shared ones with its own framework defaults."""
@@ -46,7 +50,8 @@ class Plan:
         return {"training": self.training.to_dict(), "methods": list(self.methods),
                 "gpus": [g.to_dict() for g in self.gpus] or "catalogue", "sources": dict(self.sources),
                 "method_settings": {m: dict(v) for m, v in self.method_settings.items()},
-                "framework": self.framework, "config": self.config}
+                "framework": self.framework, "config": self.config, "tokens": self.tokens,
+                "prices_usd_per_gpu_hour": dict(self.prices)}
 
 
 def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None) -> dict[str, Any]:
@@ -61,11 +66,37 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
     from hfmem.memory.warnings import warnings_for
     from hfmem.hardware.gpus import catalogue
 
+    from hfmem.reporting.timing import budget, step_for
+
     arch, inventory = result.architecture, result.inventory
     training = plan.training.validated()
-    estimates = [estimate(arch, inventory, plan.settings_for(m)).to_dict() for m in plan.methods]
+    estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
     fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods,
                       per_method={m: plan.settings_for(m) for m in plan.method_settings})
     warnings = [*plan.notes, *warnings_for(arch, result.config, training, fits)]
+    cells = []
+    for fit in fits:
+        cell = fit.to_dict()
+        if fit.fits:
+            est = estimates[fit.method]
+            step = step_for(arch, inventory, est, fit.gpu)
+            cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
+        else:
+            cell["time"] = None
+        cells.append(cell)
     return result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
-                               "estimates": estimates, "fit": [f.to_dict() for f in fits]}
+                               "estimates": [e.to_dict() for e in estimates.values()], "fit": cells,
+                               "fastest_and_cheapest": fastest_and_cheapest(cells)}
+
+
+def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fitting setups with the most tokens/s and, where priced, the lowest cost for the token budget."""
+    timed = [c for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
+
+    def pick(c: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if c is None else {"method": c["method"], "gpu": c["gpu"]["name"],
+                                       "num_gpus": c["asked"]["num_gpus"], "time": c["time"]}
+
+    fastest = max(timed, key=lambda c: c["time"]["tokens_per_s"], default=None)
+    priced = [c for c in timed if "cost_usd" in c["time"]]
+    return {"fastest": pick(fastest), "cheapest": pick(min(priced, key=lambda c: c["time"]["cost_usd"], default=None))}
