@@ -8,16 +8,17 @@ weights' dtype is in that framework.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import NamedTuple
 
 from hfmem.configs import deepspeed
 from hfmem.configs.draft import Draft, Linked
-from hfmem.memory.settings import OPTIMIZER_ALIASES, OPTIMIZERS
+from hfmem.memory.fields import setting_of
+from hfmem.memory.settings import TrainingSettings
 
 HF_BATCH_SIZE = 8
 """TrainingArguments.per_device_train_batch_size's default (transformers 5.24 training_args.py)."""
 
-OPTIMIZER_NAMES = {n.lower(): n for n in OPTIMIZERS} | {a.lower(): n for a, n in OPTIMIZER_ALIASES.items()}
 
 TRAINING_IGNORED = (
     "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy", "evaluation_strategy",
@@ -70,16 +71,23 @@ class Run(NamedTuple):
     zero3: bool
 
 
-def optimizer(d: Draft, path: str) -> None:
-    """An optimizer name hfmem knows (transformers' `optim` spellings included); anything else is unmodelled."""
+def choice(d: Draft, path: str, field: str) -> None:
+    """A value of a choice setting, in any spelling its own check accepts (aliases included); anything else is
+    unmodelled."""
     name = d.text(path)
     if name is None:
         return
-    known = OPTIMIZER_NAMES.get(name.strip().lower())
+    check = setting_of(next(f for f in fields(TrainingSettings) if f.name == field)).check
+    known = getattr(check, "inner", check).table.get(name.strip().lower())
     if known is None:
         d.unmodelled(path)
     else:
-        d.set("optimizer", known, path)
+        d.set(field, known, path)
+
+
+def optimizer(d: Draft, path: str) -> None:
+    """An optimizer name hfmem knows (transformers' `optim` spellings included); anything else is unmodelled."""
+    choice(d, path, "optimizer")
 
 
 def fsdp_config(d: Draft, path: str) -> None:

@@ -12,9 +12,8 @@ adapters to bf16, and under ZeRO-3 keeps LoRA's adapters in the base dtype (sft_
 from __future__ import annotations
 
 from hfmem.configs.draft import Draft, Linked
-from hfmem.configs.hf import training_arguments
+from hfmem.configs.hf import choice, training_arguments
 from hfmem.configs.precision import WEIGHT_DTYPES, trainer_dtype
-from hfmem.memory.settings import ATTENTION, ATTENTION_ALIASES
 
 TRL_KEYS = frozenset({
     "max_seq_length", "max_length", "packing", "dataset_text_field", "use_peft", "lora_r", "lora_alpha",
@@ -26,7 +25,6 @@ TRL_KEYS = frozenset({
 """Keys of TRL's SFTConfig, ModelConfig and ScriptArguments that TrainingArguments does not have."""
 
 TRL_MAX_LENGTH = 1024
-ATTENTION_NAMES = {n.lower(): n for n in ATTENTION} | {a.lower(): n for a, n in ATTENTION_ALIASES.items()}
 
 IGNORED = (
     "model_revision", "trust_remote_code", "dataset_name", "dataset_config", "dataset_train_split",
@@ -46,14 +44,7 @@ UNMODELLED = ("packing", "padding_free", "lora_modules_to_save", "use_dora", "lo
 
 def attention(d: Draft, path: str) -> None:
     """An attn_implementation hfmem models; another kernel (flex, a Hub kernel) is unmodelled."""
-    name = d.text(path)
-    if name is None:
-        return
-    known = ATTENTION_NAMES.get(name.strip().lower())
-    if known is None:
-        d.unmodelled(path)
-    else:
-        d.set("attention", known, path)
+    choice(d, path, "attention")
 
 
 def load_dtype(d: Draft) -> str:
