@@ -61,3 +61,23 @@ def test_bad_budgets_are_one_line_errors(capsys, bad) -> None:
     code = run(["example:Meta-Llama-3-8B", *bad])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_a_cell_that_needs_more_gpus_is_timed_on_its_suggested_setup(capsys) -> None:
+    report = json.loads(_json_of(capsys, "example:Llama-2-70b-hf", "-m", "lora", "-g", "h100", "--tokens", "1e9"))
+    cell = report["fit"][0]
+    assert not cell["asked"]["fits"] and cell["time"]["setup"] == "suggested GPUs"
+    multi = min((m for m in (cell["multi_gpu"], cell["multi_gpu_with_checkpointing"]) if m), key=lambda m: m["num_gpus"])
+    seq = report["estimates"][0]["settings"]["seq_len"]
+    assert cell["time"]["tokens_per_s"] * cell["time"]["seconds"] == pytest.approx(multi["num_gpus"] * seq)
+    assert report["fastest_and_cheapest"]["fastest"]["num_gpus"] == multi["num_gpus"]
+    capsys.readouterr()
+    assert run(["example:Llama-2-70b-hf", "-m", "lora", "-g", "h100", "--tokens", "1e9"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Time per fitting setup" in out and f"{multi['num_gpus']}×ZeRO-3" in out
+
+
+def _json_of(capsys, *args: str) -> str:
+    capsys.readouterr()
+    assert run([*args, "--format", "json"]) == 0
+    return capsys.readouterr().out

@@ -44,10 +44,11 @@ def short_gib(n_bytes: float | None) -> str:
 def same_gpus_change(fit: dict[str, Any]) -> bool:
     """Whether there is a recommendation and it keeps the GPUs asked (a mitigation), rather than asking for more."""
     advice = recommendation(fit)
-    return bool(advice) and advice != multi_gpu_text(_fewest_gpus(fit))
+    return bool(advice) and advice != multi_gpu_text(fewest_gpus(fit))
 
 
-def _fewest_gpus(fit: dict[str, Any]) -> dict[str, Any] | None:
+def fewest_gpus(fit: dict[str, Any]) -> dict[str, Any] | None:
+    """The multi-GPU suggestion (plain or with checkpointing) that needs the fewest GPUs."""
     options = [m for m in (fit.get("multi_gpu"), fit.get("multi_gpu_with_checkpointing")) if m]
     return min(options, key=lambda m: m["num_gpus"]) if options else None
 
@@ -56,7 +57,7 @@ def recommendation(fit: dict[str, Any]) -> str:
     """The least intrusive way to make a fit entry work, e.g. "+ckpt 21.3" (GiB) or "8×ZeRO-3+ckpt"; "" if none."""
     listed = fit.get("mitigations") or ([fit["mitigation"]] if fit.get("mitigation") else [])
     by_name = {m["name"]: m for m in listed}
-    multi = _fewest_gpus(fit)
+    multi = fewest_gpus(fit)
     for name, label in _SAME_METHOD.items():
         if name in by_name:
             return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.memory.advice import SHARDING_NAMES
+from hfmem.memory.advice import SHARDING_NAMES, fewest_gpus, multi_gpu_text
 from hfmem.units import count
 
 
@@ -118,3 +118,19 @@ def time_line(report: dict[str, Any]) -> str:
         return ""
     hfu = picks["fastest"]["time"]["hfu_assumed"]
     return " · ".join(parts) + f" (roofline at {hfu:.0%} hardware FLOPs utilisation)"
+
+
+def time_cell(fit: dict[str, Any]) -> str:
+    """A fitting cell's speed and, with a budget, its hours and cost: "16.6k tok/s · 16.8 h · $42" (for a cell that
+    needs more GPUs, its suggested setup's: "3×ZeRO-3: 3.8k tok/s ..."); "" without a step time."""
+    t = fit.get("time") or {}
+    if not t.get("tokens_per_s"):
+        return ""
+    parts = [f"{t['tokens_per_s'] / 1000:,.1f}k tok/s"]
+    if t.get("setup") == "suggested GPUs":
+        parts[0] = f"{multi_gpu_text(fewest_gpus(fit))}: " + parts[0]
+    if "hours" in t:
+        parts.append(f"{t['hours']:,.1f} h")
+    if "cost_usd" in t:
+        parts.append(f"${t['cost_usd']:,.0f}")
+    return " · ".join(parts)

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from hfmem.memory.advice import fit_grid, short_gib, verdict_parts
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
-                                 parameter_count, settings_line, time_line)
+                                 parameter_count, settings_line, time_cell, time_line)
 from hfmem.units import count, gib, size
 
 
@@ -81,6 +81,18 @@ def fit_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def time_table(report: dict[str, Any]) -> Table:
+    """Speed, hours and cost of each fitting cell, shown when a token budget or a price was given."""
+    methods, rows = fit_grid(report)
+    table = Table(title="Time per fitting setup (roofline)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("GPU")
+    for method in methods:
+        table.add_column(METHOD_TITLES.get(method, method))
+    for name, _, by_method in rows:
+        table.add_row(name, *(time_cell(by_method[m]) or "–" for m in methods))
+    return table
+
+
 def breakdown_table(report: dict[str, Any]) -> Table:
     """Per-GPU bytes by term for each method's estimate."""
     table = Table(title="Memory per GPU by term", title_justify="left", box=None, pad_edge=False)
@@ -146,6 +158,8 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
         if origin := origin_line(report):
             parts.append(Text("from " + origin, style="dim"))
+        if (report.get("plan") or {}).get("tokens") or (report.get("plan") or {}).get("prices_usd_per_gpu_hour"):
+            parts.append(time_table(report))
         if timing := time_line(report):
             parts.append(Text(timing, style="dim"))
         parts.append(Text(napkin_line(report), style="dim"))

@@ -77,25 +77,42 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
     cells = []
     for fit in fits:
         cell = fit.to_dict()
-        if fit.fits:
-            est = estimates[fit.method]
-            step = step_for(arch, inventory, est, fit.gpu)
-            cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
-        else:
+        est = estimates[fit.method] if fit.fits else suggested(arch, inventory, plan.settings_for(fit.method), cell)
+        if est is None:
             cell["time"] = None
+        else:
+            step = step_for(arch, inventory, est, fit.gpu) | {"setup": "asked" if fit.fits else "suggested GPUs"}
+            cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
         cells.append(cell)
     return result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
                                "estimates": [e.to_dict() for e in estimates.values()], "fit": cells,
                                "fastest_and_cheapest": fastest_and_cheapest(cells)}
 
 
+def suggested(arch: Any, inventory: Any, settings: TrainingSettings, cell: dict[str, Any]) -> Any:
+    """The estimate of the fewest-GPU setup the fit suggests for a cell that does not fit as asked, or None."""
+    from hfmem.memory.advice import fewest_gpus
+    from hfmem.memory.estimate import estimate
+
+    multi = fewest_gpus(cell)
+    if not multi or multi["num_gpus"] < 2:
+        return None
+    setup = {k: multi[k] for k in ("num_gpus", "sharding", "offload_optimizer", "offload_params",
+                                   "gradient_checkpointing")}
+    return estimate(arch, inventory, replace(settings, **setup).validated())
+
+
 def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, Any]:
     """The fitting setups with the most tokens/s and, where priced, the lowest cost for the token budget."""
+    from hfmem.memory.advice import fewest_gpus
+
     timed = [c for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
 
     def pick(c: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if c is None else {"method": c["method"], "gpu": c["gpu"]["name"],
-                                       "num_gpus": c["asked"]["num_gpus"], "time": c["time"]}
+        if c is None:
+            return None
+        gpus = c["asked"]["num_gpus"] if c["time"]["setup"] == "asked" else fewest_gpus(c)["num_gpus"]
+        return {"method": c["method"], "gpu": c["gpu"]["name"], "num_gpus": gpus, "time": c["time"]}
 
     fastest = max(timed, key=lambda c: c["time"]["tokens_per_s"], default=None)
     priced = [c for c in timed if "cost_usd" in c["time"]]
