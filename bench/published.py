@@ -2,6 +2,7 @@
 
     python bench/published.py            # the table and the median absolute error (measured rows)
     python bench/published.py --json     # the rows as JSON
+    python bench/published.py --write-baseline   # record each row's error in fixtures/published_baseline.json
 
 Each entry's model config comes from fixtures/hub/<org>/<name>/config.json, else fixtures/configs/
 (fixtures are self-contained: nothing is read from outside the repository). Settings are taken in
@@ -364,11 +365,25 @@ def render(table: list[Row]) -> str:
     return "\n".join(lines)
 
 
+BASELINE = ROOT / "fixtures" / "published_baseline.json"
+"""Each measured row's signed error when it was last accepted: tests/test_published.py fails on a row 3 points
+worse or a higher median, so a change that helps one row and hurts five shows."""
+
+
+def baseline(table: list[Row]) -> dict[str, Any]:
+    """The errors to record: each measured row's, rounded to 0.1 point, and the median."""
+    errors = {r.id: round(r.error * 100, 1) for r in table if r.kind == "measured" and r.error is not None}
+    return {"median_abs_error_pct": round(median_abs_error(table) * 100, 2), "rows_error_pct": errors}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name} from this run")
     args = parser.parse_args()
     table = rows()
+    if args.write_baseline:
+        BASELINE.write_text(json.dumps(baseline(table), indent=1, sort_keys=True) + "\n")
     if args.json:
         print(json.dumps([r.__dict__ for r in table], indent=1))
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -47,3 +48,16 @@ def test_entries_with_every_setting_stated_are_close(measured) -> None:
     assert len(stated) >= 40
     stated.sort()
     assert stated[len(stated) // 2] < 0.10
+
+
+def test_no_row_gets_worse_than_its_baseline(table) -> None:
+    """Against fixtures/published_baseline.json (python bench/published.py --write-baseline): no row more than 3
+    points further from its measurement, the median no higher, no row dropped."""
+    recorded = json.loads(published.BASELINE.read_text())
+    now = published.baseline(table)
+    missing = sorted(set(recorded["rows_error_pct"]) - set(now["rows_error_pct"]))
+    assert not missing, f"rows no longer scored: {missing}"
+    worse = {k: (recorded["rows_error_pct"][k], v) for k, v in now["rows_error_pct"].items()
+             if k in recorded["rows_error_pct"] and abs(v) > abs(recorded["rows_error_pct"][k]) + 3}
+    assert not worse, f"rows more than 3 points worse (baseline, now): {worse}"
+    assert now["median_abs_error_pct"] <= recorded["median_abs_error_pct"] + 0.05
