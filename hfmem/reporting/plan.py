@@ -66,7 +66,8 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
     from hfmem.memory.warnings import warnings_for
     from hfmem.hardware.gpus import catalogue
 
-    from hfmem.reporting.timing import budget, step_for
+    from hfmem.memory.advice import fewest_gpus
+    from hfmem.reporting.timing import budget, flops_of, step_for
 
     arch, inventory = result.architecture, result.inventory
     training = plan.training.validated()
@@ -74,14 +75,28 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
     fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods,
                       per_method={m: plan.settings_for(m) for m in plan.method_settings})
     warnings = [*plan.notes, *warnings_for(arch, result.config, training, fits)]
+    setups: dict[tuple, tuple[Any, Any]] = {}  # (method, suggested setup) -> (estimate, FLOPs): GPU-independent
+
+    def timed(method: str, cell: dict[str, Any]) -> tuple[Any, Any] | None:
+        multi = None if cell["asked"]["fits"] else fewest_gpus(cell)
+        if not cell["asked"]["fits"] and (not multi or multi["num_gpus"] < 2):
+            return None
+        key = (method, None if multi is None else tuple(multi[k] for k in SETUP_KEYS))
+        if key not in setups:
+            est = estimates[method] if multi is None else estimate(
+                arch, inventory, replace(plan.settings_for(method), **{k: multi[k] for k in SETUP_KEYS}).validated())
+            setups[key] = est, flops_of(arch, inventory, est)
+        return setups[key]
+
     cells = []
     for fit in fits:
         cell = fit.to_dict()
-        est = estimates[fit.method] if fit.fits else suggested(arch, inventory, plan.settings_for(fit.method), cell)
-        if est is None:
+        found = timed(fit.method, cell)
+        if found is None:
             cell["time"] = None
         else:
-            step = step_for(arch, inventory, est, fit.gpu) | {"setup": "asked" if fit.fits else "suggested GPUs"}
+            est, flops = found
+            step = step_for(est, flops, fit.gpu) | {"setup": "asked" if fit.fits else "suggested GPUs"}
             cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
         cells.append(cell)
     return result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
@@ -89,17 +104,8 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
                                "fastest_and_cheapest": fastest_and_cheapest(cells)}
 
 
-def suggested(arch: Any, inventory: Any, settings: TrainingSettings, cell: dict[str, Any]) -> Any:
-    """The estimate of the fewest-GPU setup the fit suggests for a cell that does not fit as asked, or None."""
-    from hfmem.memory.advice import fewest_gpus
-    from hfmem.memory.estimate import estimate
-
-    multi = fewest_gpus(cell)
-    if not multi or multi["num_gpus"] < 2:
-        return None
-    setup = {k: multi[k] for k in ("num_gpus", "sharding", "offload_optimizer", "offload_params",
-                                   "gradient_checkpointing")}
-    return estimate(arch, inventory, replace(settings, **setup).validated())
+SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")
+"""The fields of a multi-GPU suggestion that make a setup of its own (the cell without a fit is timed on it)."""
 
 
 def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.compute.flops import forward_flops, training_flops
+from hfmem.compute.flops import TrainingFlops, forward_flops, training_flops
 from hfmem.compute.roofline import (
     DEFAULT_HFU,
     data_parallel_transfers,
@@ -36,10 +36,17 @@ def matmul_dtype(settings: TrainingSettings) -> str | None:
     return "fp16" if "fp16" in settings.dtype else "bf16"
 
 
-def step_for(arch: Architecture, inventory: Inventory, est: Estimate, gpu: Gpu, *,
-             hfu: float = DEFAULT_HFU) -> dict[str, Any]:
-    """The step time of an estimate's setup on `gpu`: seconds, tokens/s (all GPUs), MFU and every term; or the
-    reason there is none."""
+def flops_of(arch: Architecture, inventory: Inventory, est: Estimate) -> TrainingFlops:
+    """Matmul FLOPs per token of the estimate's training step (GPU-independent: one per setup)."""
+    s = est.settings
+    adapters = lora_targets(inventory, s.lora_targets) if s.method != "full" else ()
+    return training_flops(arch, forward_flops(arch, inventory, est.seq_len), method=s.method, adapters=adapters,
+                          rank=s.lora_rank, checkpointing=s.gradient_checkpointing)
+
+
+def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float = DEFAULT_HFU) -> dict[str, Any]:
+    """The step time of an estimate's setup (its `flops_of`) on `gpu`: seconds, tokens/s (all GPUs), MFU and every
+    term; or the reason there is none."""
     s = est.settings
     dtype = matmul_dtype(s)
     if dtype is None:
@@ -48,9 +55,6 @@ def step_for(arch: Architecture, inventory: Inventory, est: Estimate, gpu: Gpu, 
         node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node)
     except InvalidInputError as err:
         return {"seconds": None, "reason": str(err)}
-    adapters = lora_targets(inventory, s.lora_targets) if s.method != "full" else ()
-    flops = training_flops(arch, forward_flops(arch, inventory, est.seq_len), method=s.method, adapters=adapters,
-                           rank=s.lora_rank, checkpointing=s.gradient_checkpointing)
     stage, n = s.zero_stage or 0, s.num_gpus
     state = est.state
     whole_weights = state.weights * (n if stage >= 3 else 1)
