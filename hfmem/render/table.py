@@ -70,27 +70,27 @@ def fit_cell(fit: dict[str, Any]) -> Text:
     return Text.assemble((f"{MARKS[verdict]} {total}", colour), (f" {rest}", "dim" if verdict == "fits" else "yellow"))
 
 
-def fit_table(report: dict[str, Any]) -> Table:
+def grid_table(report: dict[str, Any], title: str, first: str, gpu: Any, cell: Any) -> Table:
+    """GPU rows by method columns of the fit matrix: `gpu(name, usable)` labels a row, `cell(fit)` fills a cell."""
     methods, rows = fit_grid(report)
-    table = Table(title="Fit per GPU (GiB)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("GPU (usable GiB)")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column(first)
     for method in methods:
         table.add_column(METHOD_TITLES.get(method, method))
     for name, usable, by_method in rows:
-        table.add_row(Text.assemble(name, (f" {usable:g}", "dim")), *(fit_cell(by_method[m]) for m in methods))
+        table.add_row(gpu(name, usable), *(cell(by_method[m]) for m in methods))
     return table
+
+
+def fit_table(report: dict[str, Any]) -> Table:
+    return grid_table(report, "Fit per GPU (GiB)", "GPU (usable GiB)", lambda name, usable: Text.assemble(name, (f" {usable:g}", "dim")),
+                      fit_cell)
 
 
 def time_table(report: dict[str, Any]) -> Table:
     """Speed, hours and cost of each fitting cell, shown when a token budget or a price was given."""
-    methods, rows = fit_grid(report)
-    table = Table(title="Time per fitting setup (roofline)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("GPU")
-    for method in methods:
-        table.add_column(METHOD_TITLES.get(method, method))
-    for name, _, by_method in rows:
-        table.add_row(name, *(time_cell(by_method[m]) or "–" for m in methods))
-    return table
+    return grid_table(report, "Time per fitting setup (roofline)", "GPU", lambda name, _: name,
+                      lambda fit: time_cell(fit) or "–")
 
 
 def breakdown_table(report: dict[str, Any]) -> Table:
