@@ -81,3 +81,28 @@ def _json_of(capsys, *args: str) -> str:
     capsys.readouterr()
     assert run([*args, "--format", "json"]) == 0
     return capsys.readouterr().out
+
+
+def test_epochs_over_a_dataset_are_a_budget_and_rank_orders_the_setups(capsys) -> None:
+    by_tokens = _report(capsys, "-g", "h100", "-g", "a100", "--tokens", "1e9", "--price", "h100=2.5",
+                        "--price", "a100=1.6")
+    by_epochs = _report(capsys, "-g", "h100", "-g", "a100", "--epochs", "2", "--dataset-tokens", "5e8",
+                        "--price", "h100=2.5", "--price", "a100=1.6", "--rank", "cost")
+    assert by_epochs["plan"]["tokens"] == 1e9
+    assert [c["time"] for c in by_epochs["fit"]] == [c["time"] for c in by_tokens["fit"]]
+    costs = [p["time"]["cost_usd"] for p in by_epochs["fit_ranking"]]
+    assert costs == sorted(costs) and len(costs) == sum(1 for c in by_tokens["fit"] if c["time"]
+                                                        and "cost_usd" in c["time"])
+    assert by_epochs["fit_ranking"][0]["time"] == by_epochs["fastest_and_cheapest"]["cheapest"]["time"]
+    by_gpus = _report(capsys, "-g", "h100", "-g", "a100", "--rank", "gpus")["fit_ranking"]
+    assert [p["num_gpus"] for p in by_gpus] == sorted(p["num_gpus"] for p in by_gpus)
+    assert by_tokens["fit_ranking"] is None
+
+
+@pytest.mark.parametrize("bad", [["--epochs", "2"], ["--epochs", "2", "--dataset-tokens", "1e9", "--tokens", "1e9"],
+                                 ["--rank", "speed"]])
+def test_bad_budget_combinations_are_one_line_errors(capsys, bad) -> None:
+    capsys.readouterr()
+    code = run(["example:Meta-Llama-3-8B", *bad])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1

@@ -70,6 +70,17 @@ GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str], None,
 TOKENS_FLAG = Flag("tokens", ("--tokens",), float, None,
                    "Training tokens to time and price each fitting setup for (e.g. 2e9): wall hours, GPU-hours and, "
                    "with --price, the cost.", lambda code: "a positive number", shown="none: step time only")
+EPOCHS_FLAG = Flag("epochs", ("--epochs",), float, None,
+                   "Epochs over --dataset-tokens: the token budget is their product (instead of --tokens).",
+                   lambda code: "a positive number", shown="none")
+DATASET_TOKENS_FLAG = Flag("dataset_tokens", ("--dataset-tokens",), float, None,
+                           "Tokens in one pass over the training data (with --epochs).",
+                           lambda code: "a positive number", shown="none")
+RANKINGS = ("cost", "time", "gpus")
+RANK_FLAG = Flag("rank", ("--rank",), str, None,
+                 "Order the timed setups (fitting cells and the suggested GPU counts) by cost, time or GPU count, "
+                 "best first (fit_ranking in the JSON, the first few under the table).",
+                 lambda code: ", ".join(map(code, RANKINGS)), shown="none")
 PRICE_FLAG = Flag("price", ("--price",), list[str], None,
                   "USD per GPU-hour of a catalogue GPU, GPU=USD (repeatable; hfmem ships no prices).",
                   lambda code: f"{code('h100=2.5')}, {code('a100-80gb=1.6')}...", shown="none")
@@ -117,7 +128,8 @@ def settings_flags(cls: type) -> list[Flag]:
 @functools.cache
 def plan_flags() -> tuple[Flag, ...]:
     """Every estimate flag, in --help order: the framework and config file, the settings', --gpu, the budget."""
-    return (FRAMEWORK_FLAG, CONFIG_FLAG, *settings_flags(TrainingSettings), GPU_FLAG, TOKENS_FLAG, PRICE_FLAG)
+    return (FRAMEWORK_FLAG, CONFIG_FLAG, *settings_flags(TrainingSettings), GPU_FLAG, TOKENS_FLAG, EPOCHS_FLAG,
+            DATASET_TOKENS_FLAG, PRICE_FLAG, RANK_FLAG)
 
 
 def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
@@ -158,7 +170,8 @@ def build_settings(cls: type, values: dict[str, Any]) -> Any:
 
 
 def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, framework: str | None = None,
-              config: str | None = None, tokens: float | None = None, price: list[str] | None = None,
+              config: str | None = None, tokens: float | None = None, epochs: float | None = None,
+              dataset_tokens: float | None = None, price: list[str] | None = None, rank: str | None = None,
               **values: Any):
     """Validate the layers into a Plan; every bad value is an InvalidInputError naming the flag's value.
 
@@ -181,14 +194,30 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, fra
                   "count is not set; give --num-gpus",)
     return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)),
                 method_settings=layers.method_defaults(given), sources=sources, framework=layers.framework_dict(),
-                config=layers.config_dict(), notes=notes, model=layers.model, tokens=_tokens(tokens),
+                config=layers.config_dict(), notes=notes, model=layers.model, tokens=budget_tokens(tokens, epochs, dataset_tokens),
+                rank=_ranking(rank),
                 prices=parse_prices(split_list(price)))
 
 
-def _tokens(tokens: float | None) -> float | None:
+def budget_tokens(tokens: float | None, epochs: float | None, dataset_tokens: float | None) -> float | None:
+    """The token budget: --tokens, or --epochs x --dataset-tokens (one way, not both)."""
+    if (epochs is None) != (dataset_tokens is None):
+        raise InvalidInputError("--epochs and --dataset-tokens go together (the budget is their product).")
+    if epochs is not None:
+        if tokens is not None:
+            raise InvalidInputError("give --tokens or --epochs with --dataset-tokens, not both.")
+        if not (0 < epochs < 1e6 and 0 < dataset_tokens < 1e16):
+            raise InvalidInputError("--epochs and --dataset-tokens must be positive (tokens below 1e16).")
+        tokens = epochs * dataset_tokens
     if tokens is not None and not 0 < tokens < 1e16:
         raise InvalidInputError(f"--tokens must be a positive number of tokens below 1e16; got {tokens!r}.")
     return tokens
+
+
+def _ranking(rank: str | None) -> str | None:
+    if rank is not None and rank.lower() not in RANKINGS:
+        raise InvalidInputError(f"--rank must be one of {', '.join(RANKINGS)}; got {rank!r}.")
+    return rank and rank.lower()
 
 
 def parse_prices(specs: tuple[str, ...]) -> dict[str, float]:

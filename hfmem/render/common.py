@@ -114,6 +114,13 @@ def time_line(report: dict[str, Any]) -> str:
         if "cost_usd" in t:
             text += f", ${t['cost_usd']:,.0f}"
         parts.append(text)
+    ranked = report.get("fit_ranking")
+    if ranked:
+        by = (report.get("plan") or {}).get("rank")
+        best = [f"{i}. {METHOD_TITLES.get(p['method'], p['method'])} {p['num_gpus']}× {p['gpu']}"
+                + (f" ${p['time']['cost_usd']:,.0f}" if "cost_usd" in p["time"] else "")
+                for i, p in enumerate(ranked[:3], 1)]
+        parts.append(f"ranked by {by}: " + ", ".join(best))
     if not parts:
         return ""
     hfu = picks["fastest"]["time"]["hfu_assumed"]

@@ -41,6 +41,8 @@ class Plan:
     """Training tokens to time and price each fitting setup for (None: the step time only)."""
     prices: Mapping[str, float] = field(default_factory=dict)
     """USD per GPU-hour by catalogue GPU name (--price GPU=USD); no built-in prices."""
+    rank: str | None = None
+    """Order the timed setups by "cost", "time" or "gpus" (fit_ranking in the report); None: no ranking."""
 
     def settings_for(self, method: str) -> TrainingSettings:
         """The validated settings of one method: the shared ones with its own framework defaults."""
@@ -51,7 +53,7 @@ class Plan:
                 "gpus": [g.to_dict() for g in self.gpus] or "catalogue", "sources": dict(self.sources),
                 "method_settings": {m: dict(v) for m, v in self.method_settings.items()},
                 "framework": self.framework, "config": self.config, "tokens": self.tokens,
-                "prices_usd_per_gpu_hour": dict(self.prices)}
+                "prices_usd_per_gpu_hour": dict(self.prices), "rank": self.rank}
 
 
 def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None) -> dict[str, Any]:
@@ -101,24 +103,41 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
         cells.append(cell)
     return result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
                                "estimates": [e.to_dict() for e in estimates.values()], "fit": cells,
-                               "fastest_and_cheapest": fastest_and_cheapest(cells)}
+                               "fastest_and_cheapest": fastest_and_cheapest(cells),
+                               "fit_ranking": ranking(cells, plan.rank)}
 
 
 SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")
 """The fields of a multi-GPU suggestion that make a setup of its own (the cell without a fit is timed on it)."""
 
 
-def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, Any]:
-    """The fitting setups with the most tokens/s and, where priced, the lowest cost for the token budget."""
+def ranking(cells: list[dict[str, Any]], by: str | None) -> list[dict[str, Any]] | None:
+    """Every timed setup, best first by cost (priced ones only), time (hours, else seconds per token) or GPU count."""
+    if by is None:
+        return None
+    timed = [_pick(c) for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
+    if by == "cost":
+        timed = [p for p in timed if "cost_usd" in p["time"]]
+        return sorted(timed, key=lambda p: p["time"]["cost_usd"])
+    if by == "time":
+        return sorted(timed, key=lambda p: -p["time"]["tokens_per_s"])
+    return sorted(timed, key=lambda p: (p["num_gpus"], -p["time"]["tokens_per_s"]))
+
+
+def _pick(c: dict[str, Any]) -> dict[str, Any]:
+    """A timed cell as a setup: method, GPU, GPU count (the suggestion's where it needs more) and its time."""
     from hfmem.memory.advice import fewest_gpus
 
+    gpus = c["asked"]["num_gpus"] if c["time"]["setup"] == "asked" else fewest_gpus(c)["num_gpus"]
+    return {"method": c["method"], "gpu": c["gpu"]["name"], "num_gpus": gpus, "time": c["time"]}
+
+
+def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fitting setups with the most tokens/s and, where priced, the lowest cost for the token budget."""
     timed = [c for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
 
     def pick(c: dict[str, Any] | None) -> dict[str, Any] | None:
-        if c is None:
-            return None
-        gpus = c["asked"]["num_gpus"] if c["time"]["setup"] == "asked" else fewest_gpus(c)["num_gpus"]
-        return {"method": c["method"], "gpu": c["gpu"]["name"], "num_gpus": gpus, "time": c["time"]}
+        return None if c is None else _pick(c)
 
     fastest = max(timed, key=lambda c: c["time"]["tokens_per_s"], default=None)
     priced = [c for c in timed if "cost_usd" in c["time"]]
