@@ -234,14 +234,20 @@ def _mitigations(planner: _Planner, single: TrainingSettings, limit: int) -> lis
     return found
 
 
+def single_gpu_settings(settings: TrainingSettings, method: str) -> TrainingSettings:
+    """The settings a fit cell is searched from: `method` on one GPU, no sharding or offload; another method's
+    optimizer default applies unless the chosen optimizer is not a method default."""
+    keep = method == settings.method or settings.optimizer not in {None, "paged_adamw_8bit"}
+    return replace(settings, method=method, num_gpus=1, sharding=None, offload_optimizer=False, offload_params=False,
+                   optimizer=settings.optimizer if keep else None).validated()
+
+
 def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpu: Gpu, method: str,
             *, max_gpus: int = 1024, _planner: _Planner | None = None) -> Fit:
     """The fit of `method` on `gpu` for the settings (their method field is replaced by `method`)."""
     planner = _planner or _Planner(Context(arch, inventory))
     ctx = planner.ctx
-    single = replace(settings, method=method, num_gpus=1, sharding=None, offload_optimizer=False,
-                     offload_params=False, optimizer=settings.optimizer if method == settings.method or settings.optimizer not in {None, "paged_adamw_8bit"} else None)
-    single = single.validated()
+    single = single_gpu_settings(settings, method)
     seq = single.resolved_seq_len(arch.max_position_embeddings)
     limit = gpu.usable_bytes
     total, per_gpu = planner.total(single, seq)

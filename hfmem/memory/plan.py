@@ -28,13 +28,16 @@ class Plan:
                 "gpus": [g.to_dict() for g in self.gpus] or "catalogue"}
 
 
-def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None) -> dict[str, Any]:
+def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None, *,
+                 curves: bool = False) -> dict[str, Any]:
     """Analyse the model and return the documented JSON schema (see README.md)."""
-    return with_estimates(analyse(ref, settings), plan or Plan())
+    return with_estimates(analyse(ref, settings), plan or Plan(), curves=curves)
 
 
-def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
-    """The analysis as a dict, plus `warnings[]`, `estimates[]` (one per method) and `fit[]` (method x GPU)."""
+def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> dict[str, Any]:
+    """The analysis as a dict, plus `warnings[]`, `estimates[]` (one per method) and `fit[]` (method x GPU);
+    with `curves`, also `curves` (memory against sequence length and micro-batch, hfmem.memory.curves)."""
+    from hfmem.memory.curves import memory_curves
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
     from hfmem.memory.warnings import warnings_for
@@ -44,5 +47,8 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
     training = plan.training.validated()
     estimates = [estimate(arch, inventory, replace(training, method=m).validated()).to_dict() for m in plan.methods]
     fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods)
-    return result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings_for(arch, result.config, training, fits),
-                               "estimates": estimates, "fit": [f.to_dict() for f in fits]}
+    report = result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings_for(arch, result.config, training, fits),
+                                 "estimates": estimates, "fit": [f.to_dict() for f in fits]}
+    if curves:
+        report["curves"] = memory_curves(arch, inventory, training, plan.methods)
+    return report
