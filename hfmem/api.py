@@ -63,7 +63,7 @@ def report(model: str, *, methods: tuple[str, ...] | None = None, gpus: list[str
            revision: str | None = None, token: str | None = None, **settings: Any) -> dict[str, Any]:
     """The whole report as `hfmem MODEL --format json` prints it (the scan's and the Action's unit too)."""
     from hfmem.hardware.gpus import resolve_gpus
-    from hfmem.memory.plan import Plan, with_estimates
+    from hfmem.reporting.plan import Plan, with_estimates
     from hfmem.memory.settings import METHODS, TrainingSettings
 
     chosen = tuple(methods or METHODS)

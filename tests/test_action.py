@@ -17,7 +17,7 @@ from github_server import Fault, GitHubServer, GitHubState
 from hfmem.github import action
 from hfmem.hub.client import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
-from hfmem.memory.plan import build_report
+from hfmem.reporting.plan import build_report
 from tiny_models import tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -296,7 +296,7 @@ def fake_report_fn(ref) -> dict:
     return {"model": ref.name, "architecture": {"num_layers": layers}, "parameters": {"total": 1000 * layers},
             "estimates": [{"method": "qlora", "per_gpu_bytes": {"total": layers * 2**30}}],
             "fit": [{"method": "qlora", "gpu": {"name": "RTX 4090"}, "status": "fits" if fits else "does_not_fit",
-                     "single_gpu": {"fits": fits}}]}
+                     "asked": {"fits": fits}}]}
 
 
 def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):

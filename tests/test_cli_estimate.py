@@ -144,7 +144,7 @@ def test_default_table_is_one_screen(capsys):
     assert code == 0, err
     lines = out.splitlines()
     assert len(lines) <= 32 and max(len(line) for line in lines) <= 100
-    assert "H100 80GB" in out and "QLoRA" in out and "assumes: bf16" in out
+    assert "H100 80GB" in out and "QLoRA" in out and "assumes: 1 GPU · bf16" in out
     assert '"6 × params(B) GB" napkin: 385.4 GiB · hfmem: full 1,131' in out  # the napkin rule, as a contrast
 
 
@@ -170,7 +170,7 @@ def test_markdown_carries_the_fit_matrix(capsys):
     assert "| GPU | full fine-tune | LoRA | QLoRA |" in out
     rows = [line for line in out.splitlines() if line.startswith(("| RTX 4090", "| H200"))]
     assert len(rows) == 2 and rows[1].count("✓") == 3  # an 8B model trains every way on a 141 GB H200
-    assert "assumes: bf16" in out
+    assert "assumes: 1 GPU · bf16" in out
 
 
 def test_qlora_without_double_quantization_costs_the_fp32_absmax(capsys):
@@ -182,3 +182,47 @@ def test_qlora_without_double_quantization_costs_the_fp32_absmax(capsys):
     extra = without["per_gpu_bytes"]["weights"] - with_dq["per_gpu_bytes"]["weights"]
     assert abs(extra - quantized * (4 / 64 - 1 / 64 - 4 / (64 * 256))) < 1e-3 * quantized
     assert without["assumptions"]["quantization"]["double_quant"] is False
+
+
+def test_the_table_answers_for_the_setup_asked_with_one_total(capsys):
+    """2×A100 with ZeRO-3: the cell is that setup's verdict, with the same figure as --details and the JSON."""
+    args = ("example:Mixtral-8x7B-v0.1", "-m", "lora", "-g", "a100-80gb", "--zero", "3", "--num-gpus", "2")
+    code, out, err = hfmem(capsys, *args, "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    fit, est = data["fit"][0], data["estimates"][0]
+    assert (fit["settings"]["sharding"], fit["settings"]["num_gpus"]) == ("zero3", 2)
+    assert fit["asked"]["total_bytes"] == est["per_gpu_bytes"]["total"]
+    figure = f"{est['per_gpu_bytes']['total'] / 2**30:.1f}"
+    code, table, err = hfmem(capsys, *args, "--details")
+    assert code == 0, err
+    cell = next(line for line in table.splitlines() if line.strip().startswith("A100 80GB"))
+    assert ("✓" if fit["asked"]["fits"] else "✗") in cell and figure in cell
+    assert any(line.split()[:1] == ["total"] and figure in line for line in table.splitlines())
+    assert "2 GPUs, ZeRO-3" in " ".join(table.split())
+
+
+def test_qlora_cell_and_details_show_the_same_total(capsys):
+    """Paged optimizer states count in the total shown everywhere, and only the check leaves them out."""
+    code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-m", "qlora", "-g", "rtx4090", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    fit, est = data["fit"][0], data["estimates"][0]
+    assert est["per_gpu_bytes"]["paged_optimizer"] > 0
+    assert fit["asked"]["total_bytes"] == est["per_gpu_bytes"]["total"] > fit["asked"]["required_bytes"]
+
+
+def test_a_figure_above_the_card_that_fits_is_explained(capsys):
+    """8-bit paged AdamW on an 80 GiB card: the shown total is above 80 yet fits; the line under the table says why."""
+    from hfmem.render.common import PAGED_HINT
+
+    code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-g", "a100", "-f", "json")
+    data = json.loads(out)
+    full = next(f for f in data["fit"] if f["method"] == "full")
+    change = full["mitigation"]
+    assert change["total_bytes"] > full["gpu"]["usable_bytes"] >= change["required_bytes"]
+    for fmt in ("table", "markdown"):
+        code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-g", "a100", "-f", fmt)
+        assert code == 0 and PAGED_HINT in " ".join(out.split())
+    code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-g", "h200", "-m", "lora")
+    assert code == 0 and PAGED_HINT not in " ".join(out.split())

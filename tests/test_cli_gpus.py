@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,18 @@ def test_unknown_gpu_points_at_the_catalogue(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path))
     assert run(["example:gpt2", "-g", "tpu9"]) == 2
     assert "`hfmem gpus` lists them" in capsys.readouterr().err
+
+
+def test_gpus_show_the_vendor_peaks_with_their_sources(capsys):
+    """bf16/fp8 TFLOP/s and bandwidth as gpus.json states them (sources in the JSON); – where none is published."""
+    raw = json.loads((Path(__file__).resolve().parent.parent / "hfmem" / "hardware" / "gpus.json").read_text())
+    specs = {g["name"]: g.get("specs") or {} for g in raw["gpus"]}
+    assert run(["gpus", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    for name, spec in specs.items():
+        row = next(line for line in out.splitlines() if line.startswith(f"| {escape(name)} |"))
+        bf16 = spec.get("bf16_tflops")
+        assert (f"| {bf16:g} |" if bf16 else "| – |") in row, name
+    assert run(["gpus", "-f", "json"]) == 0
+    listed = {g["name"]: g["specs"] for g in json.loads(capsys.readouterr().out)["gpus"]}
+    assert all(s["sources"] for s in listed.values() if s["tflops"].get("bf16")), "a peak without a source"

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # about 30 s of torch.compile; deselect with -m "not slow"
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 

@@ -12,7 +12,7 @@ from tiny_models import reference_model
 from hfmem.hardware.gpus import catalogue
 from hfmem.memory.curves import doublings, memory_curves
 from hfmem.memory.estimate import estimate
-from hfmem.memory.fit import fit_matrix, single_gpu_settings
+from hfmem.memory.fit import asked_settings, fit_matrix
 from hfmem.memory.settings import METHODS, TrainingSettings
 
 LLAMA3 = reference_model("meta-llama/Meta-Llama-3-8B")
@@ -30,7 +30,7 @@ def test_each_point_is_the_estimate_there(model, settings):
     curves = memory_curves(*model, settings, METHODS)
     seq, batch = curves["seq_len"], curves["micro_batch_size"]
     for method in METHODS:
-        single = single_gpu_settings(settings, method)
+        single = asked_settings(settings, method)
         for p, value in zip(seq["points"], seq["required_bytes"][method]):
             assert value == estimate(*model, replace(single, seq_len=p)).per_gpu_bytes.required, (method, p)
         for b, value in zip(batch["points"], batch["required_bytes"][method]):
@@ -45,7 +45,7 @@ def test_curves_pass_through_the_fit_cells_and_cross_where_the_search_stops(mode
     at_seq = seq["points"].index(batch["seq_len"])
     at_batch = batch["points"].index(seq["micro_batch_size"])
     for fit in fit_matrix(*model, settings, catalogue(), METHODS):
-        usable, cell = fit.gpu.usable_bytes, fit.single_gpu["total_bytes"]
+        usable, cell = fit.gpu.usable_bytes, fit.asked["required_bytes"]
         assert seq["required_bytes"][fit.method][at_seq] == cell == batch["required_bytes"][fit.method][at_batch]
         for p, value in zip(seq["points"], seq["required_bytes"][fit.method]):
             assert (value <= usable) == (p <= fit.max_seq_len), (fit.method, fit.gpu.name, p, fit.max_seq_len)
@@ -75,7 +75,7 @@ def test_doublings():
 def test_report_has_curves_only_when_asked():
     from hfmem.hub.modelref import parse_model_ref
     from hfmem.hub.settings import HubSettings
-    from hfmem.memory.plan import Plan, build_report
+    from hfmem.reporting.plan import Plan, build_report
 
     ref = parse_model_ref("example:gpt2", None)
     plan = Plan(methods=("full", "qlora"))

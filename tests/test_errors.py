@@ -75,7 +75,7 @@ def _broken_report(*args: object, **kwargs: object) -> dict:
 
 def test_cli_scan_and_action_report_a_bug_alike(monkeypatch, capsys) -> None:
     monkeypatch.delenv("HFMEM_DEBUG", raising=False)
-    monkeypatch.setattr("hfmem.memory.plan.build_report", _broken_report)
+    monkeypatch.setattr("hfmem.reporting.plan.build_report", _broken_report)
     capsys.readouterr()
     code = run(["example:gpt2"])
     cli_message = capsys.readouterr().err.removeprefix("hfmem: error: ").rstrip("\n")
@@ -88,7 +88,7 @@ def test_cli_scan_and_action_report_a_bug_alike(monkeypatch, capsys) -> None:
 
 def test_debug_reraises_the_bug(monkeypatch) -> None:
     monkeypatch.setenv("HFMEM_DEBUG", "1")
-    monkeypatch.setattr("hfmem.memory.plan.build_report", _broken_report)
+    monkeypatch.setattr("hfmem.reporting.plan.build_report", _broken_report)
     with pytest.raises(ZeroDivisionError):
         run(["example:gpt2"])
     with pytest.raises(ZeroDivisionError):

@@ -68,7 +68,7 @@ def _report(ref: Any) -> dict[str, Any]:
     """A report without the meta build (the event is what is fuzzed here)."""
     return {"model": ref.name, "architecture": {"num_layers": 2}, "parameters": {"total": 2000},
             "estimates": [{"method": "qlora", "per_gpu_bytes": {"total": 2**30}}],
-            "fit": [{"method": "qlora", "gpu": {"name": "RTX 4090"}, "status": "fits", "single_gpu": {"fits": True}}]}
+            "fit": [{"method": "qlora", "gpu": {"name": "RTX 4090"}, "status": "fits", "asked": {"fits": True}}]}
 
 
 @FUZZ

@@ -12,8 +12,8 @@ LAYERS = {
     "errors": 0, "units": 0, "constants": 0,
     "hub": 1, "hardware": 1,
     "model": 2,
-    "memory": 3,
-    "render": 4, "scan": 4,
+    "memory": 3, "compute": 3,  # compute: FLOPs and roofline time, beside memory (neither imports the other)
+    "render": 4, "scan": 4, "configs": 4, "frameworks": 4, "reporting": 4,
     "cli": 5, "github": 5,
     "_readme": 6, "api": 6,  # README sections generated from any layer's tables
 }

@@ -36,6 +36,8 @@ def alternatives(name: str) -> list:
         return [0.0, 0.1]
     if isinstance(inner, Group):
         return [Overhead(), Overhead(cuda_context_gib=1.0, fragmentation=0.2)]
+    if name == "modules_to_save":
+        return [(), ("lm_head",), ("embed_tokens", "lm_head")]
     return [("all-linear",), ("q_proj",)]  # lora_targets
 
 

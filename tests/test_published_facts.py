@@ -14,7 +14,8 @@ from hfmem.memory.estimate import estimate
 from hfmem.hardware.gpus import find_gpu
 from hfmem.model.inventory import Inventory, LinearGroup
 from hfmem.model.meta import build_inventory
-from hfmem.memory.model_state import NF4_BYTES_PER_PARAM, ParameterSplit, model_state_bytes
+from hfmem.memory.model_state import ParameterSplit, model_state_bytes
+from hfmem.memory.quantization import NF4_BYTES_PER_PARAM
 from hfmem.memory.settings import TrainingSettings
 
 

@@ -20,7 +20,7 @@ def report(name: str, params: int, layers: int = 32, peak_gib: dict[str, float] 
     def entry(method: str, gpu: str, peak: float) -> dict:
         ok = peak <= capacity[gpu]
         return {"gpu": {"name": gpu, "usable_gib": capacity[gpu]}, "method": method,
-                "status": "fits" if ok else "multi_gpu", "single_gpu": {"fits": ok, "total_bytes": int(peak * GIB)},
+                "status": "fits" if ok else "multi_gpu", "asked": {"fits": ok, "total_bytes": int(peak * GIB)},
                 "multi_gpu": None if ok else {"num_gpus": -int(-peak // capacity[gpu]), "sharding": "zero3"},
                 "mitigation": None}
 
@@ -98,14 +98,14 @@ def test_verdicts():
     from hfmem.render.diff import verdict
 
     assert verdict(None) == "—"
-    assert verdict({"single_gpu": {"fits": True}, "status": "fits"}) == "✅"
-    assert verdict({"single_gpu": {"fits": False}, "status": "fits_with_mitigation",
+    assert verdict({"asked": {"fits": True}, "status": "fits"}) == "✅"
+    assert verdict({"asked": {"fits": False}, "status": "fits_with_mitigation",
                     "mitigation": {"name": "gradient_checkpointing", "total_bytes": 21 * GIB}}) == "⚠️ \\+ckpt 21.0"
-    assert verdict({"single_gpu": {"fits": False}, "status": "multi_gpu", "mitigations": [],
+    assert verdict({"asked": {"fits": False}, "status": "multi_gpu", "mitigations": [],
                     "multi_gpu": {"num_gpus": 9, "sharding": "zero3", "gradient_checkpointing": "off"},
                     "multi_gpu_with_checkpointing": {"num_gpus": 4, "sharding": "zero3",
                                                      "gradient_checkpointing": "full"}}) == "❌ 4×ZeRO\\-3\\+ckpt"
-    assert verdict({"single_gpu": {"fits": False}, "status": "does_not_fit", "multi_gpu": None}) == "❌"
+    assert verdict({"asked": {"fits": False}, "status": "does_not_fit", "multi_gpu": None}) == "❌"
 
 
 def test_fail_on_problems_are_listed_and_escaped():

@@ -28,7 +28,7 @@ def test_napkin_line_is_in_gib_beside_each_methods_table_figure(report):
     line = napkin_line(report)
     assert " GB;" not in line and line.endswith(" GiB") and "napkin: 44.9 GiB" in line
     for fit in report["fit"]:
-        assert short_gib(fit["single_gpu"]["total_bytes"]) in line
+        assert short_gib(fit["asked"]["total_bytes"]) in line
     out = io.StringIO()
     render(report, Console(file=out, width=80))
     assert line in out.getvalue().replace("\n", " ") or line in out.getvalue()

@@ -37,7 +37,7 @@ def fake_report(model: str, total: int, fit: list[dict] | None = None) -> dict:
 def fit_entry(method: str, gpu: str, usable_gib: float, fits: bool, aliases: tuple[str, ...] = ()) -> dict:
     """The keys of a fit[] entry (hfmem/memory/fit.py Fit.to_dict) the filters read."""
     return {"gpu": {"name": gpu, "aliases": list(aliases), "usable_gib": usable_gib}, "method": method,
-            "status": "fits" if fits else "does_not_fit", "single_gpu": {"fits": fits}}
+            "status": "fits" if fits else "does_not_fit", "asked": {"fits": fits}}
 
 
 RTX4090 = ("RTX 4090", 23.99, ("4090", "rtx4090", "rtx-4090"))
@@ -265,7 +265,7 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
     reports = {r["model"]: r["report"] for r in iter_records(out)}
     for model, row in rows.items():
         for fit in reports[model]["fit"]:
-            assert float(row[f"{fit['method']}_gib_per_gpu"]) == round(fit["single_gpu"]["total_bytes"] / 2**30, 2)
+            assert float(row[f"{fit['method']}_gib_per_gpu"]) == round(fit["asked"]["total_bytes"] / 2**30, 2)
         assert row["settings"].startswith("bf16 · adamw · seq 1024 · micro-batch 1")
     assert rows["example:gpt2"]["qlora_fits_on"] == "RTX 4090"
     assert rows["example:Meta-Llama-3-8B"]["full_fits_on"].endswith("× H100 80GB")
@@ -277,9 +277,9 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
 def test_exports_survive_malformed_fit_entries():
     """Records in a JSONL file the user hands to --csv may be edited or foreign: odd fit entries are skipped."""
     fit = [fit_entry("qlora", *RTX4090[:2], True, RTX4090[2]), "not an entry", {"method": "full", "gpu": "H100"},
-           {"method": "full", "gpu": {"name": "H100", "usable_gib": "x"}, "single_gpu": {"fits": False},
+           {"method": "full", "gpu": {"name": "H100", "usable_gib": "x"}, "asked": {"fits": False},
             "multi_gpu": {"num_gpus": 2}},
-           {"method": "lora", "gpu": {"name": "A100"}, "single_gpu": {}, "multi_gpu": {"num_gpus": "two"}}]
+           {"method": "lora", "gpu": {"name": "A100"}, "asked": {}, "multi_gpu": {"num_gpus": "two"}}]
     row = next(row for row, _ in summarise([ok_record("org/x", SETTINGS, fake_report("org/x", 10, fit))], []))
     assert (row["qlora_fits_on"], row["full_fits_on"], row["lora_fits_on"]) == ("RTX 4090", "2× H100", "no fit")
     assert "org/x" in to_csv([row])

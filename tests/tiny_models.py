@@ -24,6 +24,14 @@ TINY: dict[str, dict[str, Any]] = {
         n_routed_experts=8, num_experts_per_tok=2, n_group=2, topk_group=1, first_k_dense_replace=1,
     ),
 }
+# Families only the FLOP tests cover (the activation tests keep to TINY): same shrinking, same ratios.
+TINY_EXTRA: dict[str, dict[str, Any]] = {
+    "stabilityai/stablelm-base-alpha-3b": {"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
+    "google-bert/bert-large-uncased": {"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
+    "bigscience/T0_3B": {"d_model": 256, "d_ff": 640, "d_kv": 32, "num_heads": 4},
+    "bigscience/mt0-xxl": {"d_model": 256, "d_ff": 640, "d_kv": 32, "num_heads": 8},
+    "bigscience/bloomz-7b1": {"hidden_size": 256, "n_head": 4},
+}
 VOCAB = 1024
 
 
@@ -44,11 +52,12 @@ def reference_model(model_id: str) -> tuple[Any, Any]:
 
 
 def tiny_config(model_id: str, layers: int, **extra: Any) -> dict[str, Any]:
-    """The fixture config of `model_id` shrunk by TINY, with `layers` decoder layers and a small vocabulary."""
+    """The fixture config of `model_id` shrunk by TINY (or TINY_EXTRA), with `layers` layers (encoder-decoder: each
+    stack) and a small vocabulary."""
     config = json.loads((CONFIGS / model_id / "config.json").read_text())
-    config.update(TINY[model_id])
-    key = "n_layer" if "n_layer" in config else "num_hidden_layers"
-    config[key] = layers
+    config.update(TINY.get(model_id) or TINY_EXTRA[model_id])
+    keys = [k for k in ("n_layer", "num_layers", "num_decoder_layers") if k in config] or ["num_hidden_layers"]
+    config.update(dict.fromkeys(keys, layers))
     if isinstance(config.get("layer_types"), list):
         config["layer_types"] = config["layer_types"][:layers]
     config["vocab_size"] = VOCAB

@@ -18,13 +18,23 @@ gpus_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, ric
 def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
          ) -> None:
     from hfmem.hardware.gpus import catalogue, catalogue_units
+    from hfmem.hardware.specs import gpu_specs
 
-    rows = [(g.name, g.vendor or "", f"{g.vendor_memory:g} {g.vendor_unit}" if g.vendor_memory else "",
-             f"{g.usable_gib:g}", ", ".join(g.aliases)) for g in catalogue()]
-    header = ("GPU", "vendor", "memory (vendor)", "usable GiB", "--gpu aliases")
+    def peak(specs, dtype: str) -> str:
+        value = specs.tflops.get(dtype)
+        return f"{value:g}" if value else "–"
+
+    rows = []
+    for g in catalogue():
+        specs = gpu_specs(g)
+        rows.append((g.name, g.vendor or "", f"{g.vendor_memory:g} {g.vendor_unit}" if g.vendor_memory else "",
+                     f"{g.usable_gib:g}", peak(specs, "bf16"), peak(specs, "fp8"),
+                     f"{specs.memory_gbps:g}" if specs.memory_gbps else "–", ", ".join(g.aliases)))
+    header = ("GPU", "vendor", "memory (vendor)", "usable GiB", "bf16 TFLOP/s", "fp8 TFLOP/s", "GB/s",
+              "--gpu aliases")
     if output is OutputFormat.json:
-        sys.stdout.write(json.dumps({"units": catalogue_units(), "gpus": [g.to_dict() for g in catalogue()]},
-                                    indent=2) + "\n")
+        sys.stdout.write(json.dumps({"units": catalogue_units(), "gpus": [
+            g.to_dict() | {"specs": gpu_specs(g).to_dict()} for g in catalogue()]}, indent=2) + "\n")
     elif output is OutputFormat.markdown:
         from hfmem.render.markdown import escape, table
 
@@ -36,9 +46,11 @@ def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Ou
 
         grid = Table(title="GPU catalogue", title_justify="left", pad_edge=False)
         for name in header:
-            grid.add_column(name, justify="right" if "GiB" in name or "memory" in name else "left")
+            grid.add_column(name, justify="right" if any(u in name for u in ("GiB", "memory", "/s")) else "left")
         for row in rows:
             grid.add_row(*row)
         console = Console()
         console.print(grid)
-        console.print(catalogue_units(), style="dim", markup=False, highlight=False)
+        console.print(catalogue_units() + " TFLOP/s: dense vendor peaks (no sparsity); GB/s: memory bandwidth; "
+                      "sources in --format json. No prices: give --price GPU=USD.", style="dim", markup=False,
+                      highlight=False)

@@ -42,7 +42,9 @@ COMMANDS = ("Commands: hfmem MODEL [options] (this page) · hfmem scan FILE [opt
              epilog=COMMANDS)
 @opt.with_plan_flags
 def model(
-    model: Annotated[str, typer.Argument(metavar="MODEL", help="org/name[@revision], a directory, a config.json or example:NAME")],
+    model: Annotated[Optional[str], typer.Argument(
+        metavar="MODEL", help="org/name[@revision], a directory, a config.json or example:NAME (default: the model "
+                              "the --config file names)", show_default=False)] = None,
     revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.")] = None,
     token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
@@ -58,8 +60,12 @@ def model(
 ) -> None:
     from hfmem.hub.modelref import parse_model_ref
     from hfmem.hub.settings import HubSettings
-    from hfmem.memory.plan import build_report
+    from hfmem.reporting.plan import build_report
 
+    model = model or plan.model
+    if not model:
+        raise errors.InvalidInputError("give MODEL (a Hub id, a directory, a config.json or example:NAME), or a "
+                                       "--config file that names one.")
     ref = parse_model_ref(model, revision)
     report = build_report(ref, partial(HubSettings.from_env, token=token, timeout=timeout), plan, curves=html is not None)
     if html is not None:

@@ -1,8 +1,10 @@
 """The estimate flags shared by `hfmem MODEL` and `hfmem scan`, built from TrainingSettings' fields, and the Plan.
 
 Every settings field is a flag (its spelling, check and default from its `setting(...)` metadata, its help from
-its docstring; a Group's fields are flags of their own), and --gpu is the plan's own. Import-light: no torch,
-transformers or huggingface_hub until a Plan is made.
+its docstring; a Group's fields are flags of their own); --gpu, --framework and --config are the plan's own. A
+setting's value comes from the highest of four layers: its default, the --framework profile (or the framework the
+config file implies), the --config file, an explicit flag; the plan records which layer set each one.
+Import-light: no torch, transformers or huggingface_hub until a Plan is made.
 """
 
 from __future__ import annotations
@@ -16,7 +18,15 @@ from typing import Annotated, Any
 import typer
 
 from hfmem.errors import InvalidInputError
-from hfmem.memory.fields import Boolean, Code, Group, Setting, field_docs, setting_of
+from hfmem.memory.fields import (
+    Boolean,
+    Code,
+    Group,
+    OrNone,
+    Setting,
+    field_docs,
+    setting_of,
+)
 from hfmem.memory.settings import METHODS, TrainingSettings
 
 
@@ -40,10 +50,12 @@ class Flag:
         return self.doc if self.kind is bool else f"{self.doc} Accepts: {self.describe(str)}."
 
     def parameter(self) -> inspect.Parameter:
-        """The flag as a keyword parameter that typer reads."""
-        option = typer.Option(*self.names, help=self.help, show_default=self.shown or True)
-        return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, default=self.default,
-                                 annotation=Annotated[self.kind, option])
+        """The flag as a keyword parameter that typer reads: None when not given, so a lower layer can set it."""
+        shown = self.shown or (None if self.default is None else str(self.default).lower()
+                               if isinstance(self.default, bool) else str(self.default))
+        option = typer.Option(*self.names, help=self.help, show_default=shown or False)
+        return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                 annotation=Annotated[self.kind | None, option])
 
 
 def _gpu_examples(code: Code) -> str:
@@ -51,18 +63,40 @@ def _gpu_examples(code: Code) -> str:
     return f"catalogue names or aliases ({examples}...) or {code('name=GiB')}"
 
 
-GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str] | None, None,
+GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str], None,
                 "GPUs to fit against (repeatable or comma-separated).", _gpu_examples, shown="the whole catalogue")
+
+
+TOKENS_FLAG = Flag("tokens", ("--tokens",), float, None,
+                   "Training tokens to time and price each fitting setup for (e.g. 2e9): wall hours, GPU-hours and, "
+                   "with --price, the cost.", lambda code: "a positive number", shown="none: step time only")
+PRICE_FLAG = Flag("price", ("--price",), list[str], None,
+                  "USD per GPU-hour of a catalogue GPU, GPU=USD (repeatable; hfmem ships no prices).",
+                  lambda code: f"{code('h100=2.5')}, {code('a100-80gb=1.6')}...", shown="none")
+
+
+def _frameworks(code: Code) -> str:
+    from hfmem.frameworks import PROFILES
+
+    return ", ".join(map(code, PROFILES))
+
+
+FRAMEWORK_FLAG = Flag("framework", ("--framework",), str, None,
+                      "Assume this training framework's own defaults (each cited in the JSON); a --config value or a "
+                      "flag wins.", _frameworks, shown="the config file's framework, else hfmem's defaults")
+CONFIG_FLAG = Flag("config", ("--config",), str, None,
+                   "A training config file to read the settings (and the model, when MODEL is not given) from; a "
+                   "flag wins over it.", lambda code: "a torchtune, Axolotl or LLaMA-Factory YAML, a DeepSpeed JSON, "
+                   "an accelerate config YAML, TrainingArguments/TRL JSON or YAML", shown="none")
 
 
 def setting_flag(name: str, default: Any, setting: Setting, doc: str) -> Flag:
     """The flag of one settings field: --field-name (a switch: --field-name/--no-field-name) unless it names its own."""
     dashed = name.replace("_", "-")
-    switch = isinstance(setting.check, Boolean)
+    check = setting.check.inner if isinstance(setting.check, OrNone) else setting.check
+    switch = isinstance(check, Boolean)
     names = setting.flags or ((f"--{dashed}/--no-{dashed}",) if switch else (f"--{dashed}",))
     kind = list[str] if setting.many else setting.check.cli_type
-    if setting.many or default is None:
-        kind = kind | None
     cli_default = None if setting.many else setting.check.cli_value(default)
     return Flag(name, names, kind, cli_default, doc, setting.check.describe, setting.shown)
 
@@ -82,8 +116,8 @@ def settings_flags(cls: type) -> list[Flag]:
 
 @functools.cache
 def plan_flags() -> tuple[Flag, ...]:
-    """Every estimate flag, in --help order: the settings', then --gpu."""
-    return (*settings_flags(TrainingSettings), GPU_FLAG)
+    """Every estimate flag, in --help order: the framework and config file, the settings', --gpu, the budget."""
+    return (FRAMEWORK_FLAG, CONFIG_FLAG, *settings_flags(TrainingSettings), GPU_FLAG, TOKENS_FLAG, PRICE_FLAG)
 
 
 def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
@@ -111,25 +145,150 @@ def split_list(values: list[str] | None) -> tuple[str, ...]:
 
 
 def build_settings(cls: type, values: dict[str, Any]) -> Any:
-    """A settings dataclass from flag values named like its fields (a Group's fields flattened in)."""
+    """A settings dataclass from values named like its fields (a Group's fields flattened in); a missing one keeps
+    its default."""
     kwargs = {}
     for f in fields(cls):
         check = setting_of(f).check
-        kwargs[f.name] = build_settings(check.cls, values) if isinstance(check, Group) else values[f.name]
+        if isinstance(check, Group):
+            kwargs[f.name] = build_settings(check.cls, values)
+        elif f.name in values:
+            kwargs[f.name] = values[f.name]
     return cls(**kwargs)
 
 
-def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, **values: Any):
-    """Validate the flags into a Plan; every bad value is an InvalidInputError naming the flag's value.
+def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, framework: str | None = None,
+              config: str | None = None, tokens: float | None = None, price: list[str] | None = None,
+              **values: Any):
+    """Validate the layers into a Plan; every bad value is an InvalidInputError naming the flag's value.
 
-    `values`: every other flag, by the name of the settings field it sets.
+    `values`: every other flag, by the name of the settings field it sets; None where the flag was not given.
     """
     from hfmem.hardware.gpus import resolve_gpus
-    from hfmem.memory.plan import Plan
+    from hfmem.reporting.plan import Plan
 
-    chosen = tuple(m.lower() for m in split_list(method)) or METHODS
+    layers = Layers.of(framework, config)
+    given = {name: value for name, value in values.items() if value is not None}
+    chosen = tuple(m.lower() for m in split_list(method)) or layers.methods or METHODS
     unknown = [m for m in chosen if m not in METHODS]
     if unknown:
         raise InvalidInputError(f"--method must be one of {', '.join(METHODS)}; got {unknown[0]!r}.")
-    training = build_settings(TrainingSettings, values | {"method": chosen[0]}).validated()
-    return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)))
+    merged, sources = layers.merged(given)
+    training = build_settings(TrainingSettings, merged | {"method": chosen[0]}).validated()
+    notes = layers.notes
+    if training.resolved_sharding not in {"none", "ddp"} and "num_gpus" not in sources:
+        notes += (f"sharding {training.resolved_sharding} ({sources.get('sharding', 'flag')}) over 1 GPU: the GPU "
+                  "count is not set; give --num-gpus",)
+    return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)),
+                method_settings=layers.method_defaults(given), sources=sources, framework=layers.framework_dict(),
+                config=layers.config_dict(), notes=notes, model=layers.model, tokens=_tokens(tokens),
+                prices=parse_prices(split_list(price)))
+
+
+def _tokens(tokens: float | None) -> float | None:
+    if tokens is not None and not 0 < tokens < 1e16:
+        raise InvalidInputError(f"--tokens must be a positive number of tokens below 1e16; got {tokens!r}.")
+    return tokens
+
+
+def parse_prices(specs: tuple[str, ...]) -> dict[str, float]:
+    """--price GPU=USD (catalogue names or aliases) as {catalogue name: USD per GPU-hour}."""
+    from hfmem.hardware.gpus import find_gpu
+
+    prices = {}
+    for spec in specs:
+        name, sep, usd = spec.partition("=")
+        try:
+            value = float(usd)
+        except ValueError:
+            value = -1.0
+        if not sep or not 0 <= value < 1e6:
+            raise InvalidInputError(f"--price takes GPU=USD per GPU-hour (h100=2.5); got {spec!r}.")
+        prices[find_gpu(name.strip()).name] = value
+    return prices
+
+
+@dataclass(frozen=True)
+class Layers:
+    """The framework profile and the config file under the explicit flags, lowest first."""
+
+    profile: Any = None
+    """A hfmem.frameworks Profile, or None."""
+    file: Any = None
+    """A hfmem.configs ConfigFile, or None."""
+
+    @classmethod
+    def of(cls, framework: str | None, config: str | None) -> Layers:
+        """Read the config file and look up the profile (--framework, else the framework the file implies)."""
+        file = None
+        if config is not None:
+            from hfmem.configs import read_config
+
+            file = read_config(config)
+        name = framework or (file.framework if file else None)
+        if name is None:
+            return cls(None, file)
+        from hfmem.frameworks import profile
+
+        return cls(profile(name), file)
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The method the config file trains with, if it says."""
+        method = self.file.values.get("method") if self.file else None
+        return (str(method).lower(),) if method else ()
+
+    @property
+    def model(self) -> str | None:
+        return self.file.model if self.file else None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the config file holds that hfmem does not read or cannot model, one warning each."""
+        if not self.file:
+            return ()
+        out = []
+        if self.file.unknown:
+            out.append(f"{self.file.path}: keys not read (unknown to hfmem): {', '.join(self.file.unknown)}")
+        out += [f"{self.file.path}: {key} changes memory but hfmem does not model it" for key in self.file.unmodelled]
+        return tuple(out)
+
+    def merged(self, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """The values set above the defaults and, for each, the layer that set it."""
+        merged: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        if self.profile:
+            for default in self.profile.defaults:
+                merged[default.field], sources[default.field] = default.value, f"framework {self.profile.name}"
+        if self.file:
+            for name, value in self.file.values.items():
+                if name != "method":
+                    where = self.file.sources.get(name, name)
+                    merged[name], sources[name] = value, f"config {self.file.path} ({where})"
+        for name, value in given.items():
+            merged[name], sources[name] = value, "flag"
+        return merged, sources
+
+    def method_defaults(self, given: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The profile's defaults for one method only, where neither the file nor a flag set that field."""
+        if not self.profile:
+            return {}
+        taken = set(given) | set(self.file.values if self.file else ())
+        found = {m: {d.field: d.value for d in ds if d.field not in taken} for m, ds in self.profile.method_defaults.items()}
+        return {m: over for m, over in found.items() if over}
+
+    def framework_dict(self) -> dict[str, Any] | None:
+        """The profile as the JSON shows it: name, title, versions and every default with its source."""
+        if not self.profile:
+            return None
+        p = self.profile
+        defaults = [{"field": d.field, "value": d.value, "source": d.source, "why": d.why, "method": method}
+                    for method, ds in (("all", p.defaults), *p.method_defaults.items()) for d in ds]
+        return {"name": p.name, "title": p.title, "versions": p.versions, "defaults": defaults}
+
+    def config_dict(self) -> dict[str, Any] | None:
+        if not self.file:
+            return None
+        f = self.file
+        return {"path": f.path, "format": f.format, "framework": f.framework, "model": f.model,
+                "values": f.values, "sources": f.sources, "unknown": list(f.unknown), "unmodelled": list(f.unmodelled)}

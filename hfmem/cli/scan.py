@@ -20,7 +20,7 @@ from hfmem.constants import HUB_TIMEOUT_S
 
 if TYPE_CHECKING:
     from hfmem.hub.settings import HubSettings
-    from hfmem.memory.plan import Plan
+    from hfmem.reporting.plan import Plan
     from hfmem.scan.export import FitFilter
     from hfmem.scan.runner import ScanStats
 
@@ -120,7 +120,7 @@ def _scan(models: list[str], hub: HubSettings, plan: Plan, settings: dict[str, A
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from hfmem.memory.plan import build_report
+    from hfmem.reporting.plan import build_report
     from hfmem.scan import runner as engine
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)

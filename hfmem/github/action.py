@@ -372,7 +372,7 @@ def default_report_fn(inputs: Inputs) -> ReportFn:
     """`build_report` with the inputs' hf-token and Plan (training settings, methods, GPUs)."""
     from hfmem.hardware.gpus import resolve_gpus
     from hfmem.hub.settings import HubSettings
-    from hfmem.memory.plan import Plan, build_report
+    from hfmem.reporting.plan import Plan, build_report
     from hfmem.memory.settings import TrainingSettings
 
     hub = HubSettings.from_env(token=inputs.hf_token or None)

@@ -42,10 +42,15 @@ class Gpu:
 
 
 @lru_cache(maxsize=1)
+def catalogue_data() -> dict[str, Any]:
+    """gpus.json as shipped, read once (the catalogue here, the vendor specs in hardware.specs)."""
+    return json.loads(resources.files("hfmem.hardware").joinpath("gpus.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
 def catalogue() -> tuple[Gpu, ...]:
     """All GPUs of the shipped catalogue, smallest first."""
-    text = resources.files("hfmem.hardware").joinpath("gpus.json").read_text(encoding="utf-8")
-    data = json.loads(text)
+    data = catalogue_data()
     gpus = tuple(
         Gpu(name=g["name"], usable_gib=float(g["usable_gib"]), vendor_memory=g.get("vendor_memory"),
             vendor_unit=g.get("vendor_unit", "GB"), vendor=g.get("vendor"), aliases=tuple(g.get("aliases", ())),
@@ -57,7 +62,7 @@ def catalogue() -> tuple[Gpu, ...]:
 
 def catalogue_units() -> str:
     """The catalogue's note on units (vendor GB vs GiB)."""
-    return json.loads(resources.files("hfmem.hardware").joinpath("gpus.json").read_text(encoding="utf-8"))["units"]
+    return catalogue_data()["units"]
 
 
 def _key(name: str) -> str:

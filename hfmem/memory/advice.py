@@ -12,8 +12,9 @@ from typing import Any
 
 from hfmem.units import GIB
 
-_SHARDING = {"none": "1 GPU", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
+SHARDING_NAMES = {"none": "1 GPU", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
              "fsdp_full_shard": "FSDP", "fsdp_shard_grad_op": "FSDP-SGO"}
+"""Short names of the shardings, as the table, the comment and the assumes line write them."""
 
 
 def multi_gpu_text(multi: dict[str, Any] | None) -> str:
@@ -23,7 +24,7 @@ def multi_gpu_text(multi: dict[str, Any] | None) -> str:
     offload = "+offload" if multi.get("offload_optimizer") or multi.get("offload_params") else ""
     ckpt = "+ckpt" if multi.get("gradient_checkpointing", "off") != "off" else ""
     sharding = str(multi.get("sharding", ""))
-    return f"{multi['num_gpus']}×{_SHARDING.get(sharding, sharding)}{offload}{ckpt}"
+    return f"{multi['num_gpus']}×{SHARDING_NAMES.get(sharding, sharding)}{offload}{ckpt}"
 
 
 _SAME_METHOD = {"gradient_checkpointing": "+ckpt", "smaller_micro_batch": "b=1+accum",
@@ -40,13 +41,14 @@ def short_gib(n_bytes: float | None) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
-def single_gpu_change(fit: dict[str, Any]) -> bool:
-    """Whether there is a recommendation and it keeps one GPU (a mitigation), rather than asking for several."""
+def same_gpus_change(fit: dict[str, Any]) -> bool:
+    """Whether there is a recommendation and it keeps the GPUs asked (a mitigation), rather than asking for more."""
     advice = recommendation(fit)
-    return bool(advice) and advice != multi_gpu_text(_fewest_gpus(fit))
+    return bool(advice) and advice != multi_gpu_text(fewest_gpus(fit))
 
 
-def _fewest_gpus(fit: dict[str, Any]) -> dict[str, Any] | None:
+def fewest_gpus(fit: dict[str, Any]) -> dict[str, Any] | None:
+    """The multi-GPU suggestion (plain or with checkpointing) that needs the fewest GPUs."""
     options = [m for m in (fit.get("multi_gpu"), fit.get("multi_gpu_with_checkpointing")) if m]
     return min(options, key=lambda m: m["num_gpus"]) if options else None
 
@@ -56,7 +58,7 @@ def recommended(fit: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     and the `mitigations[]` entry it names (None when it asks for several GPUs)."""
     listed = fit.get("mitigations") or ([fit["mitigation"]] if fit.get("mitigation") else [])
     by_name = {m["name"]: m for m in listed}
-    multi = _fewest_gpus(fit)
+    multi = fewest_gpus(fit)
     for name, label in _SAME_METHOD.items():
         if name in by_name:
             return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip(), by_name[name]
@@ -74,7 +76,7 @@ def recommendation(fit: dict[str, Any]) -> str:
 
 
 VERDICTS = ("fits", "change", "gpus", "none")
-"""A cell's verdict: fits one GPU as set, fits one GPU with a change, needs several GPUs, no fit found."""
+"""A cell's verdict: fits as asked, fits the same GPUs with a change, needs (more) GPUs, no fit found."""
 
 
 def verdict(fit: dict[str, Any]) -> str:
@@ -83,12 +85,12 @@ def verdict(fit: dict[str, Any]) -> str:
         return "fits"
     if not recommendation(fit):
         return "none"
-    return "change" if single_gpu_change(fit) else "gpus"
+    return "change" if same_gpus_change(fit) else "gpus"
 
 
 def verdict_parts(fit: dict[str, Any]) -> tuple[str, str, str]:
     """(verdict, GiB needed, what follows): "b≤N" when it fits, else the recommendation."""
-    kind, total = verdict(fit), short_gib(fit["single_gpu"]["total_bytes"])
+    kind, total = verdict(fit), short_gib(fit["asked"]["total_bytes"])
     if kind == "fits":
         return kind, total, f"b≤{fit['max_micro_batch_size']:,}"
     return kind, total, "→ " + (recommendation(fit) or "no fit")

@@ -4,17 +4,22 @@ How the total is formed (all per GPU):
     allocated_peak = weights + gradients + optimizer + sharding_buffers + activations
                      + optimizer_step_transient - gradient_activation_overlap
                    = weights + optimizer + sharding_buffers
-                     + max(activations + gradients alive in forward, gradients + optimizer_step_transient)
+                     + max(activations + gradients alive in forward,
+                           the first layer's backward + gradients,
+                           gradients + optimizer_step_transient)
     total = allocated_peak + fragmentation + cuda_context + paged_optimizer
-where paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
+(or the load phase's total, where loading the whole model on each GPU before sharding needs more), where
+paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
 allocator: it is in the device total but not in allocated/reserved, and it can page out to the CPU,
 so `required` = total - paged_optimizer is what must stay resident (the fit checks use it);
 where `optimizer` is ZeRO's K·Ψ (states + fp32 master weights), `activations` is what backward
-keeps at the end of the forward pass plus the largest transient (the loss's fp32 buffers, a
-checkpointed layer's recompute, QLoRA's dequantised weight), and the overlap removes the gradients
-that are not yet allocated while all activations are alive: with gradients set to None after each
-step (the HF default), backward allocates gradients as it frees activations, so the peak is
-max(activations + first gradients, gradients). Accumulating over several micro-batches (or ZeRO's
+keeps at the end of the forward pass plus the largest transient (the loss's fp32 buffers, a layer's
+backward: its checkpointed recompute and its intermediates' gradients, QLoRA's dequantised weight),
+and the overlap removes the gradients that are not yet allocated while all activations are alive:
+with gradients set to None after each step (the HF default), backward allocates gradients as it
+frees activations, so the loss and the last layers run beside the first gradients only, and the
+first layer's backward (the last to run: its saved tensors or recompute, its working set, the
+embedding's) beside nearly all of them. Accumulating over several micro-batches (or ZeRO's
 preallocated gradient partitions) keeps gradients alive: no overlap. `fragmentation` is the
 allocator's reserved-but-unused share and `cuda_context` the CUDA context: both explicit settings.
 """
@@ -61,6 +66,8 @@ class MemoryBreakdown:
     """The loss's peak buffers (fp32 logits and their gradient)."""
     recompute: int
     """One checkpointed layer's activations, recomputed during backward."""
+    backward_working: int
+    """The gradients of the largest layer's intermediates, alive together during its backward."""
     optimizer_step_transient: int
     """Allocated only inside optimizer.step(), when the activations are gone."""
     autocast_weight_copies: int
@@ -77,6 +84,12 @@ class MemoryBreakdown:
     """The CUDA context (a setting)."""
     fragmentation: int
     """The allocator's reserved-but-unused share of allocated_peak (a setting)."""
+    host_per_node: int
+    """Host RAM per machine, not GPU memory: offloaded states of its ranks during training, or the checkpoint
+    copies while loading, whichever is larger (checked against host_ram_gib)."""
+    load: int
+    """The device total while loading the checkpoint (0: loading stays below the training step); `total` and
+    `required` are the larger of the two phases."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -95,7 +108,10 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     shard = state.gradients / full_grads if full_grads else 0.0
     early = min(state.gradients, round(split.largest_trainable * state.bytes_per_param["gradients"] * shard))
     grads_in_forward = state.gradients if state.gradients_persist else early
-    backward_peak = activations + grads_in_forward + state.forward_transient
+    # the loss and the last layers run before most gradients exist, the first layer's backward after all but its
+    # own and the input embedding's
+    late_grads = round(state.gradients * (1 - split.last_trainable / split.trainable)) if split.trainable else 0
+    backward_peak = max(activations + grads_in_forward, act.first_layer_backward + late_grads) + state.forward_transient
     step_peak = state.gradients + state.step_transient
     transients = state.step_transient + state.forward_transient
     overlap = activations + state.gradients + transients - max(backward_peak, step_peak)
@@ -103,14 +119,15 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     allocated = state.weights + state.optimizer - paged + state.sharding_buffers + max(backward_peak, step_peak)
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
+    load = state.load_peak + round(state.load_peak * settings.overhead.fragmentation) + context if state.load_peak else 0
     return MemoryBreakdown(
         weights=state.weights,
         gradients=state.gradients,
         optimizer=state.optimizer,
         activations=activations,
         overhead=fragmentation + context,
-        total=allocated + fragmentation + context + paged,
-        required=allocated + fragmentation + context,
+        total=max(allocated + fragmentation + context + paged, load),
+        required=max(allocated + fragmentation + context, load),
         master_weights=state.master_weights,
         optimizer_states=state.optimizer_states,
         sharding_buffers=state.sharding_buffers,
@@ -118,6 +135,7 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         activation_transient=act.transient,
         loss_peak=act.loss_peak,
         recompute=act.recompute,
+        backward_working=act.backward_working,
         optimizer_step_transient=state.step_transient,
         autocast_weight_copies=state.forward_transient,
         paged_optimizer=paged,
@@ -126,4 +144,19 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         reserved_peak=allocated + fragmentation,
         cuda_context=context,
         fragmentation=fragmentation,
+        host_per_node=host_per_node(settings, state),
+        load=load,
     )
+
+
+def host_per_node(settings: TrainingSettings, state: ModelState) -> int:
+    """Host RAM one machine needs: its ranks' offloaded states in training, or the load-time copies."""
+    ranks = min(settings.num_gpus, settings.gpus_per_node)
+    loading = state.host_load_bytes * (ranks if settings.model_loading == "per-rank-cpu" else 1)
+    return max(state.cpu_bytes * ranks, loading)
+
+
+def fits_on(per_gpu: MemoryBreakdown, usable_bytes: int, settings: TrainingSettings) -> bool:
+    """Whether the GPU holds what must stay resident and, when host_ram_gib is set, the host holds its share."""
+    host_ok = settings.host_ram_gib is None or per_gpu.host_per_node <= settings.host_ram_gib * GIB
+    return per_gpu.required <= usable_bytes and host_ok

@@ -2,24 +2,24 @@
 
 Public API (pure, no torch):
 
-    memory_curves(arch, inventory, settings, methods) -> {
-        "seq_len": {"micro_batch_size": b, "points": [128, 256, ...], "required_bytes": {method: [...]}},
-        "micro_batch_size": {"seq_len": s, "points": [1, 2, 4, ...], "required_bytes": {method: [...]}}}
+    memory_curves(arch, inventory, settings, methods, per_method=None) -> {
+        "seq_len": {"micro_batch_size": b, "points": [128, 192, 256, ...], "required_bytes": {method: [...]}},
+        "micro_batch_size": {"seq_len": s, "points": [1, 2, 3, 4, 6, ...], "required_bytes": {method: [...]}}}
 
-Each value is what must stay resident on one GPU (`MemoryBreakdown.required`, the figure the fit search compares
-with a GPU's usable memory), for the settings a fit cell starts from (`fit.single_gpu_settings`), so each curve
-passes through that method's `fit[].single_gpu.total_bytes` at the set length and batch, and crosses a GPU's
-usable memory where `max_seq_len` / `max_micro_batch_size` end.
+Each value is what must stay resident per GPU (`MemoryBreakdown.required`, the figure the fit search compares
+with a GPU's usable memory) for the setup a fit cell judges (`fit.asked_settings`, a method's own settings from
+`per_method` as fit_matrix takes them), so each curve passes through that method's `fit[].asked.required_bytes`
+at the set length and batch, and crosses a GPU's usable memory where `max_seq_len` / `max_micro_batch_size` end.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from hfmem.memory.breakdown import combine
-from hfmem.memory.estimate import Context, activations_for, state_for
-from hfmem.memory.fit import MAX_SEQ, single_gpu_settings
+from hfmem.memory.estimate import Context, estimate_in
+from hfmem.memory.fit import MAX_SEQ, asked_settings
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
@@ -45,13 +45,9 @@ def doublings(first: int, last: int, *extra: int) -> list[int]:
     return sorted(points)
 
 
-def _required(ctx: Context, settings: TrainingSettings, seq_len: int) -> int:
-    """Bytes that must stay resident on one GPU for validated settings at seq_len."""
-    return combine(settings, ctx.split(settings), state_for(ctx, settings), activations_for(ctx, settings, seq_len)).required
-
-
 def memory_curves(arch: Architecture, inventory: Inventory, settings: TrainingSettings,
-                  methods: tuple[str, ...] | list[str]) -> dict[str, Any]:
+                  methods: tuple[str, ...] | list[str],
+                  per_method: Mapping[str, TrainingSettings] | None = None) -> dict[str, Any]:
     """Required bytes per method at doubling sequence lengths (at the set micro-batch) and doubling micro-batches
     (at the set sequence length); both point lists include the set value."""
     ctx = Context(arch, inventory)
@@ -60,11 +56,16 @@ def memory_curves(arch: Architecture, inventory: Inventory, settings: TrainingSe
     longest = max(min(arch.max_position_embeddings or LONGEST_UNCAPPED_SEQ, MAX_SEQ), seq)
     seq_points = doublings(min(SHORTEST_SEQ, longest), longest, seq)
     batch_points = doublings(1, max(LARGEST_MICRO_BATCH, base.micro_batch_size), base.micro_batch_size)
+    own = per_method or {}
+
+    def required(s: TrainingSettings) -> int:
+        return estimate_in(ctx, s).per_gpu_bytes.required
+
     by_seq: dict[str, list[int]] = {}
     by_batch: dict[str, list[int]] = {}
     for method in methods:
-        single = single_gpu_settings(base, method)
-        by_seq[method] = [_required(ctx, single, s) for s in seq_points]
-        by_batch[method] = [_required(ctx, replace(single, micro_batch_size=b), seq) for b in batch_points]
+        asked = asked_settings(own.get(method, base), method)
+        by_seq[method] = [required(replace(asked, seq_len=s)) for s in seq_points]
+        by_batch[method] = [required(replace(asked, micro_batch_size=b, seq_len=seq)) for b in batch_points]
     return {"seq_len": {"micro_batch_size": base.micro_batch_size, "points": seq_points, "required_bytes": by_seq},
             "micro_batch_size": {"seq_len": seq, "points": batch_points, "required_bytes": by_batch}}

@@ -14,7 +14,7 @@ The per-GPU terms and how they add up to the total are hfmem.memory.breakdown's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any
 
@@ -27,19 +27,21 @@ from hfmem.memory.activations import (
     estimate_activations,
     layer_modules,
 )
-from hfmem.memory.breakdown import MemoryBreakdown, combine
+from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
 from hfmem.model.architecture import Architecture
-from hfmem.model.inventory import Inventory
+from hfmem.model.inventory import Inventory, retied
 from hfmem.memory.model_state import (
     ModelState,
     ParameterSplit,
     largest_quantized_matrix,
-    quantized_linears,
     lora_targets,
     model_state_bytes,
-    nf4_bytes_per_param,
+    module_copies,
     parameter_split,
+    quantized_linears,
+    quantizes_head,
 )
+from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
 from hfmem.units import GIB
 
@@ -66,7 +68,7 @@ class Estimate:
 
     def fits(self, usable_bytes: int) -> bool:
         """Whether it trains on a GPU of `usable_bytes`: paged optimizer states may page out to the CPU."""
-        return self.per_gpu_bytes.required <= usable_bytes
+        return fits_on(self.per_gpu_bytes, usable_bytes, self.settings)
 
     def to_dict(self) -> dict[str, Any]:
         settings = self.settings.to_dict() | {"seq_len": self.seq_len}
@@ -79,12 +81,21 @@ class Estimate:
             "per_gpu_bytes": self.per_gpu_bytes.to_dict(),
             "per_gpu_gib": self.per_gpu_bytes.to_gib(),
             "cpu_bytes": self.state.cpu_bytes,
+            "phases": phases(self.per_gpu_bytes),
             "bytes_per_param": self.state.bytes_per_param,
             "activations": self.activations.to_dict(),
             "rule_of_thumb": rule_of_thumb(self),
             "assumptions": self.assumptions,
             "notes": list(self.notes),
         }
+
+
+def phases(per_gpu: MemoryBreakdown) -> dict[str, Any]:
+    """The device total of each modelled phase and which is the largest (the one `total` reports)."""
+    step = per_gpu.allocated_peak + per_gpu.fragmentation + per_gpu.cuda_context + per_gpu.paged_optimizer
+    out: dict[str, Any] = {"train_step": step, "load": per_gpu.load or None}
+    out["largest"] = "load" if per_gpu.load > step else "train_step"
+    return out
 
 
 class Context:
@@ -96,16 +107,35 @@ class Context:
         self._splits: dict[tuple, ParameterSplit] = {}
         self.layer_cache: dict = {}
         self._trainability: dict[tuple, Trainability] = {}
+        self._views: dict[bool, Context] = {}
+
+    def view(self, settings: TrainingSettings) -> Context:
+        """The model as the settings train it: this context, or one whose output head is tied or untied where
+        tie_word_embeddings overrides the model's own (each view built once)."""
+        tie = settings.tie_word_embeddings
+        if tie is None:
+            return self
+        if tie not in self._views:
+            inventory = retied(self.inventory, tie)
+            same = inventory is self.inventory
+            self._views[tie] = self if same else Context(replace(self.arch, tie_word_embeddings=tie), inventory)
+        return self._views[tie]
+
+    def base(self, settings: TrainingSettings) -> BaseFormat | None:
+        """The frozen base's quantized format for the settings (None: compute dtype, or a full fine-tune)."""
+        return settings.base_format(self.arch.quantization)
 
     @cached_property
     def modules(self) -> tuple[LayerModules, LayerModules]:
         return layer_modules(self.arch, self.inventory)
 
     def split(self, settings: TrainingSettings) -> ParameterSplit:
+        """The parameter split for the settings (memoised in the settings' view of the model)."""
+        ctx = self.view(settings)
         key = settings.memo_key("split")
-        if key not in self._splits:
-            self._splits[key] = parameter_split(self.arch, self.inventory, settings)
-        return self._splits[key]
+        if key not in ctx._splits:
+            ctx._splits[key] = parameter_split(ctx.arch, ctx.inventory, settings)
+        return ctx._splits[key]
 
     @cached_property
     def layer_parameters(self) -> int:
@@ -134,6 +164,7 @@ class Context:
 
 def trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     """What gets gradients and how LoRA adapters hold their inputs, for the settings."""
+    ctx = ctx.view(settings)
     key = settings.memo_key("trainability")
     if key not in ctx._trainability:
         ctx._trainability[key] = _trainability(ctx, settings)
@@ -147,33 +178,48 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     p = settings.precision.compute_bytes
     autocast = settings.precision.autocast
     fp32_adapters = settings.adapter_dtype == "fp32" and p < 4
+    base = ctx.base(settings)
     if not fp32_adapters:
         copy, out = 0.0, p
-    elif settings.method == "qlora":
-        copy, out = (0.0 if autocast else 4.0), (p if autocast else 4.0)  # bnb's LoRA skips the cast under autocast
+    elif base is not None and not base.casts_adapter_input_under_autocast:
+        copy, out = (0.0 if autocast else 4.0), (p if autocast else 4.0)  # PEFT's bnb/AWQ LoRA skip the cast
     else:
         copy, out = (float(p) if autocast else 4.0), (p if autocast else 4.0)
-    kept = frozenset()
-    if settings.method == "qlora" and settings.qlora_kernel == "bitsandbytes-legacy":
-        kept = frozenset(g.name for g in quantized_linears(ctx.inventory, settings.quantize_head))
+    quantized = frozenset(g.name for g in quantized_linears(ctx.inventory, quantizes_head(base, settings))) if base \
+        else frozenset()
+    legacy = base is not None and base.name == "nf4" and settings.qlora_kernel == "bitsandbytes-legacy"
+    copies = module_copies(ctx.arch, ctx.inventory, settings.modules_to_save, quantized)
     return Trainability(
-        trainable=frozenset(),
+        trainable=copies.names,
         lora=frozenset(g.name for g in groups),
-        kept_inputs=kept,
+        kept_inputs=quantized if base is not None and (base.keeps_input or legacy) else frozenset(),
+        dequantized=quantized if base is not None and base.saves_dequantized_weight else frozenset(),
         lora_rank=settings.lora_rank,
         adapter_input_bytes=copy,
         adapter_output_bytes=out,
         lora_dropout=settings.lora_dropout,
-        input_requires_grad=settings.gradient_checkpointing != "off",
+        input_requires_grad=settings.gradient_checkpointing != "off" or "embed_tokens" in copies.names,
     )
 
 
 def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> ActivationEstimate:
     """The activation estimate for validated settings at `seq_len`."""
+    ctx = ctx.view(settings)
+    step = activation_settings(ctx, settings, seq_len)
+    return estimate_activations(ctx.arch, ctx.inventory, step, modules=ctx.modules, cache=ctx.layer_cache)
+
+
+def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) -> ActivationSettings:
+    """The step as the activation model sees it, for validated settings at `seq_len`."""
+    ctx = ctx.view(settings)
     p = settings.precision.compute_bytes
-    workspace = ctx.dequant_elements(settings.quantize_head) * p if settings.method == "qlora" else 0
+    base = ctx.base(settings)
+    # the weight being dequantised for a matmul (nf4: forward and backward; int8: backward, CB cast to the input's
+    # dtype); GPTQ/AWQ's dequantised weights are saved tensors of their layers instead
+    dequantizes = base is not None and not base.saves_dequantized_weight
+    workspace = ctx.dequant_elements(quantizes_head(base, settings)) * p if dequantizes else 0
     trained = trainability(ctx, settings)
-    step = ActivationSettings(
+    return ActivationSettings(
         micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
         residual_bytes=settings.precision.residual_bytes,
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
@@ -181,13 +227,14 @@ def activations_for(ctx: Context, settings: TrainingSettings, seq_len: int) -> A
         compiled_loss=settings.compile_loss, activation_offloading=settings.activation_offloading,
         compiled_layers=settings.compile_layers,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
-        loss_upcast=settings.loss_upcast, repeat_kv=settings.repeat_kv,
+        loss_upcast=settings.loss_upcast, repeat_kv=settings.repeat_kv, activation=settings.activation_fn,
+        padding_mask=settings.padding_mask,
     )
-    return estimate_activations(ctx.arch, ctx.inventory, step, modules=ctx.modules, cache=ctx.layer_cache)
 
 
 def state_for(ctx: Context, settings: TrainingSettings) -> ModelState:
     """The per-GPU model state for validated settings."""
+    ctx = ctx.view(settings)
     return model_state_bytes(
         ctx.split(settings), settings, hidden_size=ctx.arch.hidden_size,
         layer_parameters=ctx.layer_parameters, root_parameters=ctx.root_parameters,
@@ -203,6 +250,7 @@ def estimate(arch: Architecture, inventory: Inventory, settings: TrainingSetting
 def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
     """`estimate` with a shared Context (the fit search reuses one for many settings)."""
     s = settings.validated()
+    ctx = ctx.view(s)
     seq = s.resolved_seq_len(ctx.arch.max_position_embeddings)
     split = ctx.split(s)
     state = state_for(ctx, s)
@@ -226,22 +274,43 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
         if any(g.kind == "experts" for g in lora_targets(ctx.inventory, s.lora_targets)):
             notes.append("LoRA on MoE experts: each expert of the fused 3-D tensors gets its own r·(in+out) adapter, "
                          "as transformers 4's per-expert Linears (PEFT target_parameters on transformers 5)")
-    if s.method == "qlora":
-        dq = "double quantisation" if s.qlora_double_quant else "fp32 absmax, no double quantisation"
-        kept = "embeddings, norms and biases stay" if s.quantize_head else "embeddings, norms, biases and lm_head stay"
-        head = ", the output head included" if s.quantize_head else ""
-        notes.append(f"QLoRA: NF4 (block 64, {dq}) = {nf4_bytes_per_param(s):.4f} bytes/param for "
-                     f"nn.Linear weights{head}; {kept} in the compute dtype; "
-                     "one weight at a time is dequantised to the compute dtype (workspace)"
-                     + ("; bitsandbytes < 0.43.2 keeps each 4-bit layer's input for backward"
-                        if s.qlora_kernel == "bitsandbytes-legacy" else ""))
+    base = ctx.base(s)
+    if base is not None:
+        notes.append(_base_note(ctx, s, base))
         if any(g.kind == "experts" for g in ctx.inventory.linears):
             notes.append("QLoRA on MoE: transformers 5's fused expert tensors are assumed quantised like "
-                         "transformers 4's per-expert nn.Linear layers (bitsandbytes quantises nn.Linear only)")
+                         "transformers 4's per-expert nn.Linear layers (bitsandbytes quantises nn.Linear only)"
+                         if base.name == "nf4" else "a quantized base on MoE: fused expert tensors are assumed "
+                         "quantised like per-expert nn.Linear layers")
+    stored = ctx.arch.quantization
+    if stored is not None and (s.method == "full" or s.base_quantization is None):
+        notes.append(f"the checkpoint is stored {stored.format}-quantized (config.json quantization_config): "
+                     + ("a full fine-tune is estimated on its weights dequantised to the compute dtype"
+                        if s.method == "full" else "the frozen base keeps that format"))
     if s.method == "full" and s.precision.master_copy:
         notes.append("mixed precision: 16-bit weights and gradients, fp32 master weights and optimizer states "
                      "(ZeRO/DeepSpeed, FSDP mixed precision); use dtype bf16-pure for a bf16-only optimizer state")
     return tuple(notes)
+
+
+def _base_note(ctx: Context, s: TrainingSettings, base: BaseFormat) -> str:
+    """What the quantized base stores and what its matmul keeps for backward, in one line."""
+    split = ctx.split(s)
+    per_param = split.quantized_bytes / split.frozen_quantized if split.frozen_quantized else 0.0
+    if base.name == "nf4":
+        kept = "embeddings, norms and biases stay" if s.quantize_head else "embeddings, norms, biases and lm_head stay"
+        head = ", the output head included" if s.quantize_head else ""
+        return (f"QLoRA: {base.describe()} = {base.matrix_bytes(1, 1):.4f} bytes/param for "
+                f"nn.Linear weights{head}; {kept} in the compute dtype; "
+                "one weight at a time is dequantised to the compute dtype (workspace)"
+                + ("; bitsandbytes < 0.43.2 keeps each 4-bit layer's input for backward"
+                   if s.qlora_kernel == "bitsandbytes-legacy" else ""))
+    kernel = ("bitsandbytes' MatMul8bitLt keeps each layer's input for backward (an autograd ctx attribute) and "
+              "dequantises the weight to the compute dtype in backward (workspace)" if base.name == "int8" else
+              "its trainable torch kernel dequantises each weight and matmuls it, so every layer's dequantised "
+              "weights are saved for backward")
+    return (f"LoRA on a {base.describe()} base: {per_param:.4f} bytes/param for nn.Linear weights; embeddings, "
+            f"norms, biases and lm_head stay in the compute dtype; {kernel}")
 
 
 # Settings shown inside the "lora" and "quantization" entries of the assumptions, not under their own names.
@@ -268,21 +337,36 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
             "adapter_dtype": s.adapter_dtype, "alpha": "irrelevant to memory",
             "adapted_layers": sorted({g.name for g in lora_targets(ctx.inventory, s.lora_targets)}),
         },
-        "quantization": {"format": "nf4", "block_size": 64, "double_quant": s.qlora_double_quant,
-                         "bytes_per_param": nf4_bytes_per_param(s), "kernel": s.qlora_kernel,
-                         "lm_head_quantized": s.quantize_head,
-                         "previous_step_alive": s.previous_step_alive} if s.method == "qlora" else None,
+        "quantization": _quantization(ctx, s),
         "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation,
                      "meaning": "cuda_context: CUDA context and libraries outside PyTorch's allocator; "
                                 "fragmentation: reserved-but-unused share of the allocated peak"},
         "dropout_masks": "1 byte per element (CUDA bool masks)",
-        "padding": "none (full-length or packed sequences; no padding mask)",
+        "padding": ("padded to the longest sample, with an attention mask (seq_len is the padded length)"
+                    if s.padding_mask else "none (full-length or packed sequences; no padding mask)"),
         "kv_cache": "off in training (use_cache=False; with the config default and no checkpointing, transformers "
                     "would also keep every layer's K and V)",
         "bytes_per_param": state.bytes_per_param,
     }
     plain = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in derived and f.name not in _GROUPED}
+    plain = {name: list(value) if isinstance(value, tuple) else value for name, value in plain.items()}  # as JSON
     return plain | derived
+
+
+def _quantization(ctx: Context, s: TrainingSettings) -> dict[str, Any] | None:
+    """The quantized base's format as the estimate assumes it (None: a 16-bit base or a full fine-tune)."""
+    base = ctx.base(s)
+    if base is None:
+        return None
+    if base.name == "nf4":
+        return {"format": "nf4", "block_size": 64, "double_quant": s.qlora_double_quant,
+                "bytes_per_param": base.matrix_bytes(1, 1), "kernel": s.qlora_kernel,
+                "lm_head_quantized": s.quantize_head, "previous_step_alive": s.previous_step_alive}
+    split = ctx.split(s)
+    source = "setting" if s.base_quantization else "config.json quantization_config"
+    grouped = {"bits": base.bits, "group_size": base.group_size or "whole input"} if base.name != "int8" else {}
+    return {"format": base.name, **grouped, "bytes_per_param": split.quantized_bytes / max(1, split.frozen_quantized),
+            "source": source, "lm_head_quantized": False, "previous_step_alive": s.previous_step_alive}
 
 
 def rule_of_thumb(est: Estimate) -> dict[str, Any]:
@@ -291,7 +375,7 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
     bpp = est.state.bytes_per_param
     trained = bpp["weights"] + bpp["gradients"] + bpp["master_weights"] + bpp["optimizer_states"]
     stored = est.settings.precision.weight_bytes
-    frozen = est.split.frozen_16bit * stored + est.split.frozen_quantized * nf4_bytes_per_param(est.settings)
+    frozen = est.split.frozen_16bit * stored + est.split.quantized_bytes
     state = est.split.trainable * trained + frozen
     per_param = state / params if params else 0.0
     napkin = 6 * est.model["parameters"]  # the model's own count: the rule knows no adapters
@@ -300,7 +384,8 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
                "parameter of model state (mixed-precision AdamW: 2 weights + 2 gradients + 4 fp32 master + 8 fp32 "
                "moments, ZeRO paper) before any activation")
     else:
-        base = nf4_bytes_per_param(est.settings) if est.settings.method == "qlora" else stored
+        quantized = est.split.frozen_quantized
+        base = est.split.quantized_bytes / quantized if quantized else stored
         why = (f"{est.settings.method}: the frozen base keeps {base:.3g} bytes per parameter and only the adapters "
                f"train, so model state is {per_param:.3g} bytes/param; activations come on top")
     return {

@@ -8,18 +8,22 @@ Public API (pure functions, no torch):
         "gpu": {name, usable_gib, usable_bytes, vendor_memory, vendor_unit, ...},
         "method": "full" | "lora" | "qlora",
         "status": "fits" | "fits_with_mitigation" | "multi_gpu" | "does_not_fit",
-        "single_gpu": {"fits", "total_bytes" (what must stay resident: `required`), "headroom_bytes",
-                       "per_gpu_bytes": {...}},
+        "asked": {"fits", "num_gpus", "sharding", "offload_optimizer", "offload_params" (the setup as given: one
+                  GPU unless the settings name several), "total_bytes" (the device total per GPU, the figure every
+                  output shows), "required_bytes" (what must stay resident, compared with the GPU: the total less
+                  paged optimizer states), "headroom_bytes", "host_per_node_bytes", "short_of" (None, "GPU
+                  memory" or the host RAM shortfall), "phase" (train_step or load: the larger), "per_gpu_bytes"},
         "max_micro_batch_size": int (0: not even 1), "max_seq_len": int (0: none),
         "max_seq_len_capped": bool (the model's maximum fits),
         "multi_gpu": {"num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing",
                       "total_bytes", "equivalent"} | None,
         "multi_gpu_with_checkpointing": the same with full gradient checkpointing (when the settings have it off),
-        "mitigation": {"name", "description", "settings_changes", "total_bytes"} | None,
+        "mitigation": {"name", "description", "settings_changes", "total_bytes", "required_bytes"} | None,
         "mitigations": [ ...every single-GPU mitigation that works, cheapest first... ],
         "settings": {...}, "assumptions": {...}}
 
-The search uses the estimate's own terms. Memory grows with micro-batch and sequence, so both are
+Each cell is the verdict for the setup asked (its sharding, GPU count and offload kept); a suggestion (a
+change, more GPUs) is searched only where that setup does not fit. The search uses the estimate's own terms. Memory grows with micro-batch and sequence, so both are
 binary searches (on one GPU, at the given sequence / micro-batch). Multi-GPU tries counts
 1..max_gpus with the cheapest sharding first: DDP, ZeRO-1, ZeRO-2, ZeRO-3 (FSDP full shard is the
 same memory class), then ZeRO-3 with optimizer and then parameter offload; per sharding the smallest
@@ -30,18 +34,20 @@ only on batch and sequence, so a full matrix costs a few hundred small evaluatio
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from hfmem.memory.activations import ActivationEstimate
 from hfmem.model.architecture import Architecture
 from hfmem.errors import InvalidInputError
-from hfmem.memory.breakdown import MemoryBreakdown, combine
-from hfmem.memory.estimate import Context, activations_for, estimate_in, state_for
+from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
+from hfmem.memory.estimate import Context, activations_for, estimate_in, phases, state_for
 from hfmem.hardware.gpus import Gpu
 from hfmem.model.inventory import Inventory
 from hfmem.memory.model_state import ModelState
 from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.units import GIB
 
 # Cheapest first: each step shards or moves more and costs more communication.
 SHARDING_LADDER: tuple[tuple[str, bool, bool], ...] = (
@@ -65,7 +71,8 @@ class Fit:
     gpu: Gpu
     method: str
     status: str
-    single_gpu: dict[str, Any]
+    asked: dict[str, Any]
+    """The setup as asked, per GPU: fits, the sharding and GPU count, total/required/headroom bytes, the terms."""
     max_micro_batch_size: int
     max_seq_len: int
     max_seq_len_capped: bool
@@ -79,14 +86,14 @@ class Fit:
 
     @property
     def fits(self) -> bool:
-        return bool(self.single_gpu["fits"])
+        return bool(self.asked["fits"])
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "gpu": self.gpu.to_dict(),
             "method": self.method,
             "status": self.status,
-            "single_gpu": self.single_gpu,
+            "asked": self.asked,
             "max_micro_batch_size": self.max_micro_batch_size,
             "max_seq_len": self.max_seq_len,
             "max_seq_len_capped": self.max_seq_len_capped,
@@ -114,8 +121,8 @@ class _Planner:
         it guards, and the searches build thousands of keys on the same one."""
         return self._ids.setdefault((s, seq), len(self._ids))
 
-    def total(self, s: TrainingSettings, seq: int) -> tuple[int, MemoryBreakdown]:
-        """Total bytes per GPU and the per-term figures, for validated settings `s` at `seq`.
+    def total(self, s: TrainingSettings, seq: int) -> MemoryBreakdown:
+        """The per-term figures per GPU for validated settings `s` at `seq` (checks compare `.required`).
 
         Each part is memoised by the fields its settings metadata says it reads (TrainingSettings.memo_key).
         """
@@ -127,8 +134,16 @@ class _Planner:
         act = self._acts.get(ak)
         if act is None:
             act = self._acts[ak] = activations_for(self.ctx, s, seq)
-        per_gpu = combine(s, self.ctx.split(s), state, act)
-        return per_gpu.required, per_gpu
+        return combine(s, self.ctx.split(s), state, act)
+
+    def resident(self, s: TrainingSettings, seq: int) -> int:
+        """The bytes compared with a GPU: `required`, or more than any GPU where the host cannot hold its share."""
+        per_gpu = self.total(s, seq)
+        return per_gpu.required if fits_on(per_gpu, per_gpu.required, s) else NO_HOST_ROOM
+
+
+NO_HOST_ROOM = 1 << 62
+"""What `resident` answers for a setup whose host RAM (host_ram_gib) is too small: no GPU is that large."""
 
 
 def _largest(lo: int, hi: int, fits: Any) -> int:
@@ -201,7 +216,7 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
         key = memo_key + ("n", n, sharding, off_opt, off_par)
         if key not in planner.memo:
             trial = replace(single, num_gpus=n, sharding=sharding, offload_optimizer=off_opt, offload_params=off_par)
-            planner.memo[key] = planner.total(trial, seq)[0]
+            planner.memo[key] = planner.resident(trial, seq)
         return planner.memo[key]
 
     for ladder in (SHARDING_LADDER, OFFLOAD_LADDER):  # offload only when no plain sharding reaches max_gpus
@@ -211,86 +226,95 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
             continue
         n_min, rank = min(found)
         sharding, off_opt, off_par = ladder[rank]
+        found_at = planner.total(replace(single, num_gpus=n_min, sharding=sharding, offload_optimizer=off_opt,
+                                         offload_params=off_par), seq)
         return {"num_gpus": n_min, "sharding": "none" if n_min == 1 and fits_one_gpu else sharding,
                 "offload_optimizer": off_opt, "offload_params": off_par,
                 "gradient_checkpointing": single.gradient_checkpointing,
-                "total_bytes": total_of(n_min, sharding, off_opt, off_par),
+                "total_bytes": found_at.total, "required_bytes": found_at.required,
                 "equivalent": {"zero3": "FSDP full shard", "zero2": "FSDP shard-grad-op"}.get(sharding)}
     return None
 
 
-def _mitigations(planner: _Planner, single: TrainingSettings, limit: int) -> list[dict[str, Any]]:
-    """Every one-GPU change of the settings that fits `limit` bytes, least intrusive first."""
+def _mitigations(planner: _Planner, asked: TrainingSettings, limit: int) -> list[dict[str, Any]]:
+    """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first."""
     found = []
-    for name, description, changes in _mitigation_candidates(single):
+    for name, description, changes in _mitigation_candidates(asked):
         try:
-            trial = replace(single, **changes).validated()
+            trial = replace(asked, **changes).validated()
         except InvalidInputError:
             continue
-        t_total, _ = planner.total(trial, trial.resolved_seq_len(planner.ctx.arch.max_position_embeddings))
-        if t_total <= limit:
+        per_gpu = planner.total(trial, trial.resolved_seq_len(planner.ctx.arch.max_position_embeddings))
+        if fits_on(per_gpu, limit, trial):
             found.append({"name": name, "description": description, "settings_changes": dict(changes),
-                          "total_bytes": t_total})
+                          "total_bytes": per_gpu.total, "required_bytes": per_gpu.required})
     return found
 
 
-def single_gpu_settings(settings: TrainingSettings, method: str) -> TrainingSettings:
-    """The settings a fit cell is searched from: `method` on one GPU, no sharding or offload; another method's
-    optimizer default applies unless the chosen optimizer is not a method default."""
-    keep = method == settings.method or settings.optimizer not in {None, "paged_adamw_8bit"}
-    return replace(settings, method=method, num_gpus=1, sharding=None, offload_optimizer=False, offload_params=False,
-                   optimizer=settings.optimizer if keep else None).validated()
+def asked_settings(settings: TrainingSettings, method: str) -> TrainingSettings:
+    """The setup a fit cell judges: the settings with `method`; another method's optimizer default applies unless
+    the chosen optimizer is not a method default."""
+    keep_optimizer = method == settings.method or settings.optimizer not in {None, "paged_adamw_8bit"}
+    return replace(settings, method=method, optimizer=settings.optimizer if keep_optimizer else None).validated()
 
 
 def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpu: Gpu, method: str,
             *, max_gpus: int = 1024, _planner: _Planner | None = None) -> Fit:
-    """The fit of `method` on `gpu` for the settings (their method field is replaced by `method`)."""
+    """The fit of `method` on `gpu` for the settings as asked (their method field is replaced by `method`)."""
     planner = _planner or _Planner(Context(arch, inventory))
     ctx = planner.ctx
-    single = single_gpu_settings(settings, method)
-    seq = single.resolved_seq_len(arch.max_position_embeddings)
+    asked = asked_settings(settings, method)
+    single = replace(asked, num_gpus=1, sharding=None, offload_optimizer=False, offload_params=False).validated()
+    seq = asked.resolved_seq_len(arch.max_position_embeddings)
     limit = gpu.usable_bytes
-    total, per_gpu = planner.total(single, seq)
-    fits = total <= limit
+    per_gpu = planner.total(asked, seq)
+    ok = fits_on(per_gpu, limit, asked)
 
-    base_key = (planner.base(single, seq),)
+    base_key = (planner.base(asked, seq),)
 
     def total_of(tag: tuple, make: Any) -> int:
-        """Memoised total of a variant of `single` (GPU-independent, so shared by the whole matrix)."""
+        """Memoised resident bytes of a variant of `asked` (GPU-independent, so shared by the whole matrix)."""
         key = base_key + tag
         value = planner.memo.get(key)
         if value is None:
             trial, trial_seq = make()
-            value = planner.memo[key] = planner.total(trial, trial_seq)[0]
+            value = planner.memo[key] = planner.resident(trial, trial_seq)
         return value
 
     def fits_batch(b: int) -> bool:
-        return total_of(("b", b), lambda: (replace(single, micro_batch_size=b), seq)) <= limit
+        return total_of(("b", b), lambda: (replace(asked, micro_batch_size=b), seq)) <= limit
 
     def fits_seq(s_len: int) -> bool:
-        return total_of(("s", s_len), lambda: (single, s_len)) <= limit
+        return total_of(("s", s_len), lambda: (asked, s_len)) <= limit
 
     max_b = _largest(1, MAX_MICRO_BATCH, fits_batch) if fits_batch(1) else 0
     seq_cap = arch.max_position_embeddings or MAX_SEQ
     max_s = _largest(1, seq_cap, fits_seq) if fits_seq(1) else 0
     capped = max_s == seq_cap
 
-    multi = _multi_gpu(planner, single, seq, limit, fits, max_gpus)
+    fits_one_gpu = ok if single == asked else planner.resident(single, seq) <= limit
+    multi = _multi_gpu(planner, single, seq, limit, fits_one_gpu, max_gpus)
     multi_ckpt = None
     if single.gradient_checkpointing == "off" and (multi is None or multi["num_gpus"] > 1):
         multi_ckpt = _multi_gpu(planner, replace(single, gradient_checkpointing="full"), seq, limit, False, max_gpus)
 
-    mitigations = [] if fits else _mitigations(planner, single, limit)
-    status = ("fits" if fits else "fits_with_mitigation" if mitigations else "multi_gpu" if multi is not None
+    mitigations = [] if ok else _mitigations(planner, asked, limit)
+    status = ("fits" if ok else "fits_with_mitigation" if mitigations else "multi_gpu" if multi is not None
               else "does_not_fit")
     akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once
     if akey not in planner.memo:
-        planner.memo[akey] = estimate_in(ctx, single).assumptions, single.to_dict() | {"seq_len": seq}
+        planner.memo[akey] = estimate_in(ctx, asked).assumptions, asked.to_dict() | {"seq_len": seq}
     assumptions, settings_dict = planner.memo[akey]
+    setup = {"num_gpus": asked.num_gpus, "sharding": asked.resolved_sharding,
+             "offload_optimizer": asked.offload_optimizer, "offload_params": asked.offload_params}
+    host = per_gpu.host_per_node
+    reason = None if ok else "GPU memory" if per_gpu.required > limit else (
+        f"host RAM: {host / GIB:,.1f} GiB per machine needed, host_ram_gib is {asked.host_ram_gib:g}")
     return Fit(
         gpu=gpu, method=method, status=status,
-        single_gpu={"fits": fits, "total_bytes": total, "headroom_bytes": limit - total,
-                    "per_gpu_bytes": per_gpu.to_dict()},
+        asked={"fits": ok, **setup, "total_bytes": per_gpu.total, "required_bytes": per_gpu.required,
+               "headroom_bytes": limit - per_gpu.required, "host_per_node_bytes": host, "short_of": reason,
+               "phase": phases(per_gpu)["largest"], "per_gpu_bytes": per_gpu.to_dict()},
         max_micro_batch_size=max_b, max_seq_len=max_s, max_seq_len_capped=capped,
         multi_gpu=multi, multi_gpu_with_checkpointing=multi_ckpt,
         mitigation=mitigations[0] if mitigations else None, mitigations=tuple(mitigations),
@@ -299,13 +323,15 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
 
 
 def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpus: tuple[Gpu, ...] | list[Gpu],
-               methods: tuple[str, ...] | list[str] = METHODS, *, max_gpus: int = 1024) -> list[Fit]:
-    """Fits for every method x GPU, methods outer, GPUs in the given order."""
+               methods: tuple[str, ...] | list[str] = METHODS, *, max_gpus: int = 1024,
+               per_method: Mapping[str, TrainingSettings] | None = None) -> list[Fit]:
+    """Fits for every method x GPU, methods outer, GPUs in the given order; `per_method`: a method's own settings."""
     for m in methods:
         if m not in METHODS:
             raise InvalidInputError(f"method must be one of {', '.join(METHODS)}; got {m!r}.")
     if not gpus:
         raise InvalidInputError("no GPUs to fit against.")
     planner = _Planner(Context(arch, inventory))
-    return [fit_one(arch, inventory, settings, gpu, method, max_gpus=max_gpus, _planner=planner)
+    own = per_method or {}
+    return [fit_one(arch, inventory, own.get(method, settings), gpu, method, max_gpus=max_gpus, _planner=planner)
             for method in methods for gpu in gpus]

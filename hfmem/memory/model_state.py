@@ -16,21 +16,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hfmem.errors import InvalidInputError
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory, LinearGroup
+from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
-
-NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)
-"""QLoRA NF4 with block size 64 and double quantisation: 4 bits + an 8-bit absmax per 64 weights +
-an fp32 second-level constant per 256 blocks = 4.127 bits (Dettmers et al. 2023: 0.127 bits/param)."""
-NF4_NO_DOUBLE_QUANT_BYTES = 0.5 + 4 / 64
-"""NF4 without double quantisation: bitsandbytes.functional.quantize_4bit(compress_statistics=False) keeps
-the absmax of each 64-weight block as an fp32 tensor (4 bits + 32/64 bits = 4.5 bits/param)."""
-
-
-def nf4_bytes_per_param(settings: TrainingSettings) -> float:
-    """Bytes per quantized weight for the settings' NF4 variant (with or without double quantisation)."""
-    return NF4_BYTES_PER_PARAM if settings.qlora_double_quant else NF4_NO_DOUBLE_QUANT_BYTES
 
 BNB_8BIT_BLOCK = 256
 """bitsandbytes' blockwise 8-bit optimizers keep one fp32 absmax per 256 values of each state."""
@@ -51,7 +41,7 @@ class ParameterSplit:
     frozen_16bit: int
     """Frozen parameters kept in the compute dtype (LoRA base; QLoRA's embeddings, norms, head)."""
     frozen_quantized: int
-    """Frozen parameters stored in NF4 (QLoRA's linear weights)."""
+    """Frozen parameters stored quantized (QLoRA's linear weights, a GPTQ/AWQ/int8 base's)."""
     trainable_matrices: tuple[tuple[int, int, int], ...]
     """(rows, cols, count) of trainable matrices, for Adafactor's factored states."""
     trainable_vectors: int
@@ -60,10 +50,19 @@ class ParameterSplit:
     """Size of the largest single trainable tensor (optimizer-in-backward keeps one gradient)."""
     matmul_parameters: int = 0
     """Weights of the model's matmuls (linear layers, experts, head): what autocast copies to 16 bits."""
+    trainable_copies: int = 0
+    """Trainable parameters of whole-module copies (PEFT modules_to_save), kept in the model's dtype; part of
+    `trainable`, the rest of which are adapters."""
+    quantized_bytes: float = 0.0
+    """Bytes of the `frozen_quantized` weights in their format, every tensor of it included."""
+    last_trainable: int = 0
+    """Trainable parameters whose gradients appear last in backward, during or after the first decoder layer's
+    backward: that layer's own and an untied input embedding's."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data.pop("trainable_matrices")
+        for internal in ("trainable_matrices", "trainable_copies", "quantized_bytes"):
+            data.pop(internal)
         return data
 
 
@@ -103,24 +102,88 @@ def lora_parameters(groups: tuple[LinearGroup, ...], rank: int) -> int:
 
 
 def quantized_linears(inventory: Inventory, head: bool = False) -> tuple[LinearGroup, ...]:
-    """The linears bitsandbytes 4-bit replaces: every nn.Linear / Conv1D, the output head only when `head`
+    """The linears a quantized base replaces: every nn.Linear / Conv1D, the output head only when `head`
     (transformers skips it; LitGPT's Fabric plugin does not); fused expert tensors counted as quantized
     (assumption: as transformers 4's per-expert Linears)."""
     return tuple(g for g in inventory.linears if head or g.component != "head")
 
 
 def quantized_parameters(inventory: Inventory, head: bool = False) -> int:
-    """Weights the 4-bit format replaces (their biases stay in the compute dtype)."""
+    """Weights the quantized format replaces (their biases stay in the compute dtype)."""
     return sum(g.count * g.in_features * g.out_features for g in quantized_linears(inventory, head))
 
 
 def largest_quantized_matrix(inventory: Inventory, head: bool = False) -> int:
-    """Elements of the largest quantized weight: QLoRA dequantizes one at a time into the compute dtype."""
+    """Elements of the largest quantized weight: its kernel dequantizes one at a time into the compute dtype."""
     return max((g.in_features * g.out_features for g in quantized_linears(inventory, head)), default=0)
 
 
+def quantizes_head(base: BaseFormat | None, settings: TrainingSettings) -> bool:
+    """Whether the output head is quantized too: only NF4 with quantize_head (LitGPT); transformers' GPTQ, AWQ
+    and bitsandbytes integrations leave lm_head in the compute dtype."""
+    return base is not None and base.name == "nf4" and settings.quantize_head
+
+
+def quantized_bytes(base: BaseFormat, groups: tuple[LinearGroup, ...]) -> float:
+    """Bytes of the quantized weights of `groups` in the base's format."""
+    if base.name == "nf4":  # bitsandbytes quantises the flattened weight: bytes per weight, whatever the shape
+        return sum(g.count * g.in_features * g.out_features for g in groups) * base.matrix_bytes(1, 1)
+    return sum(g.count * base.matrix_bytes(g.in_features, g.out_features) for g in groups)
+
+
+INPUT_EMBEDDINGS = frozenset({"embed_tokens", "wte", "word_embeddings", "embed_in", "tok_embeddings", "shared"})
+"""Leaf names of the input token embedding across families (Llama, GPT-2, BLOOM/Falcon, GPT-NeoX, torchtune, T5)."""
+
+
+@dataclass(frozen=True)
+class ModuleCopies:
+    """The trainable copies PEFT's ModulesToSaveWrapper makes of modules_to_save (the originals stay frozen)."""
+
+    names: frozenset[str]
+    """The trained modules as the activation model names them (the input embedding as embed_tokens)."""
+    parameters: int = 0
+    """Parameters of the copies (weights and biases)."""
+    matrices: tuple[tuple[int, int, int], ...] = ()
+    """(rows, cols, count) of the copies' weights, for Adafactor's factored states."""
+    vectors: int = 0
+    """The copies' biases."""
+    largest: int = 0
+    """Elements of the largest copied weight."""
+    matmul: int = 0
+    """Weights of the copied linear layers (what autocast copies to 16 bits; an embedding is no matmul)."""
+
+
+def module_copies(arch: Architecture, inventory: Inventory, names: tuple[str, ...],
+                  quantized: frozenset[str] = frozenset()) -> ModuleCopies:
+    """The copies of `names`: the input embedding (vocab x hidden) or every linear layer of that leaf name;
+    InvalidInputError for a name that matches neither, or a layer stored quantized (it has no trainable copy)."""
+    trained, params, matrices, vectors, largest, matmul = set(), 0, [], 0, 0, 0
+    for name in names:
+        if name in INPUT_EMBEDDINGS:
+            trained.add("embed_tokens")
+            params += arch.vocab_size * arch.hidden_size
+            matrices.append((arch.vocab_size, arch.hidden_size, 1))
+            largest = max(largest, arch.vocab_size * arch.hidden_size)
+            continue
+        groups = [g for g in inventory.linears if name in {g.name, g.name.rsplit(".", 1)[-1]}]
+        if not groups:
+            raise InvalidInputError(f"modules_to_save: {name!r} matches no module of this model; give its input "
+                                    "embedding (embed_tokens) or linear layers by leaf name (lm_head).")
+        if any(g.name in quantized for g in groups):
+            raise InvalidInputError(f"modules_to_save: {name!r} is stored quantized in this base; a quantized "
+                                    "layer has no trainable copy.")
+        trained.add(name)
+        for g in groups:
+            params += g.parameters
+            matrices.append((g.out_features, g.in_features, g.count))
+            vectors += g.count * g.out_features if g.has_bias else 0
+            largest = max(largest, g.in_features * g.out_features)
+            matmul += g.count * g.in_features * g.out_features
+    return ModuleCopies(frozenset(trained), params, tuple(matrices), vectors, largest, matmul)
+
+
 def parameter_split(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> ParameterSplit:
-    """Trainable vs frozen (16-bit or NF4) parameter counts for the settings' method."""
+    """Trainable vs frozen (16-bit or quantized) parameter counts for the settings' method."""
     total = inventory.total
     matmul = sum(g.count * g.in_features * g.out_features for g in inventory.linears)
     if settings.method == "full":
@@ -132,16 +195,34 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         in_matrices = sum(r * c * n for r, c, n in matrices)
         vectors = max(0, total - in_matrices - embed)
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
-        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul)
+        outside = sum(inventory.by_component.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
+        last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
+        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul,
+                              last_trainable=last)
     groups = lora_targets(inventory, settings.lora_targets)
     r = settings.lora_rank
-    trainable = lora_parameters(groups, r)
+    adapters = lora_parameters(groups, r)
     matrices = tuple(m for g in groups for m in ((r, g.in_features, g.count), (g.out_features, r, g.count)))
     largest = max((max(r * g.in_features, r * g.out_features) for g in groups), default=0)
-    if settings.method == "lora":
-        return ParameterSplit(total + trainable, trainable, total, 0, matrices, 0, largest, matmul + trainable)
-    quantized = quantized_parameters(inventory, settings.quantize_head)
-    return ParameterSplit(total + trainable, trainable, total - quantized, quantized, matrices, 0, largest, trainable)
+    last = round(lora_parameters(tuple(g for g in groups if g.component != "head"), r) / _layer_count(arch))
+    base = settings.base_format(arch.quantization)
+    quantized = quantized_linears(inventory, quantizes_head(base, settings)) if base else ()
+    copies = module_copies(arch, inventory, settings.modules_to_save, frozenset(g.name for g in quantized))
+    trainable = adapters + copies.parameters
+    matrices += copies.matrices
+    largest = max(largest, copies.largest)
+    if base is None:
+        return ParameterSplit(total + trainable, trainable, total, 0, matrices, copies.vectors, largest,
+                              matmul + adapters + copies.matmul, copies.parameters, last_trainable=last)
+    n_quantized = sum(g.count * g.in_features * g.out_features for g in quantized)
+    return ParameterSplit(total + trainable, trainable, total - n_quantized, n_quantized, matrices, copies.vectors,
+                          largest, adapters + copies.matmul, copies.parameters, quantized_bytes(base, quantized),
+                          last_trainable=last)
+
+
+def _layer_count(arch: Architecture) -> int:
+    """Decoder and encoder layers: what per-layer shares divide by."""
+    return max(1, arch.num_layers + arch.encoder_layers)
 
 
 @dataclass(frozen=True)
@@ -164,6 +245,11 @@ class ModelState:
     paged_optimizer: int
     """Optimizer states in CUDA managed memory (bitsandbytes paged optimizers): on the device, outside
     PyTorch's allocator statistics; part of `optimizer_states`."""
+    load_peak: int
+    """Allocated on the GPU while loading, before sharding (per-rank-gpu loading of a sharded model: the whole
+    model plus one unit being flattened); 0 where loading stays below the training step."""
+    host_load_bytes: int
+    """Host RAM of a loading rank: the whole model (every rank with per-rank-cpu, rank 0 alone with rank0)."""
     bytes_per_param: dict[str, float]
     notes: tuple[str, ...] = ()
 
@@ -179,9 +265,18 @@ class ModelState:
         return data
 
 
-def optimizer_state_bytes(optimizer: str, state_bytes: int, split: ParameterSplit) -> float:
-    """Optimizer state bytes for the trainable parameters (`state_bytes`: 4 fp32 or 2 bf16 per value)."""
-    n = split.trainable
+def optimizer_state_bytes(optimizer: str, split: ParameterSplit, groups: tuple[tuple[int, int], ...]) -> float:
+    """Optimizer state bytes for the trainable parameters, in `groups` of (parameters, bytes per state value:
+    4 fp32 or 2 bf16), adapters in their dtype and whole-module copies in the model's."""
+    if optimizer == "adafactor":
+        # HF Adafactor (beta1=None): factored second moment, row + column vectors per matrix, in fp32.
+        factored = sum((rows + cols) * count for rows, cols, count in split.trainable_matrices)
+        return 4 * (factored + split.trainable_vectors)
+    return sum(_states(optimizer, n, state_bytes) for n, state_bytes in groups)
+
+
+def _states(optimizer: str, n: int, state_bytes: int) -> float:
+    """One group's state bytes for an elementwise optimizer."""
     if optimizer == "paged_adamw":
         return 2 * 4 * n  # bitsandbytes' 32-bit optimizers keep fp32 states whatever the parameter dtype
     if optimizer in {"adamw", "adamw_foreach"}:
@@ -192,10 +287,6 @@ def optimizer_state_bytes(optimizer: str, state_bytes: int, split: ParameterSpli
         return state_bytes * n
     if optimizer == "sgd":
         return 0.0
-    if optimizer == "adafactor":
-        # HF Adafactor (beta1=None): factored second moment, row + column vectors per matrix, in fp32.
-        factored = sum((rows + cols) * count for rows, cols, count in split.trainable_matrices)
-        return 4 * (factored + split.trainable_vectors)
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
 
@@ -225,10 +316,12 @@ class _ElementBytes:
     state: int
 
 
-def _element_bytes(settings: TrainingSettings) -> _ElementBytes:
+def _element_bytes(settings: TrainingSettings, whole: bool = False) -> _ElementBytes:
+    """Bytes per element of the method's trained weights; `whole`: of weights trained as the model holds them
+    (a full fine-tune, or LoRA's modules_to_save copies, which keep the model's dtype)."""
     p = settings.precision
     stored = p.weight_bytes  # a weight as the model holds it (frozen, or trained in a full fine-tune)
-    if settings.method == "full":
+    if settings.method == "full" or whole:
         train_w, train_g = p.weight_bytes, p.gradient_bytes
     else:
         train_w = train_g = 4 if settings.adapter_dtype == "fp32" or stored == 4 else stored
@@ -263,14 +356,17 @@ def model_state_bytes(
     root_parameters: those outside the decoder layers (FSDP's root unit: embeddings, head, final norm);
     largest_root_unit: the largest of them (embeddings or head) when each is an FSDP unit of its own.
     """
-    b = _element_bytes(settings)
+    b, c = _element_bytes(settings), _element_bytes(settings, whole=True)
     optimizer = settings.resolved_optimizer
-    t = _Terms(weights=(split.trainable * b.train_w + split.frozen_16bit * b.stored
-                        + split.frozen_quantized * nf4_bytes_per_param(settings)),
-               grads=split.trainable * b.train_g, masters=split.trainable * b.master,
-               states=optimizer_state_bytes(optimizer, b.state, split))
+    copies = split.trainable_copies
+    adapters = split.trainable - copies
+    t = _Terms(weights=(adapters * b.train_w + copies * c.train_w + split.frozen_16bit * b.stored
+                        + split.quantized_bytes),
+               grads=adapters * b.train_g + copies * c.train_g, masters=adapters * b.master + copies * c.master,
+               states=optimizer_state_bytes(optimizer, split, ((adapters, b.state), (copies, c.state))))
     per_param = {
-        "weights": float(b.train_w), "gradients": float(b.train_g), "master_weights": float(b.master),
+        "weights": _per_param(split, b.train_w, c.train_w), "gradients": _per_param(split, b.train_g, c.train_g),
+        "master_weights": _per_param(split, b.master, c.master),
         "optimizer_states": t.states / split.trainable if split.trainable else 0.0,
     }
     autocast_copies = 0.0
@@ -281,6 +377,7 @@ def model_state_bytes(
         t.grads = split.largest_trainable * b.train_g
         t.notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
     units = _units(split, b, t.weights, hidden_size, layer_parameters, root_parameters, largest_root_unit)
+    whole_model = t.weights
     sharding = settings.resolved_sharding
     if sharding == "ddp":
         t.buffers += t.grads  # DDP's reducer keeps the gradients again in its flat buckets
@@ -293,6 +390,10 @@ def model_state_bytes(
         t.step += t.states / 2  # torch._foreach_sqrt(exp_avg_sq): one more buffer the size of a moment
     _offload(t, settings, b, units)
     stage = settings.zero_stage or 0
+    load_peak, host_load = _loading(settings, whole_model, units, b)
+    if load_peak:
+        t.notes.append("per-rank-gpu loading: each GPU holds the whole model (and one unit being flattened) before "
+                       "sharding; the fit uses that phase where it is the larger")
     return ModelState(
         weights=round(t.weights),
         gradients=round(t.grads),
@@ -304,9 +405,26 @@ def model_state_bytes(
         step_transient=round(t.step) if not settings.offload_optimizer else 0,
         forward_transient=round(autocast_copies / (settings.num_gpus if stage >= 3 else 1)),
         paged_optimizer=round(t.states) if optimizer.startswith("paged") else 0,
+        load_peak=round(load_peak),
+        host_load_bytes=round(host_load),
         bytes_per_param=per_param,
         notes=tuple(t.notes),
     )
+
+
+def _loading(settings: TrainingSettings, whole_model: float, units: _Units, b: _ElementBytes) -> tuple[float, float]:
+    """(GPU bytes while loading where that exceeds the sharded weights, host bytes per rank while loading)."""
+    sharded = (settings.zero_stage or 0) >= 3 and settings.num_gpus > 1
+    gpu = whole_model + units.layer_parameters * b.stored if sharded and settings.model_loading == "per-rank-gpu" else 0.0
+    host = 0.0 if settings.model_loading == "per-rank-gpu" else whole_model
+    return gpu, host
+
+
+def _per_param(split: ParameterSplit, adapter: int, copy: int) -> float:
+    """Bytes per trainable parameter of one term: the adapters', or their mean with the module copies'."""
+    if not split.trainable_copies:
+        return float(adapter)
+    return ((split.trainable - split.trainable_copies) * adapter + split.trainable_copies * copy) / split.trainable
 
 
 def _units(split: ParameterSplit, b: _ElementBytes, weights: float, hidden_size: int, layer_parameters: int,
@@ -343,8 +461,14 @@ def _fsdp(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
     n = settings.num_gpus
     t.masters /= n
     t.states /= n
-    t.grads /= n
     unit_grads = min(units.layer_parameters, split.trainable) * b.train_g
+    if settings.fsdp_mixed_units and settings.method != "full":
+        frozen = split.frozen_16bit + split.frozen_quantized
+        t.grads += frozen * b.train_g  # one flat parameter per unit: its gradient spans the frozen weights too
+        unit_grads = units.layer_parameters * b.train_g
+        t.notes.append("FSDP1 with LoRA adapters in their frozen base's unit (use_orig_params=True): each unit's "
+                       "flat gradient covers the frozen weights too, so gradient shards are full-size")
+    t.grads /= n
     if settings.resolved_sharding != "fsdp_full_shard":
         t.buffers += unit_grads
         t.notes.append("FSDP shard-grad-op: parameters stay unsharded between forward and backward")

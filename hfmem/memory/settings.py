@@ -17,6 +17,7 @@ from typing import Any
 
 from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
+from hfmem.memory.activation_functions import ACTIVATION_SAVES
 from hfmem.memory.fields import (
     Boolean,
     Choice,
@@ -30,6 +31,8 @@ from hfmem.memory.fields import (
     validated_fields,
 )
 from hfmem.memory.precision import PRECISIONS, Precision
+from hfmem.memory.quantization import BaseFormat, base_format
+from hfmem.model.architecture import StoredQuantization
 
 # The choice fields' values, each with its table of aliases (other spellings of those values, nothing else).
 METHODS = ("full", "lora", "qlora")
@@ -68,30 +71,52 @@ ATTENTION_ALIASES = {
 ADAPTER_DTYPES = ("fp32", "compute")
 ADAPTER_DTYPE_ALIASES = {"float32": "fp32", "bf16": "compute", "fp16": "compute"}
 QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
+MODEL_LOADING = ("per-rank-cpu", "per-rank-gpu", "rank0")
+MODEL_LOADING_ALIASES = {"cpu": "per-rank-cpu", "gpu": "per-rank-gpu", "device_map": "per-rank-gpu",
+                         "meta": "rank0", "cpu_ram_efficient_loading": "rank0", "rank-0": "rank0"}
+BASE_QUANTIZATIONS = ("nf4", "int8", "gptq", "awq")
+BASE_QUANTIZATION_ALIASES = {"4bit": "nf4", "bnb_4bit": "nf4", "load_in_4bit": "nf4", "8bit": "int8",
+                             "bnb_8bit": "int8", "load_in_8bit": "int8", "llm.int8": "int8", "llm_int8": "int8"}
+ACTIVATION_FNS = tuple(ACTIVATION_SAVES)
+ACTIVATION_FN_ALIASES = {"gelu_tanh": "gelu_tanh_fused", "gelu_approximate_tanh": "gelu_tanh_fused"}
 
 SWITCH = Boolean()
 COUNT = Integer(1)
 
 
-def parse_lora_targets(value: Any) -> tuple[str, ...]:
-    """Accept "q_proj,v_proj", ["q_proj", "v_proj"], "all-linear"; return a tuple of module names."""
+def module_names(setting_name: str, value: Any) -> tuple[str, ...]:
+    """Module names from "q_proj,v_proj" or ["q_proj", "v_proj"], in order, each once (possibly none)."""
     if isinstance(value, str):
         names = [v.strip() for v in value.split(",")]
     elif isinstance(value, (list, tuple)):
         names = [str(v).strip() for v in value]
     else:
-        raise InvalidInputError(f"lora_targets must be a comma-separated list of module names; got {value!r}.")
+        raise InvalidInputError(f"{setting_name} must be a comma-separated list of module names; got {value!r}.")
     names = [n for n in names if n]
-    if not names:
-        raise InvalidInputError("lora_targets is empty; give module names (q_proj,v_proj) or all-linear.")
     for n in names:
         if not n.replace("_", "").replace(".", "").replace("-", "").isalnum():
-            raise InvalidInputError(f"lora target {n!r} is not a module name.")
-    names = ["all-linear" if n.lower() in {"all-linear", "all_linear"} else n for n in names]
+            raise InvalidInputError(f"{setting_name}: {n!r} is not a module name.")
     return tuple(dict.fromkeys(names))
 
 
+def parse_lora_targets(value: Any) -> tuple[str, ...]:
+    """Accept "q_proj,v_proj", ["q_proj", "v_proj"], "all-linear"; return a tuple of module names."""
+    names = module_names("lora_targets", value)
+    if not names:
+        raise InvalidInputError("lora_targets is empty; give module names (q_proj,v_proj) or all-linear.")
+    return tuple(dict.fromkeys("all-linear" if n.lower() in {"all-linear", "all_linear"} else n for n in names))
+
+
+def parse_modules_to_save(value: Any) -> tuple[str, ...]:
+    """Accept "embed_tokens,lm_head", a list of names, or nothing; return a tuple of module leaf names."""
+    names = module_names("modules_to_save", value)
+    if any(n.lower() in {"all-linear", "all_linear"} for n in names):
+        raise InvalidInputError("modules_to_save takes module names (embed_tokens,lm_head), not all-linear.")
+    return tuple(n.rsplit(".", 1)[-1] for n in names)
+
+
 LORA_TARGETS = Parsed(parse_lora_targets, "module names, comma-separated (q_proj,v_proj), or all-linear", ",".join)
+MODULES_TO_SAVE = Parsed(parse_modules_to_save, "module names, comma-separated (embed_tokens,lm_head)", ",".join)
 
 
 @dataclass(frozen=True)
@@ -149,6 +174,21 @@ class TrainingSettings:
     fsdp_wrap_embeddings: bool = setting(False, SWITCH, affects=("state",))
     """FSDP full shard with the embeddings and the head as units of their own (torchtune custom_sharded_layers):
     each is gathered only while used, instead of in the root unit for the whole step."""
+    fsdp_mixed_units: bool = setting(False, SWITCH, affects=("state",))
+    """LoRA under FSDP1 with use_orig_params=True and each adapter in the same unit as its frozen base (a plain
+    accelerate loop with TRANSFORMER_BASED_WRAP; HF Trainer wraps adapters apart with PEFT's fsdp_auto_wrap_policy):
+    a unit's flat gradient covers its frozen weights too, so the gradient shards are full-size (torch's FSDP
+    docstring warns of "higher than expected gradient memory usage"). Only FSDP sharding reads it."""
+    model_loading: str = setting("per-rank-cpu", Choice(MODEL_LOADING, MODEL_LOADING_ALIASES), affects=("state",))
+    """How each rank loads the checkpoint before sharding: per-rank-cpu (every rank reads the whole model into host
+    RAM, then FSDP/ZeRO moves it to its GPU unit by unit: HF from_pretrained without a device_map); per-rank-gpu
+    (every rank materialises the whole model on its GPU first, e.g. device_map={"": rank}: the load phase peaks
+    at the full model per GPU); rank0 (rank 0 reads it, the others start on the meta device and receive their
+    shards: accelerate fsdp_cpu_ram_efficient_loading, torchtune)."""
+    gpus_per_node: int = setting(8, COUNT, affects=())
+    """GPUs per machine: how many ranks share one host's RAM (offloaded states, load-time copies)."""
+    host_ram_gib: float | None = setting(None, OrNone(Number(1, 1 << 20)), affects=(), shown="not checked")
+    """Host RAM per machine in GiB: a setup whose host memory (offload, load-time copies) exceeds it does not fit."""
     gradient_checkpointing: str = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
                                           affects=("trainability", "activations"))
     """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core
@@ -158,15 +198,37 @@ class TrainingSettings:
     memory-efficient kernel, falling back to math where the model's shapes rule those out); eager (the explicit
     softmax(QK^T)V that stores the attention matrix); sdpa_math (SDPA's math fallback forced: stores the attention
     matrix, upcast to fp32 as torch >= 2.5 does by default)."""
+    activation_fn: str | None = setting(None, OrNone(Choice(ACTIVATION_FNS, ACTIVATION_FN_ALIASES)),
+                                        affects=("activations",), shown="the model's hidden_act")
+    """The MLP activation as the training code calls it, where it differs from the model's hidden_act (what
+    transformers runs): what the activation keeps for backward differs by implementation, e.g. gelu_tanh_fused
+    (F.gelu(x, approximate="tanh") as one op, as LitGPT and nanoGPT call it) keeps only its input where
+    transformers' gelu_new spells the same curve out in elementwise ops that keep three temporaries more."""
+    tie_word_embeddings: bool | None = setting(None, OrNone(SWITCH), affects=("split",), shown="the model's config")
+    """Whether the output head shares the input embedding's matrix, where the framework overrides the model's
+    config (untying it, or tying it): an untied head is a vocab x hidden matrix of its own, with its weights,
+    gradients and optimizer states, and for LoRA a frozen matrix more (or a trained copy in modules_to_save)."""
     repeat_kv: bool = setting(False, SWITCH, affects=("activations",))
     """The model code repeats grouped K/V heads to every query head before attention (LitGPT's expand + reshape),
     so K/V are saved at the query heads' count; transformers hands the kernel the grouped heads (enable_gqa /
     flash-attn's native GQA)."""
+    padding_mask: bool = setting(False, SWITCH, affects=("activations",))
+    """Batches padded to their longest sample, with an attention mask (DataCollatorWithPadding,
+    DataCollatorForSeq2Seq); seq_len is then the padded length. transformers hands SDPA a 4-D mask: grouped K/V
+    are repeated to every query head and each layer keeps a compute-dtype copy of the mask (b·s² elements) for
+    backward. flash_attention_2 unpads instead and eager keeps no mask: no change there. Off: full-length or
+    packed sequences (transformers drops a mask without padded positions)."""
     lora_rank: int = setting(16, COUNT, affects=("split", "trainability"))
     """LoRA rank r: r·(in + out) parameters per adapted layer (alpha does not change memory)."""
     lora_targets: tuple[str, ...] = setting(("all-linear",), LORA_TARGETS, affects=("split", "trainability"))
     """LoRA target modules, matched by leaf name as PEFT does: all-linear is every nn.Linear/Conv1D except the
     output head."""
+    modules_to_save: tuple[str, ...] = setting((), MODULES_TO_SAVE, affects=("split", "trainability"), shown="none")
+    """LoRA/QLoRA modules trained whole beside the adapters, by leaf name (PEFT modules_to_save, Axolotl
+    lora_modules_to_save, LLaMA-Factory additional_target): PEFT's ModulesToSaveWrapper keeps the frozen original
+    and a trainable copy in the model's dtype, with its gradients and optimizer states (and master weights as the
+    dtype says); a trained embedding keeps its token ids and a trained head its input. Accepts the input
+    embedding's names (embed_tokens, wte, word_embeddings, ...) and linear layers' leaf names (lm_head, score)."""
     lora_dropout: float = setting(0.0, Number(0, 1), affects=("trainability",))
     """LoRA dropout on the adapters' input: above 0 each adapted layer keeps a dropout mask and its dropped input."""
     adapter_dtype: str = setting("fp32", Choice(ADAPTER_DTYPES, ADAPTER_DTYPE_ALIASES),
@@ -177,7 +239,16 @@ class TrainingSettings:
     """The 4-bit linear: bitsandbytes (HF/PEFT with bitsandbytes >= 0.43.2: MatMul4Bit keeps only the packed
     weight for backward), bitsandbytes-legacy (bitsandbytes < 0.43.2, before PR #1270 of July 2024: it also kept
     each layer's input, as a ctx attribute) or torchao (torchtune's NF4, which keeps no input either)."""
-    qlora_double_quant: bool = setting(True, SWITCH, affects=("state",))
+    base_quantization: str | None = setting(None, OrNone(Choice(BASE_QUANTIZATIONS, BASE_QUANTIZATION_ALIASES)),
+                                            affects=("split", "trainability", "state", "activations"),
+                                            shown="the model's quantization_config, else lora: none, qlora: nf4")
+    """The frozen base's weight format under LoRA/QLoRA: nf4 (bitsandbytes 4-bit, as qlora); int8 (bitsandbytes
+    LLM.int8: int8 weights and an fp32 scale per output row; its matmul keeps each layer's input on the autograd
+    ctx and dequantises the weight in backward); gptq and awq (4-bit weights packed in int32, int32 zeros and
+    fp16 scales per group of 128 input rows, GPTQ's int32 g_idx per input row; the bits and group size of the
+    model's quantization_config when it is stored so; their trainable torch kernels dequantise each weight
+    and matmul, so autograd saves every layer's dequantised weight for backward)."""
+    qlora_double_quant: bool = setting(True, SWITCH, affects=("split",))
     """NF4 with double quantisation (bnb_4bit_use_double_quant / LitGPT bnb.nf4-dq: an 8-bit absmax per 64
     weights); off keeps bitsandbytes' fp32 absmax per 64 weights, +0.047 B/param (LitGPT bnb.nf4: lightning's
     _NF4Linear passes compress_statistics=False to bitsandbytes.functional.quantize_4bit)."""
@@ -234,6 +305,14 @@ class TrainingSettings:
             return self.optimizer
         return "paged_adamw_8bit" if self.method == "qlora" else "adamw"
 
+    def base_format(self, stored: StoredQuantization | None) -> BaseFormat | None:
+        """The frozen base's weight format: the setting, else the one the checkpoint is `stored` in, else the
+        method's (lora: None, the compute dtype; qlora: nf4); None for a full fine-tune, which trains every weight."""
+        if self.method == "full":
+            return None
+        name = self.base_quantization or (stored.format if stored else None) or ("nf4" if self.method == "qlora" else None)
+        return base_format(name, stored, self.qlora_double_quant)
+
     def resolved_seq_len(self, max_positions: int | None) -> int:
         """The sequence length to estimate for: the setting, else DEFAULT_SEQ_LEN capped at the model's maximum."""
         if self.seq_len is not None:
@@ -260,6 +339,7 @@ class TrainingSettings:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["lora_targets"] = list(self.lora_targets)
+        data["modules_to_save"] = list(self.modules_to_save)
         data["resolved_optimizer"] = self.resolved_optimizer
         data["resolved_sharding"] = self.resolved_sharding
         data["zero_stage"] = self.zero_stage

@@ -60,6 +60,17 @@ class MlaDims:
 
 
 @dataclass(frozen=True)
+class StoredQuantization:
+    """The format a checkpoint's linear weights are stored in, from config.json's `quantization_config`."""
+
+    format: str
+    """"nf4" (bitsandbytes load_in_4bit), "int8" (load_in_8bit), "gptq" or "awq"."""
+    bits: int = 4
+    group_size: int = 128
+    """Input rows sharing one scale and zero (GPTQ/AWQ); 0: one group over the whole input (group_size -1)."""
+
+
+@dataclass(frozen=True)
 class Architecture:
     """What a memory estimate needs to know about a model, for its language/decoder stack."""
 
@@ -107,6 +118,9 @@ class Architecture:
     """Per-head RMSNorm on queries and keys (Qwen3, OLMo-2, Gemma-3)."""
     position_embedding: str = "rope"
     """"rope", "learned", "alibi", "relative" (T5) or "none"."""
+    quantization: StoredQuantization | None = None
+    """The checkpoint's own weight format when it is stored quantized in a format hfmem models (None otherwise:
+    16-bit, or formats such as fp8 and mxfp4 that LoRA estimates do not read)."""
 
     @property
     def attention_kind(self) -> str:
@@ -266,10 +280,37 @@ def read_architecture(config: dict[str, Any]) -> Architecture:
         tie_word_embeddings=bool(config.get("tie_word_embeddings", cfg.get("tie_word_embeddings", True))),
         dtype=_dtype(config if ("torch_dtype" in config or "dtype" in config) else cfg),
         nested=nested,
+        quantization=stored_quantization(config),
         **_layer_details(cfg),
     )
     check_plausible(arch)
     return arch
+
+
+_GROUPED_FORMATS = {"gptq": (2, 3, 4, 8), "awq": (4,)}
+
+
+def stored_quantization(config: dict[str, Any]) -> StoredQuantization | None:
+    """The weight format of a checkpoint quantized with bitsandbytes (4- or 8-bit), GPTQ or AWQ, per its
+    quantization_config (transformers' BitsAndBytesConfig, GPTQConfig, AwqConfig); None for any other config."""
+    q = config.get("quantization_config")
+    if not isinstance(q, dict):
+        return None
+    method = str(q.get("quant_method", "")).lower()
+    if method == "bitsandbytes":
+        if q.get("load_in_4bit") is True:
+            return StoredQuantization("nf4")
+        return StoredQuantization("int8", bits=8) if q.get("load_in_8bit") is True else None
+    if method not in _GROUPED_FORMATS:
+        return None
+    bits, group = q.get("bits", 4), q.get("group_size", 128)
+    if isinstance(bits, bool) or bits not in _GROUPED_FORMATS[method]:
+        raise MalformedConfigError(f"config.json quantization_config: {method} bits must be one of "
+                                   f"{', '.join(map(str, _GROUPED_FORMATS[method]))}; got {bits!r}.")
+    if isinstance(group, bool) or not isinstance(group, int) or not (group == -1 or 0 < group <= LIMITS["hidden_size"]):
+        raise MalformedConfigError(f"config.json quantization_config: group_size must be -1 or a positive integer; "
+                                   f"got {group!r}.")
+    return StoredQuantization(method, bits=int(bits), group_size=max(0, group))
 
 
 def _heads(cfg: dict[str, Any], model_type: str) -> tuple[int, int]:

@@ -7,7 +7,7 @@ fallbacks here read it from checkpoint tensor names and shapes, or approximate i
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -130,3 +130,26 @@ def inventory_from_dims(arch: Architecture) -> Inventory:
     why = (f"model type {arch.model_type!r} is not one transformers builds and there is no checkpoint: counted from "
            "the config's dimensions with a Llama-style layer")
     return Inventory("", sum(by_component.values()), by_component, tuple(linears), (), {}, approximate=why)
+
+
+def head_is_tied(inventory: Inventory) -> bool:
+    """Whether the output head's weight is the input embedding's (a head linear whose weight counts as embeddings)."""
+    has_head = any(g.component == "head" for g in inventory.linears)
+    return has_head and inventory.by_component.get("head", 0) == 0
+
+
+def retied(inventory: Inventory, tie: bool) -> Inventory:
+    """The inventory with the output head tied to the input embedding or untied from it (a framework overriding
+    tie_word_embeddings): an untied head is a weight of its own, a tied one counts once, as embeddings.
+
+    Only the head's weight moves; a head bias (rare) stays the head's. `tied` (the checkpoint's name pairs) is
+    left as the model's own. A model without an output head, or already as asked, is returned as it is.
+    """
+    heads = [g for g in inventory.linears if g.component == "head"]
+    if not heads or head_is_tied(inventory) == tie:
+        return inventory
+    weight = sum(g.count * g.in_features * g.out_features for g in heads)
+    by_component = dict(inventory.by_component)
+    change = -weight if tie else weight
+    by_component["head"] = by_component.get("head", 0) + change
+    return replace(inventory, total=inventory.total + change, by_component={k: v for k, v in by_component.items() if v})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hfmem.memory.advice import fit_grid, recommended, verdict_parts
-from hfmem.render.common import MARKS, METHOD_TITLES
+from hfmem.render.common import MARKS, METHOD_TITLES, setup_text
 from hfmem.render.markup import escape, tag, text
 from hfmem.render.svg import Scale, chart, legend, reference_lines, x_axis, y_axis
 from hfmem.units import GIB
@@ -21,10 +21,11 @@ TERMS = (
     ("optimizer_step_transient", "optimizer step transient"), ("autocast_weight_copies", "autocast weight copies"),
     ("overhead", "fragmentation + CUDA context"),
 )
-"""The per_gpu_bytes terms stacked in a bar, bottom up; with the overlap taken off their sum is `total`
-(hfmem.memory.breakdown)."""
+"""The per_gpu_bytes terms stacked in a bar, bottom up; their sum less the overlap is the training step's total,
+and `total` is that or the load phase's `load`, whichever is larger (hfmem.memory.breakdown)."""
 OVERLAP = "gradient_activation_overlap"
-VERDICT_WORDS = {"fits": "fits one GPU as set", "change": "fits one GPU with a change",
+LOAD = "load"
+VERDICT_WORDS = {"fits": "fits as asked", "change": "fits one GPU with a change",
                  "gpus": "needs several GPUs", "none": "no fit found"}
 CURVE_AXES = {"seq_len": ("sequence length (tokens)", "micro_batch_size", "micro-batch"),
               "micro_batch_size": ("micro-batch size", "seq_len", "sequence length")}
@@ -51,7 +52,8 @@ def figure_attrs(src: str, value: float) -> dict[str, Any]:
 def cell_title(fit: dict[str, Any], gpu: str, usable: float) -> str:
     """A fit cell in words, for hover and screen readers: what it needs, the verdict, and the change by name."""
     kind, total, _ = verdict_parts(fit)
-    head = f"{method_title(fit['method'])} on {gpu} ({usable:g} GiB usable): {total} GiB on one GPU; {VERDICT_WORDS[kind]}"
+    head = (f"{method_title(fit['method'])} on {gpu} ({usable:g} GiB usable): {total} GiB per GPU on "
+            f"{setup_text(fit['asked'])}; {VERDICT_WORDS[kind]}")
     if kind == "fits":
         return f"{head}, micro-batch up to {fit['max_micro_batch_size']:,}, sequence up to {fit['max_seq_len']:,}"
     label, mitigation = recommended(fit)
@@ -77,8 +79,8 @@ def fit_grid_chart(report: dict[str, Any]) -> str:
             if fit is None:
                 continue
             kind, total, rest = verdict_parts(fit)
-            src = f"fit.{index[id(fit)]}.single_gpu.total_bytes"
-            figure = tag("tspan", escape(total), **figure_attrs(src, fit["single_gpu"]["total_bytes"]), data_unit="GiB")
+            src = f"fit.{index[id(fit)]}.asked.total_bytes"
+            figure = tag("tspan", escape(total), **figure_attrs(src, fit["asked"]["total_bytes"]), data_unit="GiB")
             x = label_w + col_w * c
             parts.append(tag("g", text("title", cell_title(fit, name, usable)),
                              tag("rect", x=x + 1, y=y + 1, width=col_w - 2, height=row_h - 2, rx=3, class_=f"v-{kind}"),
@@ -94,10 +96,11 @@ def fit_grid_chart(report: dict[str, Any]) -> str:
 
 def terms_chart(report: dict[str, Any]) -> str:
     """One stacked bar per method of the estimates' per-GPU terms in GiB, the overlap as a strip beside the top of
-    the stack down to the total (the peak), and each GPU's usable memory as a line."""
+    the stack down to the training step's total, a mark where loading the model needs more, and each GPU's usable
+    memory as a line."""
     estimates = report["estimates"]
     limits = gpu_limits(report)
-    tops = [sum(e["per_gpu_bytes"][t] for t, _ in TERMS) / GIB for e in estimates]
+    tops = [max(sum(e["per_gpu_bytes"][t] for t, _ in TERMS), e["per_gpu_bytes"][LOAD]) / GIB for e in estimates]
     y = Scale(0, max(tops + [v for _, v in limits] + [1]) * 1.06, 330, 30)
     x0, bar_w, gap = 70, 72, 52
     x1 = x0 + gap + len(estimates) * (bar_w + gap)
@@ -113,18 +116,25 @@ def terms_chart(report: dict[str, Any]) -> str:
                                  x=bx, y=y(base + value), width=bar_w, height=round(y(base) - y(base + value), 1),
                                  class_=f"t-{term}", **figure_attrs(f"estimates.{i}.per_gpu_bytes.{term}", terms[term])))
             base += value
-        total = terms["total"] / GIB
+        step_bytes = sum(terms[t] for t, _ in TERMS) - terms[OVERLAP]
+        total, step = terms["total"] / GIB, step_bytes / GIB
         if terms[OVERLAP]:
             parts.append(tag("rect", text("title", f"{method_title(est['method'])}: {terms[OVERLAP] / GIB:,.2f} GiB "
                                                    "of gradients and activations never alive together"),
-                             x=bx + bar_w + 2, y=y(base), width=8, height=round(y(total) - y(base), 1), class_="overlap",
+                             x=bx + bar_w + 2, y=y(base), width=8, height=round(y(step) - y(base), 1), class_="overlap",
                              **figure_attrs(f"estimates.{i}.per_gpu_bytes.{OVERLAP}", terms[OVERLAP])))
-        parts.append(tag("line", x1=bx - 6, x2=bx + bar_w + 12, y1=y(total), y2=y(total), class_="total-mark"))
+        parts.append(tag("line", x1=bx - 6, x2=bx + bar_w + 12, y1=y(step), y2=y(step), class_="total-mark"))
+        if terms[LOAD] > step_bytes:  # loading the whole model before sharding needs more than a training step
+            parts.append(tag("line", text("title", f"{method_title(est['method'])}: loading the model needs "
+                                                   f"{terms[LOAD] / GIB:,.2f} GiB, more than the training step"),
+                             x1=bx - 6, x2=bx + bar_w + 12, y1=y(terms[LOAD] / GIB), y2=y(terms[LOAD] / GIB),
+                             class_="load-mark", **figure_attrs(f"estimates.{i}.per_gpu_bytes.{LOAD}", terms[LOAD])))
         parts.append(text("text", f"{total:,.1f}", x=bx + bar_w / 2, y=y(max(base, total)) - 6, class_="bar-value",
                           text_anchor="middle"))
         parts.append(text("text", method_title(est["method"]), x=bx + bar_w / 2, y=348, class_="col-head",
                           text_anchor="middle"))
-    entries = [(f"t-{t}", label) for t, label in used] + [("overlap", "not alive at the peak: the bar's top minus the overlap is the total")]
+    entries = [(f"t-{t}", label) for t, label in used] + [("overlap", "not alive at the peak: the bar's top less "
+                                                                     "this is the training step's total (black line)")]
     parts.append(legend(entries, x0, 372, 700))
     desc = ("Per GPU, in GiB: " + "; ".join(f"{method_title(e['method'])} {e['per_gpu_bytes']['total'] / GIB:,.1f} "
                                             "in total" for e in estimates)

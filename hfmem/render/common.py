@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hfmem.memory.advice import fit_grid, short_gib
+from hfmem.memory.advice import SHARDING_NAMES, fewest_gpus, fit_grid, multi_gpu_text, short_gib
 from hfmem.units import count
 
 # Control, zero-width and bidi-override characters: they could hide or reorder what a reader sees.
@@ -45,16 +45,103 @@ def legend(marks: dict[str, str] = MARKS, batch: bool = True) -> str:
     return f"{fits} · {marks['change']} fits with the change · {marks['gpus']} needs N GPUs"
 
 
+PAGED_HINT = "a figure above the card fits: paged optimizer states page out to the CPU"
+
+
+def paged_hint(report: dict[str, Any]) -> str:
+    """A line for cells whose figure is above the card yet fit: paged optimizer states page out instead of failing."""
+    for fit in report.get("fit", []):
+        usable = fit["gpu"]["usable_bytes"]
+        shown = [fit["asked"]] if fit["asked"]["fits"] else list(fit.get("mitigations") or [])
+        if any(c.get("total_bytes", 0) > usable >= c.get("required_bytes", 0) for c in shown):
+            return PAGED_HINT
+    return ""
+
+
+def setup_text(a: dict[str, Any]) -> str:
+    """The GPUs and sharding an estimate is for, e.g. "1 GPU" or "2 GPUs, ZeRO-3, optimizer offload"."""
+    gpus = f"{a['num_gpus']} GPU" + ("s" if a["num_gpus"] > 1 else "")
+    parts = [gpus] if a["sharding"] == "none" else [gpus, SHARDING_NAMES.get(a["sharding"], a["sharding"])]
+    parts += [f"{what} offload" for what, on in (("optimizer", a["offload_optimizer"]),
+                                                  ("parameter", a["offload_params"])) if on]
+    return ", ".join(parts)
+
+
 def settings_line(report: dict[str, Any]) -> str:
     """The assumptions every cell shares, in one line."""
     a = report["estimates"][0]["assumptions"]
     overhead = a["overhead"]
     lora = a.get("lora") or {}
     lora_text = f" · LoRA r={lora['rank']} on {','.join(lora['targets'])}" if lora else ""
-    return (f"{a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
+    tie = a.get("tie_word_embeddings")
+    overrides = [f"modules_to_save {','.join(a['modules_to_save'])}" if lora and a.get("modules_to_save") else "",
+                 f"base {a['base_quantization']}" if lora and a.get("base_quantization") else "",
+                 f"activation {a['activation_fn']}" if a.get("activation_fn") else "",
+                 "" if tie is None else f"head {'tied' if tie else 'untied'}"]
+    return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
-            f"{lora_text}")
+            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o))
+
+
+def origin_line(report: dict[str, Any]) -> str:
+    """Which settings a framework profile and a config file set, e.g. "torchtune defaults (0.7): loss_chunks=8";
+    "" when every setting is hfmem's default or a flag."""
+    plan = report.get("plan") or {}
+    training, sources = plan.get("training") or {}, plan.get("sources") or {}
+    parts = []
+    if framework := plan.get("framework"):
+        set_here = [f"{k}={_value(training.get(k))}" for k, src in sources.items() if src.startswith("framework")]
+        set_here += [f"{k}={_value(v)} ({m})" for m, over in (plan.get("method_settings") or {}).items()
+                     for k, v in over.items()]
+        parts.append(f"{framework['title']} defaults ({framework['versions']}): " + (", ".join(set_here) or "none"))
+    if config := plan.get("config"):
+        from_file = [f"{k}={_value(training.get(k))}" for k, src in sources.items() if src.startswith("config")]
+        parts.append(f"{config['format']} config {config['path']}: " + (", ".join(from_file) or "no settings"))
+    return " · ".join(parts)
+
+
+def _value(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def time_line(report: dict[str, Any]) -> str:
+    """The fastest (and, with prices, the cheapest) fitting setup, e.g. "fastest: LoRA on 1× H100 80GB, 16.6k
+    tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time."""
+    picks = report.get("fastest_and_cheapest") or {}
+    parts = []
+    for label in ("fastest", "cheapest"):
+        pick = picks.get(label)
+        if not pick:
+            continue
+        t = pick["time"]
+        text = (f"{label}: {METHOD_TITLES.get(pick['method'], pick['method'])} on {pick['num_gpus']}× {pick['gpu']}, "
+                f"{t['tokens_per_s'] / 1000:,.1f}k tokens/s")
+        if "hours" in t:
+            text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens"
+        if "cost_usd" in t:
+            text += f", ${t['cost_usd']:,.0f}"
+        parts.append(text)
+    if not parts:
+        return ""
+    hfu = picks["fastest"]["time"]["hfu_assumed"]
+    return " · ".join(parts) + f" (roofline at {hfu:.0%} hardware FLOPs utilisation)"
+
+
+def time_cell(fit: dict[str, Any]) -> str:
+    """A fitting cell's speed and, with a budget, its hours and cost: "16.6k tok/s · 16.8 h · $42" (for a cell that
+    needs more GPUs, its suggested setup's: "3×ZeRO-3: 3.8k tok/s ..."); "" without a step time."""
+    t = fit.get("time") or {}
+    if not t.get("tokens_per_s"):
+        return ""
+    parts = [f"{t['tokens_per_s'] / 1000:,.1f}k tok/s"]
+    if t.get("setup") == "suggested GPUs":
+        parts[0] = f"{multi_gpu_text(fewest_gpus(fit))}: " + parts[0]
+    if "hours" in t:
+        parts.append(f"{t['hours']:,.1f} h")
+    if "cost_usd" in t:
+        parts.append(f"${t['cost_usd']:,.0f}")
+    return " · ".join(parts)
 
 
 def napkin_line(report: dict[str, Any]) -> str:
@@ -63,6 +150,6 @@ def napkin_line(report: dict[str, Any]) -> str:
     methods, rows = fit_grid(report)
     cells = rows[0][2] if rows else {}
     figures = ", ".join(f"{METHOD_TITLES.get(m, m).removesuffix(' fine-tune')} "
-                        f"{short_gib(cells[m]['single_gpu']['total_bytes'])}"
+                        f"{short_gib(cells[m]['asked']['total_bytes'])}"
                         for m in methods if m in cells)
     return f"\"6 × params(B) GB\" napkin: {napkin:,.1f} GiB · hfmem: {figures} GiB"

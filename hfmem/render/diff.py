@@ -27,7 +27,7 @@ def memory_by_method(report: dict[str, Any] | None) -> dict[str, int]:
     """Peak bytes per GPU of each estimated method: `estimates[].per_gpu_bytes.total`, else the fit's single-GPU total."""
     found: dict[str, int] = {}
     for entry in fit_entries(report).values():
-        total = (entry.get("single_gpu") or {}).get("total_bytes")
+        total = (entry.get("asked") or {}).get("total_bytes")
         if isinstance(total, int):
             found.setdefault(entry["method"], total)
     for estimate in (report or {}).get("estimates") or []:
@@ -53,7 +53,7 @@ def fit_entries(report: dict[str, Any] | None) -> dict[tuple[str, str], dict[str
 
 def fits(entry: dict[str, Any] | None) -> bool | None:
     """Whether the settings as given train on one GPU (None: not estimated)."""
-    return None if entry is None else (entry.get("single_gpu") or {}).get("fits") is True
+    return None if entry is None else (entry.get("asked") or {}).get("fits") is True
 
 
 def verdict(entry: dict[str, Any] | None) -> str:

@@ -12,24 +12,10 @@ from typing import Any
 
 from hfmem import __version__
 from hfmem.memory.advice import fit_grid, recommended, verdict_parts
-from hfmem.render.charts import (
-    CURVE_AXES,
-    OVERLAP,
-    TERMS,
-    VERDICT_WORDS,
-    curve_chart,
-    fit_grid_chart,
-    method_title,
-    terms_chart,
-)
-from hfmem.render.common import (
-    ARCH_ROWS,
-    MARKS,
-    legend,
-    napkin_line,
-    parameter_count,
-    settings_line,
-)
+from hfmem.render.charts import (CURVE_AXES, LOAD, OVERLAP, TERMS, VERDICT_WORDS, curve_chart, fit_grid_chart,
+                                 method_title, terms_chart)
+from hfmem.render.common import (ARCH_ROWS, MARKS, legend, napkin_line, origin_line, paged_hint, parameter_count,
+                                 settings_line, time_line)
 from hfmem.render.markup import document, escape, number, tag, text
 from hfmem.units import GIB
 
@@ -69,6 +55,9 @@ def header(report: dict[str, Any]) -> str:
         lines.insert(0, tag("p", "commit ", text("code", report["sha"]), class_="commit"))
     if report.get("estimates"):
         lines.append(tag("p", "assumes: ", escape(settings_line(report)), class_="assumes"))
+        origin = origin_line(report)
+        extra = (f"from {origin}" if origin else "", time_line(report))
+        lines += [tag("p", escape(line), class_="assumes") for line in extra if line]
     return tag("header", text("h1", report["model"]), *lines)
 
 
@@ -89,7 +78,7 @@ def messages(report: dict[str, Any]) -> str:
 def fit_cell_text(report_index: int, fit: dict[str, Any]) -> str:
     """A fit cell as text: mark, GiB, and the batch room or the change, named in full."""
     kind, _, rest = verdict_parts(fit)
-    figure = gib_number(fit["single_gpu"]["total_bytes"], f"fit.{report_index}.single_gpu.total_bytes")
+    figure = gib_number(fit["asked"]["total_bytes"], f"fit.{report_index}.asked.total_bytes")
     out = [f"{MARKS[kind]} ", figure, " GiB ", escape(rest)]
     mitigation = recommended(fit)[1] if kind != "fits" else None
     if mitigation:
@@ -108,7 +97,8 @@ def fit_section(report: dict[str, Any]) -> str:
                                                   for m in methods] for name, usable, by in rows]
     limits = [[escape(name)] + [limit_text(index[id(by[m])], by[m]) if m in by else "-" for m in methods]
               for name, _, by in rows]
-    return section("fit", "Fit per GPU", tag("figure", fit_grid_chart(report), text("figcaption", legend())),
+    caption = " · ".join(x for x in (legend(), paged_hint(report)) if x)
+    return section("fit", "Fit per GPU", tag("figure", fit_grid_chart(report), text("figcaption", caption)),
                    data_table("the fit grid in text: GiB one GPU needs, and the batch room or the change that makes "
                               "it fit", head, cells, "fit-table"),
                    data_table("largest micro-batch (at the set sequence length) and sequence length (at the set micro-batch) "
@@ -126,10 +116,11 @@ def limit_text(i: int, fit: dict[str, Any]) -> str:
 def terms_section(report: dict[str, Any]) -> str:
     """The stacked bars and every term of each estimate in GiB."""
     estimates = report["estimates"]
-    names = dict(TERMS) | {OVERLAP: "minus: not alive at the peak (overlap)", "total": "total",
+    names = dict(TERMS) | {OVERLAP: "minus: not alive at the peak (overlap)",
+                           LOAD: "loading the model (the total where it needs more)", "total": "total",
                            "required": "must stay resident (the fit compares this)",
                            "paged_optimizer": "of which paged optimizer states"}
-    keys = [t for t, _ in TERMS] + [OVERLAP, "total", "required", "paged_optimizer"]
+    keys = [t for t, _ in TERMS] + [OVERLAP, LOAD, "total", "required", "paged_optimizer"]
     rows = [[escape(names[k])] + [gib_number(e["per_gpu_bytes"][k], f"estimates.{i}.per_gpu_bytes.{k}", 2)
                                   for i, e in enumerate(estimates)]
             for k in keys if any(e["per_gpu_bytes"][k] for e in estimates) or k in ("total", "required")]

@@ -6,7 +6,8 @@ import re
 from typing import Any
 
 from hfmem.memory.advice import fit_grid, verdict_parts
-from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, parameter_count, settings_line, visible
+from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
+                                 parameter_count, settings_line, time_line, visible)
 from hfmem.units import count
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
@@ -46,6 +47,10 @@ def render(report: dict[str, Any]) -> str:
     out += [f"> {escape(note)}" for note in report["notes"]]
     if report.get("fit"):
         out += ["", fit_markdown(report), "", "assumes: " + escape(settings_line(report))]
+        if origin := origin_line(report):
+            out += ["", "from " + escape(origin)]
+        if timing := time_line(report):
+            out += ["", escape(timing)]
     return "\n".join(out) + "\n"
 
 
@@ -55,4 +60,6 @@ def fit_markdown(report: dict[str, Any]) -> str:
     body = [[f"{escape(name)} ({usable:g} GiB)"]
             + [f"{MARKS[verdict]} {total} " + escape(rest) for verdict, total, rest in
                (verdict_parts(by_method[m]) for m in methods)] for name, usable, by_method in rows]
-    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body) + "\n" + legend()
+    hint = paged_hint(report)
+    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body) + "\n" + legend() + (
+        f"\n\n{hint}" if hint else "")

@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from hfmem.memory.advice import fit_grid, verdict_parts
-from hfmem.render.common import ARCH_ROWS, MARKS, METHOD_TITLES, legend, napkin_line, parameter_count, settings_line
+from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, napkin_line, origin_line, paged_hint,
+                                 parameter_count, settings_line, time_cell, time_line)
 from hfmem.units import count, gib, size
 
 
@@ -69,15 +70,27 @@ def fit_cell(fit: dict[str, Any]) -> Text:
     return Text.assemble((f"{MARKS[verdict]} {total}", colour), (f" {rest}", "dim" if verdict == "fits" else "yellow"))
 
 
-def fit_table(report: dict[str, Any]) -> Table:
+def grid_table(report: dict[str, Any], title: str, first: str, gpu: Any, cell: Any) -> Table:
+    """GPU rows by method columns of the fit matrix: `gpu(name, usable)` labels a row, `cell(fit)` fills a cell."""
     methods, rows = fit_grid(report)
-    table = Table(title="Fit per GPU (GiB)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("GPU (usable GiB)")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column(first)
     for method in methods:
         table.add_column(METHOD_TITLES.get(method, method))
     for name, usable, by_method in rows:
-        table.add_row(Text.assemble(name, (f" {usable:g}", "dim")), *(fit_cell(by_method[m]) for m in methods))
+        table.add_row(gpu(name, usable), *(cell(by_method[m]) for m in methods))
     return table
+
+
+def fit_table(report: dict[str, Any]) -> Table:
+    return grid_table(report, "Fit per GPU (GiB)", "GPU (usable GiB)", lambda name, usable: Text.assemble(name, (f" {usable:g}", "dim")),
+                      fit_cell)
+
+
+def time_table(report: dict[str, Any]) -> Table:
+    """Speed, hours and cost of each fitting cell, shown when a token budget or a price was given."""
+    return grid_table(report, "Time per fitting setup (roofline)", "GPU", lambda name, _: name,
+                      lambda fit: time_cell(fit) or "–")
 
 
 def breakdown_table(report: dict[str, Any]) -> Table:
@@ -129,7 +142,15 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
     if report.get("fit"):
         parts.append(fit_table(report))
         parts.append(Text(legend(), style="dim"))
+        if hint := paged_hint(report):
+            parts.append(Text(hint, style="dim"))
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
+        if origin := origin_line(report):
+            parts.append(Text("from " + origin, style="dim"))
+        if (report.get("plan") or {}).get("tokens") or (report.get("plan") or {}).get("prices_usd_per_gpu_hour"):
+            parts.append(time_table(report))
+        if timing := time_line(report):
+            parts.append(Text(timing, style="dim"))
         parts.append(Text(napkin_line(report), style="dim"))
         if details:
             parts += [breakdown_table(report), activations_table(report)]

@@ -74,7 +74,7 @@ def parse_fit_filter(text: str) -> FitFilter:
 def fit_cells(record: dict[str, Any]) -> list[FitCell]:
     """The record's `report.fit[]` entries (shape: hfmem/memory/fit.py `Fit.to_dict`); none for failed records.
 
-    Read: `method`, `gpu.name`, `gpu.aliases`, `gpu.usable_gib` and `single_gpu.fits` (fits on one GPU
+    Read: `method`, `gpu.name`, `gpu.aliases`, `gpu.usable_gib` and `asked.fits` (fits as asked
     with the scan's settings, no mitigation). Entries missing any of them are skipped.
     """
     cells = []
@@ -83,7 +83,7 @@ def fit_cells(record: dict[str, Any]) -> list[FitCell]:
             gpu = entry["gpu"]
             names = [gpu["name"], *gpu.get("aliases", ())]
             cells.append(FitCell(entry["method"], gpu["name"], frozenset(gpu_key(n) for n in names),
-                                 float(gpu["usable_gib"]), entry["single_gpu"]["fits"] is True))
+                                 float(gpu["usable_gib"]), entry["asked"]["fits"] is True))
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
     return cells
@@ -116,7 +116,7 @@ def method_figures(record: dict[str, Any]) -> dict[str, tuple[float | None, str]
 
 
 def _gib(entries: list[dict[str, Any]]) -> float | None:
-    total = (entries[0].get("single_gpu") or {}).get("total_bytes")
+    total = (entries[0].get("asked") or {}).get("total_bytes")
     return round(total / GIB, 2) if isinstance(total, (int, float)) else None
 
 

@@ -16,6 +16,9 @@ Conventions (all documented in the estimate's assumptions):
   its backward briefly needs two more fp32 (b·s, V) buffers: the "loss peak";
 - gradient checkpointing "full" keeps each layer's input plus one layer recomputed at a time;
   "selective" (Korthikanti et al.) recomputes only the attention core (the a·s² terms);
+- a layer's backward holds its intermediates' gradients on top of its saved tensors (`backward`); it runs
+  after the loss and the head have freed theirs, and the first layer's runs beside nearly all gradients
+  (the whole step's live bytes are checked by `tests/test_live_peak.py`);
 - compiled layers (torch.compile of each decoder layer, inductor's min-cut partitioner): backward
   recomputes cheap elementwise work from what the matmuls and kernels need, so an RMSNorm keeps only
   its input and rstd (no fp32 copy, no normalised copy), an activation function keeps its input but
@@ -28,7 +31,8 @@ No torch import: pure arithmetic over the Architecture and the Inventory's linea
 Layout: `spec` (the step's settings and the per-estimate spec, with `families`' quirks and `structure`'s
 layers by role) feeds one module per kind of op (`norms`, `linears`, `attention`, `mlp`, `moe`, `mamba`,
 with `ops`' shared rules), composed into a `layer`, the `stack`, the `embedding`, the `head` and loss, and
-the step's `schedule`; `compose` puts them together into the `result`.
+the step's `schedule`; `backward` gives each layer's backward working set; `compose` puts them together into
+the `result`.
 """
 
 from hfmem.memory.activations.compose import estimate_activations

@@ -11,6 +11,9 @@ from hfmem.memory.activations.saved import Saved
 from hfmem.memory.activations.spec import ActivationSpec
 from hfmem.memory.activations.structure import LayerModules
 
+_KEYLESS = frozenset({"q_proj", "v_proj", "query", "value", "q", "v"})
+"""Leaf names of input projections that produce queries or values only, never keys."""
+
 
 class _Heads(NamedTuple):
     """Query heads, K/V heads as the kernel receives them, and the Q/K and V head dims."""
@@ -47,11 +50,11 @@ def attention(saved: Saved, spec: ActivationSpec, s: int, mods: LayerModules, *,
             norm(saved, f"{head}_norm", spec, n * heads.dq, compiled=spec.compiled)
     o_needed = any(spec.trained.needs_input(m.name) for m in mods.attn_out)
     if spec.kernel == "eager":
-        _eager(saved, spec, s, heads, o_needed)
+        _eager(saved, spec, s, heads, o_needed, q_needed=input_grad or mla is not None or _adapts_keys(spec, mods))
     elif spec.kernel == "sdpa_math":
         _sdpa_math(saved, spec, s, heads, o_needed)
     else:
-        _fused(saved, spec, heads, o_needed, sliding)
+        _fused(saved, spec, s, heads, o_needed, sliding)
 
 
 def _mla_latents(saved: Saved, spec: ActivationSpec, mods: LayerModules, input_grad: bool) -> None:
@@ -65,14 +68,26 @@ def _mla_latents(saved: Saved, spec: ActivationSpec, mods: LayerModules, input_g
     linear_inputs(saved, "kv_b.input", spec, mla.kv_lora_rank, mods.kv_b)
 
 
-def _eager(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_needed: bool) -> None:
-    """The explicit softmax(QK^T)V: q, k, v and the a·s² attention matrices (softmax, dropout, soft-capping)."""
+def _adapts_keys(spec: ActivationSpec, mods: LayerModules) -> bool:
+    """Whether an adapter or trained weight of the attention's input projections produces the keys (a fused
+    q/k/v projection does; a LoRA on q_proj and v_proj only does not)."""
+    trained = spec.trained
+    return trained.full or any(trained.weight(m.name) and m.name not in _KEYLESS for m in mods.attn_in)
+
+
+def _eager(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_needed: bool, *, q_needed: bool) -> None:
+    """The explicit softmax(QK^T)V: q, k, v and the a·s² attention matrices (softmax, dropout, soft-capping).
+
+    q_needed=False: the keys need no gradient (the first layer of a LoRA without a key adapter), so QK^T's
+    backward never needs q and autograd does not keep it.
+    """
     a, kv, dq, dv = heads
     p, softcap = spec.p, spec.traits.softcap
     drop = spec.arch.attention_dropout > 0
     softmax_fp32 = not spec.traits.softmax_in_compute_dtype or spec.autocast
     k_heads = a if heads.rep > 1 else kv
-    saved.add("attn.q", p * a * dq)
+    if q_needed:
+        saved.add("attn.q", p * a * dq)
     saved.add("attn.k", p * k_heads * dq)
     saved.add("attn.v", p * k_heads * dv)
     if softcap:
@@ -111,8 +126,14 @@ def _sdpa_math(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_need
         saved.add("attn.out", spec.p * a * dv)
 
 
-def _fused(saved: Saved, spec: ActivationSpec, heads: _Heads, o_needed: bool, sliding: bool) -> None:
-    """flash_attention_2, or sdpa's flash / memory-efficient kernels: q, k, v, the output and its logsumexp."""
+def _fused(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_needed: bool, sliding: bool) -> None:
+    """flash_attention_2, or sdpa's flash / memory-efficient kernels: q, k, v, the output and its logsumexp.
+
+    SDPA with a mask (padded batches, or a sliding window the sequence reaches): transformers repeats grouped
+    K/V to every query head (use_gqa_in_sdpa wants no mask; a single MQA head expands to a stride-0 view, no
+    copy) and torch converts the boolean 4-D mask to an additive one in the compute dtype in each call, which
+    the memory-efficient kernel keeps for backward.
+    """
     a, kv, dq, dv = heads
     p, mla = spec.p, spec.arch.mla
     if spec.kernel == "flash_attention_2":
@@ -121,8 +142,11 @@ def _fused(saved: Saved, spec: ActivationSpec, heads: _Heads, o_needed: bool, sl
             return
         k_heads = kv
     else:
-        gqa_native = not sliding and dq == dv and dq <= 256
-        k_heads = kv if (heads.rep == 1 or gqa_native) else a
+        masked = sliding or spec.padding_mask
+        gqa_native = not masked and dq == dv and dq <= 256
+        k_heads = kv if (heads.rep == 1 or gqa_native or (masked and kv == 1)) else a
+        if masked:
+            saved.add("attn.mask", p * s, s2=True)  # (b, 1, s, s): s elements per token
     if spec.repeat_kv and kv > 1:
         k_heads = a  # expanded and reshaped into a copy per query head (MQA's single head stays broadcast)
     saved.add("attn.q", p * a * dq)

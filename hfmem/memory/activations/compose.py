@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hfmem.memory.activations.embedding import embedding_bytes
-from hfmem.memory.activations.head import final_saved, loss
+from hfmem.memory.activations.head import final_saved, head_keeps_input, loss
 from hfmem.memory.activations.ops import kernel_notes
 from hfmem.memory.activations.result import ActivationEstimate
 from hfmem.memory.activations.schedule import (
@@ -43,6 +43,9 @@ def estimate_activations(arch: Architecture, inventory: Inventory, settings: Act
     offloaded = offloaded_bytes(spec, settings, layers, embedding=embedding, final=final, adjustments=adjustments,
                                 checkpoint_inputs=ckpt.inputs, notes=notes)
     retained = retained_bytes(spec, settings, notes)
+    # the final norm's saved tensors are offloaded with the decoder's; the head's input stays on the GPU
+    head_input = spec.p * arch.hidden_size * tokens if head_keeps_input(spec) else 0
+    released = step_loss.saved + (head_input if settings.activation_offloading else final)
     return ActivationEstimate(
         micro_batch_size=b,
         seq_len=s,
@@ -60,4 +63,5 @@ def estimate_activations(arch: Architecture, inventory: Inventory, settings: Act
         offloaded=offloaded,
         retained=retained,
         dequant_workspace=settings.dequant_workspace,
+        released=round(released),
     )

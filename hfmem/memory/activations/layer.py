@@ -28,8 +28,9 @@ def layer_at(cache: dict, spec: ActivationSpec, kind: str, mlp_kind: str, s: int
 
 
 def attends_sliding(arch: Architecture, kind: str, s: int) -> bool:
-    """Whether a layer of this kind attends through a sliding-window mask at length s (Mistral: every layer)."""
-    if arch.sliding_window is None or s <= arch.sliding_window:
+    """Whether a layer of this kind attends through a sliding-window mask at length s (Mistral: every layer):
+    transformers builds it once the sequence reaches the window (kv_length >= local_attention_size)."""
+    if arch.sliding_window is None or s < arch.sliding_window:
         return False
     return "sliding" in kind or not any("sliding" in k for k in arch.layer_types)
 
@@ -51,7 +52,7 @@ def layer(spec: ActivationSpec, kind: str, mlp_kind: str, s: int, *, input_grad:
     if has_attention:
         _attention_block(saved, spec, mods, mlp_kind, s, input_grad=input_grad, sliding=sliding)
     if mlp_kind != "none" and not (has_attention and _skips_parallel_mlp(spec, mods, input_grad)):
-        _mlp_block(saved, spec, mods, mlp_kind, has_attention)
+        _mlp_block(saved, spec, mods, mlp_kind, has_attention, input_grad=input_grad)
     return saved
 
 
@@ -76,8 +77,10 @@ def _attention_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp
     arch, h = spec.arch, spec.arch.hidden_size
     norm(saved, "attn_norm", spec, h, residual=True, compiled=spec.compiled, input_needed=input_grad)
     users = mods.attn_in + _mlp_input_users(mods, mlp_kind) if arch.parallel_block else mods.attn_in
-    linear_inputs(saved, "attn_norm.out", spec, h, users, residual=True)
-    lora_adapters(saved, "attn_in", spec, mods.attn_in + mods.q_b + mods.kv_b)
+    linear_inputs(saved, "attn_norm.out", spec, h, users, residual=True, input_grad=input_grad)
+    lora_adapters(saved, "attn_in", spec, mods.attn_in, input_grad=input_grad)
+    latents_grad = input_grad or any(m.name in spec.trained.lora for m in mods.attn_in)
+    lora_adapters(saved, "attn_in", spec, mods.q_b + mods.kv_b, input_grad=latents_grad)
     attention(saved, spec, s, mods, sliding=sliding, input_grad=input_grad)
     lora_adapters(saved, "attn_out", spec, mods.attn_out)
     if spec.traits.sandwich_norms:
@@ -86,11 +89,13 @@ def _attention_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp
         saved.add("attn.resid_dropout_mask", mask_bytes(spec.mask_bytes, spec.p) * h)
 
 
-def _mlp_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp_kind: str, has_attention: bool) -> None:
+def _mlp_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp_kind: str, has_attention: bool, *,
+               input_grad: bool) -> None:
     """The MLP norm and its input (unless a parallel block shares the attention's), the dense MLP or the MoE,
     the sandwich post-MLP norm and the residual dropout."""
     arch, h = spec.arch, spec.arch.hidden_size
-    if not (arch.parallel_block and has_attention):
+    shares_input = arch.parallel_block and has_attention
+    if not shares_input:
         norm(saved, "mlp_norm", spec, h, residual=True, compiled=spec.compiled)
         router_needs = mlp_kind == "moe" and router_needs_normed_input(spec)
         linear_inputs(saved, "mlp_norm.out", spec, h, _mlp_input_users(mods, mlp_kind), extra_need=router_needs,
@@ -98,7 +103,9 @@ def _mlp_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp_kind:
     if mlp_kind == "dense":
         mlp(saved, "mlp", spec, intermediate_width(mods.mlp_in, arch.intermediate_size), mods.mlp_in, mods.mlp_out,
             trained=spec.trained)
-        lora_adapters(saved, "mlp_in", spec, mods.mlp_in)
+        # a parallel block's MLP reads the layer's normed input; a sequential one the residual after attention,
+        # which needs a gradient once the attention block has an adapter
+        lora_adapters(saved, "mlp_in", spec, mods.mlp_in, input_grad=input_grad or not shares_input)
         lora_adapters(saved, "mlp_out", spec, mods.mlp_out)
     else:
         moe(saved, spec, mods)

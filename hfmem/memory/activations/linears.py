@@ -2,29 +2,37 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from hfmem.memory.activations.ops import mask_bytes
 from hfmem.memory.activations.saved import Saved
 from hfmem.memory.activations.spec import ActivationSpec
-from hfmem.memory.activations.structure import Module
+from hfmem.memory.activations.structure import LayerModules, Module
 
 
 def linear_inputs(saved: Saved, name: str, spec: ActivationSpec, width: float, modules: tuple[Module, ...], *,
-                  extra_need: bool = False, residual: bool = False) -> None:
+                  extra_need: bool = False, residual: bool = False, input_grad: bool = True) -> None:
     """The input shared by `modules` is kept if any of them needs it for a weight grad.
 
     residual: the input is the residual stream's normed copy. Under autocast over an fp32 residual each
     linear casts its fp32 input to 16 bits itself, so every linear that needs its input keeps its own copy.
-    extra_need: another op (a router) needs the input too.
+    extra_need: another op (a router) needs the input too. input_grad: whether that input needs a gradient.
     """
-    needing = sum(m.per_layer for m in modules if spec.trained.needs_input(m.name))
+    needing = sum(m.per_layer for m in modules if spec.trained.needs_input(m.name, input_grad))
     if residual and spec.autocast:
         saved.add(name, spec.p * width * (needing + (1 if extra_need else 0)))
     elif extra_need or needing:
         saved.add(name, spec.p * width)
 
 
-def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[Module, ...]) -> None:
-    """Per LoRA adapter: its own copy of the input (PEFT casts to the adapter dtype) and the rank-r middle."""
+def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[Module, ...], *,
+                  input_grad: bool = True) -> None:
+    """Per LoRA adapter: its own copy of the input (PEFT casts to the adapter dtype) and the rank-r middle.
+
+    input_grad=False: the adapters' input needs no gradient (the first layer's normed input when the
+    embeddings are frozen): dropout's backward is never needed, so its mask is not kept, only the dropped
+    input that lora_A's weight gradient reads.
+    """
     trained = spec.trained
     for m in modules:
         if m.name not in trained.lora:
@@ -33,7 +41,20 @@ def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[
         copy = trained.adapter_input_bytes if trained.adapter_input_bytes else 0.0
         if trained.lora_dropout > 0:
             element = copy or spec.p
-            saved.add(f"{role}.lora_dropout", n * m.in_features * (mask_bytes(spec.mask_bytes, element) + element))
+            mask = mask_bytes(spec.mask_bytes, element) if input_grad else 0.0
+            saved.add(f"{role}.lora_dropout", n * m.in_features * (mask + element))
         elif copy:
             saved.add(f"{role}.lora_input_copy", n * m.in_features * copy)
         saved.add(f"{role}.lora_rank_out", n * trained.lora_rank * trained.adapter_output_bytes)
+
+
+def dequantized_weights(spec: ActivationSpec, mods: LayerModules, *, input_grad: bool = True) -> float:
+    """Bytes of one layer's dequantised weights that autograd saves (trained.dequantized: torch.matmul on a weight
+    that needs no gradient saves the weight for the input's). A layer whose input needs no gradient saves none for
+    the linears reading that input (q/k/v, and a parallel block's MLP input)."""
+    names = spec.trained.dequantized
+    if not names:
+        return 0.0
+    skipped = () if input_grad else mods.attn_in + (mods.mlp_in if spec.arch.parallel_block else ())
+    return spec.p * sum(m.in_features * m.out_features * m.per_layer for role in fields(mods)
+                        for m in getattr(mods, role.name) if m.name in names and m not in skipped)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from hfmem.memory.activations.ops import activation_saves
+from hfmem.memory.activation_functions import activation_saves
 from hfmem.memory.activations.saved import Saved
 from hfmem.memory.activations.spec import ActivationSpec
 from hfmem.memory.activations.structure import Module
@@ -29,7 +29,7 @@ def mlp(saved: Saved, prefix: str, spec: ActivationSpec, width: float, ins: tupl
     tokens_per_token: copies of each token it sees (a MoE's top-k routed experts).
     """
     form = _Mlp(
-        saves=activation_saves(spec.arch.hidden_act),
+        saves=activation_saves(spec.activation),
         gated=spec.arch.gated_mlp,
         fused=any(m.out_features == 2 * width for m in ins) or any("gate_up" in m.name for m in ins),
         out_needed=any(trained.needs_input(m.name) for m in outs),

@@ -6,26 +6,8 @@ from hfmem.memory.activations.families import FamilyTraits
 from hfmem.memory.settings import ATTENTION
 from hfmem.model.architecture import Architecture
 
-# Tensors each transformers activation (ACT2FN) saves for its backward, besides the next linear's
-# input: "in" = its input, "out" = its output (shared with what the next op saves), "t" = an
-# internal temporary. Measured with saved_tensors_hooks on torch 2.13 (tests/test_activations.py).
-_ACT_SAVES: dict[str, tuple[str, ...]] = {
-    "silu": ("in",), "swish": ("in",), "gelu": ("in",), "gelu_pytorch_tanh": ("in",), "gelu_10": ("in", "t"),
-    "gelu_new": ("in", "t", "t", "t"), "gelu_python": ("in", "t", "t"), "gelu_python_tanh": ("in", "t", "t", "t"),
-    "gelu_accurate": ("in", "t", "t", "t"), "gelu_fast": ("in",) + ("t",) * 6, "quick_gelu": ("in", "t"),
-    "relu": ("out",), "tanh": ("out",), "sigmoid": ("out",), "relu2": ("t",), "relu6": ("in",),
-    "leaky_relu": ("in",), "mish": ("in",), "hardswish": ("in",), "laplace": ("in",), "linear": (),
-    "xielu": ("in", "t"),
-}
-_ACT_DEFAULT = ("in",)
-
 FUSED_KERNELS = frozenset({"flash_attention_2", "sdpa"})
 """Kernels that keep no a·s² tensor (flash-attn, and SDPA's flash / memory-efficient kernels)."""
-
-
-def activation_saves(hidden_act: str) -> tuple[str, ...]:
-    """What the activation function `hidden_act` saves ("in", "out", "t" per tensor); unknown ones keep their input."""
-    return _ACT_SAVES.get(hidden_act, _ACT_DEFAULT)
 
 
 def mask_bytes(per_element: float | None, element_bytes: float) -> float:

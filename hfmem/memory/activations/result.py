@@ -17,11 +17,13 @@ class LayerActivation:
     terms: dict[str, int]
     attention_core_bytes: int
     """The a·s² part (attention matrix, its dropout mask): what selective checkpointing recomputes."""
+    backward_working: int = 0
+    """What the layer's backward allocates at once on top of its saved tensors (its intermediates' gradients)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The layer's figures as JSON-ready data."""
         return {"kind": self.kind, "count": self.count, "bytes": self.bytes, "terms": self.terms,
-                "attention_core_bytes": self.attention_core_bytes}
+                "attention_core_bytes": self.attention_core_bytes, "backward_working": self.backward_working}
 
 
 def body_bytes(layers: Sequence[LayerActivation], gradient_checkpointing: str, checkpoint_inputs: int) -> int:
@@ -66,6 +68,14 @@ class ActivationEstimate:
     ActivationSettings.retained_inputs): on the GPU on top of `stored` until the loop drops that step."""
     dequant_workspace: int = 0
     """QLoRA: the largest weight dequantised to the compute dtype, alive while its layer computes."""
+    released: int = 0
+    """Saved bytes the loss and the head free before any decoder layer's backward runs (the loss's saved
+    tensors, the final norm's and the head's inputs, as far as they are on the GPU)."""
+
+    @property
+    def backward_working(self) -> int:
+        """The largest layer's backward working set (its intermediates' gradients)."""
+        return max((layer.backward_working for layer in self.layers), default=0)
 
     @property
     def layers_total(self) -> int:
@@ -85,11 +95,27 @@ class ActivationEstimate:
         return max(0, self.saved - self.offloaded)
 
     @property
+    def layer_backward(self) -> int:
+        """A decoder layer's backward on top of `stored`: its recompute (with checkpointing) and its working set,
+        less what the loss and the head have freed by then (negative when that moment is below `stored`)."""
+        return self.recompute + self.backward_working - self.released
+
+    @property
+    def first_layer_backward(self) -> int:
+        """The first decoder layer's backward, the last to run (every later gradient exists by then): its saved
+        tensors or recompute, its layer input with full checkpointing, its working set and the embedding's."""
+        layer = max((layer.bytes for layer in self.layers), default=0) + self.dequant_workspace
+        layers = max(1, sum(x.count for x in self.layers))
+        layer_input = self.checkpoint_inputs // layers  # 0 without full checkpointing
+        return layer + layer_input + self.backward_working + self.embedding
+
+    @property
     def transient(self) -> int:
-        """The largest transient on top of `stored` during the step: the loss backward, a recompute, or the
-        previous step's retained inputs at the end of the forward, while the last 4-bit weight is dequantised."""
+        """The largest transient on top of `stored` during the step: the loss backward, a layer's backward (its
+        recompute and working set), or the previous step's retained inputs at the end of the forward, while the
+        last 4-bit weight is dequantised."""
         end_of_forward = self.retained + self.dequant_workspace if self.retained else 0
-        return max(self.loss_peak, self.recompute, end_of_forward)
+        return max(self.loss_peak, self.layer_backward, end_of_forward)
 
     @property
     def peak(self) -> int:
@@ -114,6 +140,9 @@ class ActivationEstimate:
             "loss": self.loss,
             "loss_peak": self.loss_peak,
             "recompute": self.recompute,
+            "backward_working": self.backward_working,
+            "released": self.released,
+            "first_layer_backward": self.first_layer_backward,
             "adjustments": self.adjustments,
             "saved": self.saved,
             "offloaded": self.offloaded,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from hfmem.memory.activations.head import head_keeps_input
-from hfmem.memory.activations.layer import layer_at
+from hfmem.memory.activations.layer import attends_sliding, layer_at
+from hfmem.memory.activations.linears import dequantized_weights
 from hfmem.memory.activations.ops import FUSED_KERNELS, mask_bytes
 from hfmem.memory.activations.result import LayerActivation, body_bytes
 from hfmem.memory.activations.spec import ActivationSettings, ActivationSpec
@@ -20,7 +21,8 @@ class Checkpointing(NamedTuple):
     recompute: int
     """The transient of one recomputed layer (or attention core), plus the dequantised weight beside it."""
     closure: int
-    """Eager attention under full checkpointing: the 4-D causal mask and positions kept by the recompute closure."""
+    """Under full checkpointing, the 4-D mask kept by the recompute closure: eager attention's additive mask in
+    the compute dtype (and the positions), SDPA's boolean mask when there is one (padding, a sliding window)."""
 
 
 def first_layer_adjustment(spec: ActivationSpec, settings: ActivationSettings, cache: dict, notes: list[str]) -> int:
@@ -33,6 +35,9 @@ def first_layer_adjustment(spec: ActivationSpec, settings: ActivationSettings, c
     regular = layer_at(cache, spec, kind, mlp_kind, s)
     first = layer_at(cache, spec, kind, mlp_kind, s, input_grad=False)
     adjustment = round((first.total - regular.total) * tokens)
+    if kind != "mamba":
+        mods = spec.modules(mlp_kind)
+        adjustment -= round(dequantized_weights(spec, mods) - dequantized_weights(spec, mods, input_grad=False))
     if spec.arch.embedding_dropout > 0:
         # no grad: no mask kept
         adjustment -= round(mask_bytes(spec.mask_bytes, spec.p) * spec.arch.hidden_size * tokens)
@@ -50,6 +55,9 @@ def checkpointing(spec: ActivationSpec, settings: ActivationSettings, layers: li
         inputs = spec.r * spec.arch.hidden_size * b * s * sum(layer.count for layer in layers)
         if spec.kernel == "eager":
             closure = spec.p * b * s * s + 8 * s  # the 4-D causal mask and positions stay in the recompute closure
+        elif spec.kernel == "sdpa" and (spec.padding_mask or any(attends_sliding(spec.arch, kind, s)
+                                                                 for kind, _, _ in spec.plan)):
+            closure = b * s * s  # transformers' boolean (b, 1, s, s) mask
         recompute = max((layer.bytes for layer in layers), default=0)
     elif settings.gradient_checkpointing == "selective":
         recompute = max((layer.attention_core_bytes for layer in layers), default=0)
@@ -89,7 +97,8 @@ def retained_bytes(spec: ActivationSpec, settings: ActivationSettings, notes: li
                     for kind, mlp_kind, count in spec.plan if kind != "mamba")
     head = spec.p * spec.arch.hidden_size if spec.head_linears & names else 0
     notes.append("the training loop keeps the previous step's graph until the next forward ends, so that step's "
-                 "4-bit layer inputs (ctx attributes of bitsandbytes < 0.43.2) are still on the GPU")
+                 "quantized layer inputs (ctx attributes of bitsandbytes' LLM.int8 and of its 4-bit matmul before "
+                 "0.43.2) are still on the GPU")
     return round(tokens * per_token + head)
 
 

@@ -56,6 +56,10 @@ class ActivationSettings:
     repeat_kv: bool = False
     """The model code repeats grouped K/V heads to every query head before a fused attention kernel
     (LitGPT's expand + reshape), so the kernel saves K and V at the query heads' count."""
+    activation: str | None = None
+    """The MLP activation the training code calls (hfmem.memory.activation_functions); None: the model's hidden_act."""
+    padding_mask: bool = False
+    """Padded batches with an attention mask: transformers passes SDPA a 4-D mask (see attention._fused)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,9 @@ class ActivationSpec:
     compiled: bool
     """Decoder layers under torch.compile."""
     repeat_kv: bool
+    activation: str
+    """The MLP activation function that runs (an ACTIVATION_SAVES name, or the model's unknown hidden_act)."""
+    padding_mask: bool
 
     @property
     def autocast(self) -> bool:
@@ -106,4 +113,6 @@ def activation_spec(arch: Architecture, inventory: Inventory, settings: Activati
         traits=traits, dense=dense, moe=moe, kernel=resolve_attention(arch, traits, settings.attention),
         p=p, r=p if settings.residual_bytes is None else settings.residual_bytes, trained=settings.trained,
         mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers, repeat_kv=settings.repeat_kv,
+        activation=settings.activation or arch.hidden_act,
+        padding_mask=settings.padding_mask,
     )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hfmem.memory.activations.attention import attention
+from hfmem.memory.activations.backward import backward_working
 from hfmem.memory.activations.layer import layer_at
+from hfmem.memory.activations.linears import dequantized_weights
 from hfmem.memory.activations.norms import norm
 from hfmem.memory.activations.result import LayerActivation
 from hfmem.memory.activations.saved import Saved
@@ -15,8 +17,16 @@ from hfmem.memory.activations.spec import ActivationSpec
 def stack(spec: ActivationSpec, s: int, tokens: int, cache: dict, notes: list[str]) -> list[LayerActivation]:
     """One LayerActivation per group of the layer plan (and the encoder's layers), noting the approximations."""
     arch = spec.arch
-    layers = [_layer_activation(_label(kind, mlp_kind), count, layer_at(cache, spec, kind, mlp_kind, s), tokens)
-              for kind, mlp_kind, count in spec.plan]
+    layers = []
+    for kind, mlp_kind, count in spec.plan:
+        saved = layer_at(cache, spec, kind, mlp_kind, s)
+        working = backward_working(spec, kind, mlp_kind, s, saved)
+        weights = 0.0 if kind == "mamba" else dequantized_weights(spec, spec.modules(mlp_kind))
+        layers.append(_layer_activation(_label(kind, mlp_kind), count, saved, tokens, working, weights))
+    if spec.trained.dequantized:
+        notes.append("quantized base (GPTQ/AWQ torch kernels): each layer dequantises its weights and matmuls them, "
+                     "so autograd keeps every layer's dequantised weights for backward (full checkpointing: one "
+                     "layer's, recomputed)")
     if arch.is_encoder_decoder and layers:
         notes.append("encoder-decoder: encoder layers approximated as decoder layers at the same length, "
                      "cross-attention as a second attention block")
@@ -32,12 +42,16 @@ def _label(kind: str, mlp_kind: str) -> str:
     return kind if mlp_kind in {"dense", "none"} else f"{kind}+moe"
 
 
-def _layer_activation(kind: str, count: int, saved: Saved, tokens: int) -> LayerActivation:
-    """A layer's per-token terms at b·s tokens."""
+def _layer_activation(kind: str, count: int, saved: Saved, tokens: int, working: float,
+                      weights: float = 0.0) -> LayerActivation:
+    """A layer's per-token terms (and its backward's working set per token) at b·s tokens, and the dequantised
+    `weights` it saves whatever the token count."""
+    terms = {k: round(v * tokens) for k, v in saved.terms.items()}
+    if weights:
+        terms["dequantized_weights"] = round(weights)
     return LayerActivation(
-        kind=kind, count=count, bytes=round(saved.total * tokens),
-        terms={k: round(v * tokens) for k, v in saved.terms.items()},
-        attention_core_bytes=round(saved.s2_total * tokens),
+        kind=kind, count=count, bytes=round(saved.total * tokens) + round(weights), terms=terms,
+        attention_core_bytes=round(saved.s2_total * tokens), backward_working=round(working * tokens),
     )
 
 
@@ -55,8 +69,9 @@ def _with_encoder(spec: ActivationSpec, s: int, tokens: int, layers: list[LayerA
     cross_bytes = round(cross.total * tokens)
     decoder = LayerActivation(base.kind, base.count, base.bytes + cross_bytes,
                               base.terms | {"cross_attention": cross_bytes},
-                              base.attention_core_bytes + round(cross.s2_total * tokens))
-    encoder = LayerActivation("encoder", spec.arch.encoder_layers, base.bytes, base.terms, base.attention_core_bytes)
+                              base.attention_core_bytes + round(cross.s2_total * tokens), base.backward_working)
+    encoder = LayerActivation("encoder", spec.arch.encoder_layers, base.bytes, base.terms, base.attention_core_bytes,
+                              base.backward_working)
     return [decoder, *layers[1:], encoder]
 
 

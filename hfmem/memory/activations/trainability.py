@@ -24,6 +24,9 @@ class Trainability:
     kept_inputs: frozenset[str] = frozenset()
     """Frozen layers that keep their input anyway: bitsandbytes < 0.43.2's 4-bit matmul stored its input for
     a weight gradient it never computes (ctx.tensors = (A, B) in MatMul4Bit; bitsandbytes PR #1270 dropped A)."""
+    dequantized: frozenset[str] = frozenset()
+    """Frozen quantized layers whose kernel dequantises the weight and matmuls it (GPTQ/AWQ torch kernels):
+    autograd saves that compute-dtype weight for the input's gradient, once per layer and step."""
     input_requires_grad: bool = True
     """Whether the embedding output requires grad (full FT, or LoRA with checkpointing, where HF calls
     enable_input_require_grads). When False, layer 0 saves nothing before its first adapter."""
@@ -37,9 +40,10 @@ class Trainability:
         """Whether the weight named `name` (leaf name, or a role like "norm"/"router") gets a gradient."""
         return self.full or name in self.trainable or name in self.lora
 
-    def needs_input(self, name: str) -> bool:
-        """Whether the layer `name` keeps its input for backward (its weight or a sharing adapter needs it)."""
-        if self.full or name in self.trainable or name in self.kept_inputs:
+    def needs_input(self, name: str, input_grad: bool = True) -> bool:
+        """Whether the layer `name` keeps its input for backward (its weight or a sharing adapter needs it, or its
+        kernel keeps it anyway, which it does only for an input that needs a gradient: `input_grad`)."""
+        if self.full or name in self.trainable or (input_grad and name in self.kept_inputs):
             return True
         return name in self.lora and self.adapter_input_bytes == 0 and self.lora_dropout == 0
 

@@ -1,0 +1,93 @@
+"""An accelerate config YAML (`accelerate launch --config_file FILE`): how many GPUs, DDP, FSDP or DeepSpeed, and
+mixed precision. It says nothing of the model or the method.
+
+`mixed_precision` is torch autocast; accelerate does not cast the model. Under FSDP and DeepSpeed the trainable
+weights are held in fp32 (see precision.py), so bf16/fp16 there is hfmem's mixed bf16/fp16; with DDP or one GPU
+the weights keep the dtype the script loaded, taken as fp32 (the cautious reading): amp-bf16/amp-fp16.
+"""
+
+from __future__ import annotations
+
+from hfmem.configs import deepspeed, hf
+from hfmem.configs.draft import Draft, Linked
+
+PRECISIONS = {"bf16": "bf16", "fp16": "fp16"}
+DISTRIBUTED = {"NO": "none", "MULTI_GPU": "ddp"}
+"""distributed_type values that are plain data parallelism; FSDP and DEEPSPEED are read from their sections."""
+
+IGNORED = (
+    "compute_environment", "debug", "downcast_bf16", "machine_rank", "main_training_function", "num_machines",
+    "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "tpu_name", "tpu_zone",
+    "tpu_vm", "command_file", "commands", "gpu_ids", "main_process_ip", "main_process_port",
+    "enable_cpu_affinity", "mpirun_config", "deepspeed_config.deepspeed_multinode_launcher",
+    "deepspeed_config.zero3_init_flag", "deepspeed_config.zero3_save_16bit_model", "deepspeed_config.gradient_clipping",
+    "deepspeed_config.deepspeed_hostfile", "deepspeed_config.deepspeed_exclusion_filter",
+    "deepspeed_config.deepspeed_inclusion_filter", "deepspeed_config.offload_optimizer_nvme_path",
+    "deepspeed_config.offload_param_nvme_path", "deepspeed_config.deepspeed_config_file", "num_processes",
+    "distributed_type", "mixed_precision", "use_cpu",
+)
+"""accelerate keys that do not change what one GPU holds (launcher, network and TPU settings), or read below."""
+
+UNMODELLED = ("use_cpu", "dynamo_config.dynamo_backend", "parallelism_config", "megatron_lm_config",
+              "deepspeed_config.deepspeed_moe_layer_cls_names", "fp8_config")
+"""CPU training, torch.compile through dynamo, tensor/context parallelism, Megatron-LM, FP8."""
+
+
+def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
+    """Map an accelerate config into `d`; return the framework (no model: the file does not name one)."""
+    d.know(*IGNORED)
+    processes = d.integer("num_processes")
+    if processes is not None and processes >= 1:
+        d.set("num_gpus", processes, "num_processes")
+    kind = (d.text("distributed_type") or "NO").strip().upper()
+    engine = kind in {"FSDP", "DEEPSPEED"}
+    flag = deepspeed.AUTO
+    if kind in DISTRIBUTED:
+        d.set("sharding", DISTRIBUTED[kind], "distributed_type")
+    elif kind == "FSDP":
+        hf.fsdp_config(d, "fsdp_config")
+    elif kind == "DEEPSPEED":
+        flag = deepspeed_plugin(d, linked)
+    else:
+        d.unmodelled("distributed_type")
+    if kind != "FSDP":
+        d.know("fsdp_config")
+    if kind != "DEEPSPEED":
+        d.know("deepspeed_config")
+    d.unmodelled_if_active(*UNMODELLED)
+    d.know("dynamo_config")
+    precision(d, engine, flag)
+    return "accelerate", None
+
+
+def deepspeed_plugin(d: Draft, linked: Linked | None) -> str | None:
+    """accelerate's DeepSpeed plugin keys, or the DeepSpeed JSON its deepspeed_config_file names."""
+    if linked is not None:
+        return hf.linked_deepspeed(d, linked)
+    stage = d.integer("deepspeed_config.zero_stage")
+    if stage is not None:
+        if stage not in deepspeed.STAGES:
+            raise d.fail("deepspeed_config.zero_stage", "0, 1, 2 or 3", stage)
+        d.set("sharding", deepspeed.STAGES[stage], "deepspeed_config.zero_stage")
+    for field, path in (("offload_optimizer", "deepspeed_config.offload_optimizer_device"),
+                        ("offload_params", "deepspeed_config.offload_param_device")):
+        device = d.text(path)
+        if device is not None:
+            d.set(field, device.strip().lower() in deepspeed.OFFLOADED, path)
+    accum = d.integer("deepspeed_config.gradient_accumulation_steps")
+    if accum is not None:
+        d.set("gradient_accumulation_steps", accum, "deepspeed_config.gradient_accumulation_steps")
+    return deepspeed.AUTO
+
+
+def precision(d: Draft, engine: bool, flag: str | None) -> None:
+    """mixed_precision as an hfmem dtype, unless a DeepSpeed JSON states its own bf16/fp16 (`flag` other than
+    deepspeed.AUTO); "no" leaves it to the script."""
+    if flag != deepspeed.AUTO:
+        d.set("dtype", flag or "fp32", "deepspeed_config.deepspeed_config_file")
+        return
+    mode = (d.text("mixed_precision") or "no").strip().lower()
+    if mode in PRECISIONS:
+        d.set("dtype", PRECISIONS[mode] if engine else f"amp-{mode}", "mixed_precision")
+    elif mode != "no":
+        d.unmodelled("mixed_precision")

@@ -1,0 +1,136 @@
+"""A DeepSpeed JSON: ZeRO stage, offload, precision, batch sizes and optimizer, with "auto" meaning "not set here".
+
+"auto" is Hugging Face's placeholder: its integration fills it from TrainingArguments, so an "auto" value sets
+nothing and the trainer's own key decides. A bf16/fp16 section that is absent behaves the same way (accelerate's
+DeepSpeedPlugin.set_mixed_precision adds the section the trainer's flag asks for). The buffer sizes hfmem assumes
+(reduce bucket "auto", stage3_max_live_parameters 1e9, DeepSpeed's own defaults elsewhere) are known; any other
+size is listed as unmodelled.
+"""
+
+from __future__ import annotations
+
+from hfmem.configs.draft import Draft
+from hfmem.memory.model_state import DEEPSPEED_MAX_LIVE_PARAMETERS
+
+AUTO = "auto"
+STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
+ADAM = {"adam", "adamw", "fusedadam", "cpuadam", "deepspeedcpuadam"}
+"""DeepSpeed's Adam family: FusedAdam on the GPU (DeepSpeedCPUAdam with offload), no extra state buffer."""
+OFFLOADED = {"cpu", "nvme"}
+
+IGNORED = (
+    "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer", "scheduler", "optimizer.params", "prescale_gradients", "gradient_predivide_factor",
+    "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet", "comms_logger", "checkpoint", "aio",
+    "dump_state", "memory_breakdown", "elasticity", "data_efficiency", "curriculum_learning",
+    "communication_data_type", "zero_allow_comm_data_type_fp32", "seq_parallel_communication_data_type",
+    "fp16.loss_scale", "fp16.loss_scale_window", "fp16.initial_scale_power", "fp16.hysteresis",
+    "fp16.consecutive_hysteresis", "fp16.min_loss_scale", "fp16.auto_cast", "bf16.immediate_grad_update",
+    "activation_checkpointing.contiguous_memory_optimization", "activation_checkpointing.number_checkpoints",
+    "activation_checkpointing.synchronize_checkpoint_boundary", "activation_checkpointing.profile",
+    "zero_optimization.overlap_comm", "zero_optimization.contiguous_gradients", "zero_optimization.reduce_scatter",
+    "zero_optimization.allgather_partitions", "zero_optimization.round_robin_gradients",
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save", "zero_optimization.gather_16bit_weights_on_model_save",
+    "zero_optimization.stage3_gather_fp16_weights_on_model_save", "zero_optimization.stage3_max_reuse_distance",
+    "zero_optimization.max_reuse_distance", "zero_optimization.elastic_checkpoint",
+    "zero_optimization.load_from_fp32_weights", "zero_optimization.ignore_unused_parameters",
+    "zero_optimization.legacy_stage1", "zero_optimization.use_multi_rank_bucket_allreduce",
+    "zero_optimization.memory_efficient_linear", "zero_optimization.offload_optimizer.pin_memory",
+    "zero_optimization.offload_optimizer.buffer_count", "zero_optimization.offload_optimizer.fast_init",
+    "zero_optimization.offload_optimizer.nvme_path", "zero_optimization.offload_optimizer.pipeline",
+    "zero_optimization.offload_optimizer.pipeline_read", "zero_optimization.offload_optimizer.pipeline_write",
+    "zero_optimization.offload_param.pin_memory", "zero_optimization.offload_param.nvme_path",
+    "zero_optimization.offload_param.buffer_count", "zero_optimization.offload_param.buffer_size",
+    "zero_optimization.offload_param.max_in_cpu",
+)
+"""Keys that do not change the memory of one GPU (or whose default hfmem's model already is)."""
+
+SIZES = {
+    "zero_optimization.reduce_bucket_size": (AUTO,),
+    "zero_optimization.stage3_prefetch_bucket_size": (AUTO,),
+    "zero_optimization.prefetch_bucket_size": (AUTO,),
+    "zero_optimization.stage3_param_persistence_threshold": (AUTO,),
+    "zero_optimization.param_persistence_threshold": (AUTO,),
+    "zero_optimization.stage3_max_live_parameters": (DEEPSPEED_MAX_LIVE_PARAMETERS,),
+    "zero_optimization.max_live_parameters": (DEEPSPEED_MAX_LIVE_PARAMETERS,),
+    "zero_optimization.sub_group_size": (10**9,),
+    "zero_optimization.allgather_bucket_size": (5 * 10**8,),
+    "zero_optimization.offload_optimizer.ratio": (1, 1.0),
+    "zero_optimization.zero_hpz_partition_size": (1,),
+    "zero_optimization.mics_shard_size": (-1,),
+    "tensor_parallel.autotp_size": (1,),
+    "sequence_parallel_size": (1,),
+}
+"""Buffer and partition sizes, with the values hfmem's model assumes (HF "auto", DeepSpeed's defaults)."""
+
+FEATURES = (
+    "zero_optimization.zero_quantized_weights", "zero_optimization.zero_quantized_gradients",
+    "zero_optimization.zero_quantized_nontrainable_weights", "zero_optimization.cpu_offload",
+    "zero_optimization.cpu_offload_params", "activation_checkpointing.partition_activations",
+    "activation_checkpointing.cpu_checkpointing", "amp.enabled", "sparse_attention", "compression_training",
+    "pipeline", "fp8",
+)
+"""Features that change memory in ways hfmem has no setting for, listed when turned on."""
+
+
+def auto_or(d: Draft, path: str, read) -> object:
+    """The key's value read by `read`, AUTO for "auto", None when absent."""
+    return AUTO if d.raw(path) == AUTO else read(path)
+
+
+def precision_flag(d: Draft) -> str | None:
+    """"bf16", "fp16", None (fp32) or AUTO (the trainer's flag decides) from the bf16/fp16 sections."""
+    flags = {}
+    for name, paths in (("bf16", ("bf16.enabled", "bfloat16.enabled")), ("fp16", ("fp16.enabled",))):
+        for path in paths:
+            if d.raw(path) is not None:
+                flags[name] = auto_or(d, path, d.boolean)
+    if True in flags.values():
+        return next(name for name, on in flags.items() if on is True)
+    if AUTO in flags.values() or not flags:
+        return AUTO
+    return None
+
+
+def read(d: Draft) -> str | None:
+    """Map a DeepSpeed config into `d`; return its precision flag ("bf16", "fp16", None, or AUTO)."""
+    d.know(*IGNORED)
+    stage = d.integer("zero_optimization.stage")
+    if stage is not None:
+        if stage not in STAGES:
+            raise d.fail("zero_optimization.stage", "0, 1, 2 or 3", stage)
+        d.set("sharding", STAGES[stage], "zero_optimization.stage")
+    for field, path in (("offload_optimizer", "zero_optimization.offload_optimizer.device"),
+                        ("offload_params", "zero_optimization.offload_param.device")):
+        device = d.text(path)
+        if device is not None:
+            d.set(field, device.strip().lower() in OFFLOADED, path)
+    micro = auto_or(d, "train_micro_batch_size_per_gpu", d.integer)
+    accum = auto_or(d, "gradient_accumulation_steps", d.integer)
+    total = auto_or(d, "train_batch_size", d.integer)
+    if isinstance(micro, int):
+        d.set("micro_batch_size", micro, "train_micro_batch_size_per_gpu")
+    if isinstance(accum, int):
+        d.set("gradient_accumulation_steps", accum, "gradient_accumulation_steps")
+    if all(isinstance(v, int) and v > 0 for v in (micro, accum, total)) and total % (micro * accum) == 0:
+        d.set("num_gpus", total // (micro * accum), "train_batch_size")  # DeepSpeed: total = micro x accum x GPUs
+    kind = d.text("optimizer.type")
+    if kind is not None:
+        if kind.strip().lower() not in ADAM:
+            d.unmodelled("optimizer.type")
+        elif d.boolean("optimizer.params.torch_adam"):
+            d.set("optimizer", "adamw_foreach", "optimizer.params.torch_adam")  # torch.optim.AdamW, not FusedAdam
+        else:
+            d.set("optimizer", "adamw", "optimizer.type")
+    for path, harmless in SIZES.items():
+        d.unmodelled_unless(path, *harmless)
+    d.unmodelled_if_active(*FEATURES)
+    return precision_flag(d)
+
+
+def read_file(d: Draft) -> None:
+    """A DeepSpeed JSON given on its own: its precision is set only where the file states it."""
+    flag = read(d)
+    if flag != AUTO:
+        source = "bf16.enabled" if flag == "bf16" else "fp16.enabled"
+        d.set("dtype", flag or "fp32", source)

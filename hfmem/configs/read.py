@@ -1,0 +1,114 @@
+"""`read_config`: one training config file in, its format detected, its settings mapped and checked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from hfmem.configs import (
+    accelerate,
+    axolotl,
+    deepspeed,
+    files,
+    llama_factory,
+    torchtune,
+    trainer_args,
+)
+from hfmem.configs.detect import detect
+from hfmem.configs.draft import Draft, Linked, shown
+from hfmem.errors import InvalidInputError
+from hfmem.memory.fields import setting_of
+from hfmem.memory.settings import TrainingSettings
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """What one training config file says, as hfmem settings, with where each came from and what was left out."""
+
+    path: str
+    """The path as given."""
+    format: str
+    """torchtune, axolotl, llama-factory, deepspeed, accelerate or trainer-args."""
+    framework: str | None
+    """The framework the format implies: torchtune, axolotl, llama-factory, deepspeed, accelerate, hf-trainer or trl."""
+    model: str | None
+    """The model id or path the file names (torchtune's checkpoint_dir or builder, base_model, model_name_or_path)."""
+    values: dict[str, Any]
+    """TrainingSettings field -> value, raw (TrainingSettings.validated() normalises)."""
+    sources: dict[str, str]
+    """TrainingSettings field -> the key path it came from ("zero_optimization.stage"; "(default)" when the
+    framework's default for an absent key)."""
+    unknown: tuple[str, ...]
+    """Key paths the reader does not know at all."""
+    unmodelled: tuple[str, ...]
+    """Known key paths that change memory in a way hfmem cannot model."""
+
+
+LinkedReader = Callable[[Draft, Linked | None], tuple[str, str | None]]
+LINKED_READERS: dict[str, tuple[LinkedReader, str]] = {
+    "axolotl": (axolotl.read, "deepspeed"),
+    "llama-factory": (llama_factory.read, "deepspeed"),
+    "trainer-args": (trainer_args.read, "deepspeed"),
+    "accelerate": (accelerate.read, "deepspeed_config.deepspeed_config_file"),
+}
+"""The formats that may name a DeepSpeed config, each with its reader and the key that names it."""
+
+
+def read_config(path: str | Path) -> ConfigFile:
+    """Detect the format of a training config file, parse it and map it to settings; InvalidInputError on anything bad."""
+    file, label = Path(path), str(path)
+    data = files.read_mapping(file, label)
+    kind = detect(data, label)
+    draft = Draft(data, label)
+    if kind == "torchtune":
+        framework, model = torchtune.read(draft, file.name)
+    elif kind == "deepspeed":
+        deepspeed.read_file(draft)
+        framework, model = "deepspeed", None
+    else:
+        reader, key = LINKED_READERS[kind]
+        framework, model = reader(draft, linked_deepspeed(file, data, key, label))
+    checked(draft, label)
+    return ConfigFile(path=label, format=kind, framework=framework, model=model, values=dict(draft.values),
+                      sources=dict(draft.sources), unknown=tuple(dict.fromkeys(draft.unknown())),
+                      unmodelled=tuple(draft.flagged))
+
+
+def linked_deepspeed(file: Path, data: dict, key: str, label: str) -> Linked | None:
+    """The DeepSpeed config at `key`: a path, read and parsed (never followed further), or inline settings."""
+    value: Any = data
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict):
+        return Linked(f"{key}.", value)
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{label}: {key} must be the path of a DeepSpeed JSON; got {shown(value)}.")
+    found = files.find_linked(file, value, label, key)
+    linked_label = f"{value} (named by {label})"
+    linked = files.read_mapping(found, linked_label)
+    try:
+        kind = detect(linked, linked_label)
+    except InvalidInputError:
+        kind = None
+    if kind != "deepspeed":
+        raise InvalidInputError(f"{label}: {key} names {value!r}, which is not a DeepSpeed config (expected "
+                                "zero_optimization, train_micro_batch_size_per_gpu or train_batch_size).")
+    return Linked(f"{value}:", linked)
+
+
+def checked(draft: Draft, label: str) -> None:
+    """Every value through its setting's own check, then the settings' cross-checks, errors naming file and key."""
+    settings = {f.name: f for f in fields(TrainingSettings)}
+    for name, value in draft.values.items():
+        try:
+            setting_of(settings[name]).check(name, value)
+        except InvalidInputError as err:
+            raise InvalidInputError(f"{label}: {draft.sources[name]}: {err}") from None
+    try:
+        TrainingSettings(**draft.values).validated()
+    except InvalidInputError as err:
+        raise InvalidInputError(f"{label}: {err}") from None

@@ -1,0 +1,132 @@
+"""One model's full report as a JSON-ready dict: the seam shared by `hfmem MODEL`, `hfmem scan` and the Action.
+
+The report is the model's analysis (architecture, parameters, cross-check) plus, for a Plan
+(training settings, methods, GPUs), one estimate per method and the fit matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from typing import Any
+
+from hfmem.model.load import ModelReport, SettingsSource, analyse
+from hfmem.hardware.gpus import Gpu
+from hfmem.hub.modelref import ModelRef
+from hfmem.memory.settings import METHODS, TrainingSettings
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to estimate: one set of training settings, the methods to compare and the GPUs (() = catalogue).
+
+    The rest says where the settings came from: a framework profile, a config file, flags (cli/options.py)."""
+
+    training: TrainingSettings = field(default_factory=TrainingSettings)
+    methods: tuple[str, ...] = METHODS
+    gpus: tuple[Gpu, ...] = ()
+    method_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """A framework's defaults for one method only (torchtune's full single-device recipes use paged 8-bit AdamW)."""
+    sources: Mapping[str, str] = field(default_factory=dict)
+    """Each setting not left at hfmem's default, and what set it: "flag", "config FILE (key)", "framework NAME"."""
+    framework: Mapping[str, Any] | None = None
+    """The framework profile assumed: name, title, versions, defaults with their sources."""
+    config: Mapping[str, Any] | None = None
+    """The config file read: path, format, values, unknown and unmodelled keys."""
+    notes: tuple[str, ...] = ()
+    """Warnings from reading the config file (keys not read, keys hfmem cannot model)."""
+    model: str | None = None
+    """The model the config file names (MODEL on the command line wins)."""
+    tokens: float | None = None
+    """Training tokens to time and price each fitting setup for (None: the step time only)."""
+    prices: Mapping[str, float] = field(default_factory=dict)
+    """USD per GPU-hour by catalogue GPU name (--price GPU=USD); no built-in prices."""
+
+    def settings_for(self, method: str) -> TrainingSettings:
+        """The validated settings of one method: the shared ones with its own framework defaults."""
+        return replace(self.training, method=method, **self.method_settings.get(method, {})).validated()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"training": self.training.to_dict(), "methods": list(self.methods),
+                "gpus": [g.to_dict() for g in self.gpus] or "catalogue", "sources": dict(self.sources),
+                "method_settings": {m: dict(v) for m, v in self.method_settings.items()},
+                "framework": self.framework, "config": self.config, "tokens": self.tokens,
+                "prices_usd_per_gpu_hour": dict(self.prices)}
+
+
+def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None, *,
+                 curves: bool = False) -> dict[str, Any]:
+    """Analyse the model and return the documented JSON schema (see README.md)."""
+    return with_estimates(analyse(ref, settings), plan or Plan(), curves=curves)
+
+
+def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> dict[str, Any]:
+    """The analysis as a dict, plus `warnings[]`, `estimates[]` (one per method) and `fit[]` (method x GPU);
+    with `curves`, also `curves` (memory against sequence length and micro-batch, hfmem.memory.curves)."""
+    from hfmem.memory.estimate import estimate
+    from hfmem.memory.fit import fit_matrix
+    from hfmem.memory.warnings import warnings_for
+    from hfmem.hardware.gpus import catalogue
+
+    from hfmem.memory.advice import fewest_gpus
+    from hfmem.reporting.timing import budget, flops_of, step_for
+
+    arch, inventory = result.architecture, result.inventory
+    training = plan.training.validated()
+    estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
+    per_method = {m: plan.settings_for(m) for m in plan.method_settings}
+    fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods, per_method=per_method)
+    warnings = [*plan.notes, *warnings_for(arch, result.config, training, fits)]
+    setups: dict[tuple, tuple[Any, Any]] = {}  # (method, suggested setup) -> (estimate, FLOPs): GPU-independent
+
+    def timed(method: str, cell: dict[str, Any]) -> tuple[Any, Any] | None:
+        multi = None if cell["asked"]["fits"] else fewest_gpus(cell)
+        if not cell["asked"]["fits"] and (not multi or multi["num_gpus"] < 2):
+            return None
+        key = (method, None if multi is None else tuple(multi[k] for k in SETUP_KEYS))
+        if key not in setups:
+            est = estimates[method] if multi is None else estimate(
+                arch, inventory, replace(plan.settings_for(method), **{k: multi[k] for k in SETUP_KEYS}).validated())
+            setups[key] = est, flops_of(arch, inventory, est)
+        return setups[key]
+
+    cells = []
+    for fit in fits:
+        cell = fit.to_dict()
+        found = timed(fit.method, cell)
+        if found is None:
+            cell["time"] = None
+        else:
+            est, flops = found
+            step = step_for(est, flops, fit.gpu) | {"setup": "asked" if fit.fits else "suggested GPUs"}
+            cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
+        cells.append(cell)
+    report = result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
+                                 "estimates": [e.to_dict() for e in estimates.values()], "fit": cells,
+                                 "fastest_and_cheapest": fastest_and_cheapest(cells)}
+    if curves:
+        from hfmem.memory.curves import memory_curves
+
+        report["curves"] = memory_curves(arch, inventory, training, plan.methods, per_method)
+    return report
+
+
+SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")
+"""The fields of a multi-GPU suggestion that make a setup of its own (the cell without a fit is timed on it)."""
+
+
+def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fitting setups with the most tokens/s and, where priced, the lowest cost for the token budget."""
+    from hfmem.memory.advice import fewest_gpus
+
+    timed = [c for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
+
+    def pick(c: dict[str, Any] | None) -> dict[str, Any] | None:
+        if c is None:
+            return None
+        gpus = c["asked"]["num_gpus"] if c["time"]["setup"] == "asked" else fewest_gpus(c)["num_gpus"]
+        return {"method": c["method"], "gpu": c["gpu"]["name"], "num_gpus": gpus, "time": c["time"]}
+
+    fastest = max(timed, key=lambda c: c["time"]["tokens_per_s"], default=None)
+    priced = [c for c in timed if "cost_usd" in c["time"]]
+    return {"fastest": pick(fastest), "cheapest": pick(min(priced, key=lambda c: c["time"]["cost_usd"], default=None))}

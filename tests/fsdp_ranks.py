@@ -1,0 +1,78 @@
+"""Real FSDP1 on CPU (gloo, 2 processes): the gradient bytes each rank holds after backward, for LoRA-like layers
+wrapped with the adapters in their frozen base's unit (use_orig_params=True) or in units of their own.
+
+    python tests/fsdp_ranks.py OUT.json mixed|apart
+
+Each layer is a frozen 64x64 weight plus trainable rank-8 A and B matrices (fp32), as PEFT builds a LoRA Linear.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+HIDDEN, RANK, LAYERS, WORLD = 64, 8, 3, 2
+
+
+class LoraLinear(torch.nn.Module):
+    """A frozen base weight and trainable A, B: y = W x + B A x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.base = torch.nn.Linear(HIDDEN, HIDDEN, bias=False).requires_grad_(False)
+        self.lora_A = torch.nn.Linear(HIDDEN, RANK, bias=False)
+        self.lora_B = torch.nn.Linear(RANK, HIDDEN, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + self.lora_B(self.lora_A(x))
+
+
+def _rank(rank: int, port: int, layout: str, out: str) -> None:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*(LoraLinear() for _ in range(LAYERS)))
+    cpu = torch.device("cpu")
+    for i, layer in enumerate(model):
+        if layout == "apart":  # PEFT's fsdp_auto_wrap_policy: the adapters are units of their own
+            layer.lora_A = FSDP(layer.lora_A, use_orig_params=True, device_id=cpu)
+            layer.lora_B = FSDP(layer.lora_B, use_orig_params=True, device_id=cpu)
+        model[i] = FSDP(layer, use_orig_params=True, device_id=cpu)
+    wrapped = FSDP(model, use_orig_params=True, device_id=cpu)
+    wrapped(torch.randn(4, HIDDEN)).sum().backward()
+    grads = sum(h.flat_param.grad.nbytes for h in _handles(wrapped) if h.flat_param.grad is not None)
+    totals = [torch.tensor([grads]) for _ in range(WORLD)]
+    dist.all_gather(totals, torch.tensor([grads]))
+    if rank == 0:
+        frozen = LAYERS * HIDDEN * HIDDEN
+        trainable = LAYERS * 2 * HIDDEN * RANK
+        with open(out, "w") as f:
+            json.dump({"gradient_bytes": [int(t) for t in totals], "frozen": frozen, "trainable": trainable,
+                       "layer_parameters": frozen // LAYERS + trainable // LAYERS}, f)
+    dist.barrier()
+
+
+def _handles(module: torch.nn.Module) -> list:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    return [m._handle for m in FSDP.fsdp_modules(module) if m._handle is not None]
+
+
+def main() -> None:
+    out, layout = sys.argv[1], sys.argv[2]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(_rank, args=(port, layout, out), nprocs=WORLD, start_method="spawn")
+
+
+if __name__ == "__main__":
+    main()

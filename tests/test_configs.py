@@ -1,0 +1,563 @@
+"""Training-config readers: real configs from the frameworks' repositories read into the settings they state, and
+hostile files refused with one line.
+
+Expected values come from each file itself (read here with yaml.safe_load / json) and from the frameworks'
+documented behaviour, cited where it is not in the file. fixtures/training_configs/README.md names every
+file's source repository, commit and path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hfmem.configs import ConfigFile, read_config
+from hfmem.errors import ExitCode, InvalidInputError, classify
+from hfmem.memory.settings import TrainingSettings
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "training_configs"
+FIXTURES = sorted(p for p in ROOT.rglob("*") if p.suffix in {".yaml", ".yml", ".json"})
+FIELDS = {f.name for f in fields(TrainingSettings)}
+
+HF_NAMES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output_proj": "o_proj"}
+"""torchtune's attention projections and the module names transformers' Llama gives them (modeling_llama.py)."""
+HF_MLP = ("gate_proj", "up_proj", "down_proj")
+
+
+def raw(relative: str) -> dict:
+    """A fixture as its framework's own loader sees it."""
+    path = ROOT / relative
+    return json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
+
+
+def read(relative: str) -> ConfigFile:
+    return read_config(ROOT / relative)
+
+
+# -- every real file -----------------------------------------------------------------------------------------
+
+
+def test_every_format_has_a_real_fixture():
+    assert {read_config(p).format for p in FIXTURES} == {"torchtune", "axolotl", "llama-factory", "deepspeed",
+                                                         "accelerate", "trainer-args"}
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_fixture_values_are_valid_settings(path):
+    config = read_config(path)
+    assert set(config.values) <= FIELDS
+    assert set(config.sources) == set(config.values)
+    TrainingSettings(**config.values).validated()
+    assert config.unknown == (), "every key of the real configs is known (mapped, ignored or unmodelled)"
+
+
+# -- torchtune -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["8B_lora_single_device.yaml", "8B_qlora_single_device.yaml"])
+def test_torchtune_lora(name):
+    file = raw(f"torchtune/{name}")
+    config = read(f"torchtune/{name}")
+    model = file["model"]
+    expected_targets = [HF_NAMES[m] for m in model["lora_attn_modules"]]
+    expected_targets += list(HF_MLP) if model["apply_lora_to_mlp"] else []
+    expected_targets += ["lm_head"] if model["apply_lora_to_output"] else []
+    assert config.format == config.framework == "torchtune"
+    assert config.model == file["checkpointer"]["checkpoint_dir"]
+    qlora = model["_component_"].rsplit(".", 1)[-1].startswith("qlora_")
+    assert config.values["method"] == ("qlora" if qlora else "lora")
+    assert config.values.get("qlora_kernel") == ("torchao" if qlora else None)  # torchtune's NF4 is torchao's
+    assert config.values["lora_rank"] == model["lora_rank"]
+    assert config.values["lora_dropout"] == model["lora_dropout"]
+    assert config.values["lora_targets"] == tuple(expected_targets)
+    assert config.values["adapter_dtype"] == "compute"  # torchtune builds adapters in the model's dtype
+    assert config.values["micro_batch_size"] == file["batch_size"]
+    assert config.values["gradient_accumulation_steps"] == file["gradient_accumulation_steps"]
+    assert file["dtype"] == "bf16" and config.values["dtype"] == "bf16-pure"  # no fp32 master copy in torchtune
+    assert config.values["gradient_checkpointing"] == ("full" if file["enable_activation_checkpointing"] else "off")
+    assert config.values["activation_offloading"] is file["enable_activation_offloading"]
+    assert config.values["compile_layers"] is config.values["compile_loss"] is file["compile"]
+    # LinearCrossEntropyLoss(num_output_chunks: int = 8), torchtune/modules/loss/cross_entropy_loss.py
+    assert file["loss"]["_component_"].endswith("LinearCrossEntropyLoss") and config.values["loss_chunks"] == 8
+    assert file["optimizer"]["fused"] is True and config.values["optimizer"] == "adamw"
+    assert file["tokenizer"]["max_seq_len"] is None and "seq_len" not in config.values
+    assert config.values["sharding"] == "none" and config.sources["sharding"] == "(file name)"
+    assert config.unmodelled == ()
+
+
+def test_torchtune_distributed_full():
+    file = raw("torchtune/70B_full.yaml")
+    config = read("torchtune/70B_full.yaml")
+    assert config.values["method"] == "full" and "lora_rank" not in config.values
+    assert file["custom_sharded_layers"] == ["tok_embeddings", "output"]
+    assert config.values["fsdp_wrap_embeddings"] is True
+    assert config.values["sharding"] == "fsdp_full_shard"  # custom_sharded_layers exists only in FSDP recipes
+    assert file["fsdp_cpu_offload"] is True
+    assert config.values["offload_params"] is config.values["offload_optimizer"] is True
+    assert file["optimizer"]["fused"] is False and config.values["optimizer"] == "adamw_foreach"
+    assert config.values["optimizer_in_backward"] is file["optimizer_in_bwd"]
+    assert config.sources["offload_params"] == "fsdp_cpu_offload"
+
+
+def test_torchtune_compile_sections_and_dataset_lists(tmp_path):
+    """full_finetune_distributed.py: `compile: {model, loss, ...}` defaults both to True; datasets may be a list."""
+    data = raw("torchtune/8B_full.yaml")
+    data["compile"] = {"loss": False, "optimizer_step": True}
+    data["dataset"] = [data["dataset"], {"_component_": "torchtune.datasets.slimorca_dataset", "packed": True}]
+    path = tmp_path / "full.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = read_config(path)
+    assert (config.values["compile_layers"], config.values["compile_loss"]) == (True, False)
+    assert config.unmodelled == ("dataset.packed",)
+
+
+def test_torchtune_sharding_unknown_without_a_sign(tmp_path):
+    """torchtune's distributed LoRA recipe has none of the distributed-only keys: sharding is left unset."""
+    copy = tmp_path / "8B_lora.yaml"
+    copy.write_text((ROOT / "torchtune" / "8B_lora_single_device.yaml").read_text())
+    assert "sharding" not in read_config(copy).values
+
+
+# -- Axolotl -------------------------------------------------------------------------------------------------
+
+
+def test_axolotl_lora_with_8bit_base():
+    file = raw("axolotl/examples/llama-3/lora-8b.yml")
+    config = read("axolotl/examples/llama-3/lora-8b.yml")
+    assert config.model == file["base_model"] and config.framework == "axolotl"
+    assert file["adapter"] == "lora" and config.values["method"] == "lora"
+    assert config.values["lora_rank"] == file["lora_r"]
+    assert config.values["lora_dropout"] == file["lora_dropout"]
+    assert file["lora_target_linear"] is True and config.values["lora_targets"] == ("all-linear",)
+    assert config.values["seq_len"] == file["sequence_len"]
+    assert config.values["micro_batch_size"] == file["micro_batch_size"]
+    assert config.values["gradient_accumulation_steps"] == file["gradient_accumulation_steps"]
+    assert file["optimizer"] == "adamw_bnb_8bit" and config.values["optimizer"] == "adamw_8bit"
+    assert config.values["attention"] == file["attn_implementation"]
+    assert file["bf16"] == "auto" and config.values["dtype"] == "bf16"  # bf16-loaded base under bf16 autocast
+    # the 8-bit base and the fully trained embed_tokens/lm_head are settings; packing is not modelled
+    assert file["load_in_8bit"] and config.values["base_quantization"] == "int8"
+    assert config.values["modules_to_save"] == tuple(file["lora_modules_to_save"])
+    assert file["sample_packing"] and set(config.unmodelled) == {"sample_packing"}
+
+
+def test_axolotl_qlora_fsdp_offload():
+    file = raw("axolotl/examples/llama-3/qlora-fsdp-70b.yaml")
+    config = read("axolotl/examples/llama-3/qlora-fsdp-70b.yaml")
+    assert file["adapter"] == "qlora" and config.values["method"] == "qlora"
+    assert file["fsdp_config"]["fsdp_sharding_strategy"] == "FULL_SHARD"
+    assert config.values["sharding"] == "fsdp_full_shard"
+    assert file["fsdp_config"]["fsdp_offload_params"] is True
+    assert config.values["offload_params"] is config.values["offload_optimizer"] is True
+    assert config.values["seq_len"] == file["sequence_len"] == 512
+    assert config.values["dtype"] == "bf16"
+
+
+def test_axolotl_follows_its_deepspeed_file():
+    file = raw("axolotl/examples/gpt-oss/gpt-oss-20b-fft-deepspeed-zero3.yaml")
+    ds = raw("axolotl/deepspeed_configs/zero3_bf16.json")
+    config = read("axolotl/examples/gpt-oss/gpt-oss-20b-fft-deepspeed-zero3.yaml")
+    assert file["deepspeed"] == "deepspeed_configs/zero3_bf16.json"
+    assert ds["zero_optimization"]["stage"] == 3 and config.values["sharding"] == "zero3"
+    assert config.sources["sharding"] == "deepspeed_configs/zero3_bf16.json:zero_optimization.stage"
+    assert ds["bf16"]["enabled"] is True and config.values["dtype"] == "bf16"  # ZeRO keeps fp32 masters
+    assert config.values["method"] == "full" and config.values["activation_offloading"] is True
+    assert ds["zero_optimization"]["max_live_parameters"] == 0  # not DeepSpeed's 1e9 that hfmem assumes
+    assert "deepspeed_configs/zero3_bf16.json:zero_optimization.max_live_parameters" in config.unmodelled
+    assert {"optimizer", "attn_implementation", "sample_packing", "plugins"} <= set(config.unmodelled)
+
+
+# -- LLaMA-Factory -------------------------------------------------------------------------------------------
+
+
+def test_llama_factory_lora_defaults():
+    file = raw("llama-factory/examples/train_lora/llama3_lora_sft.yaml")
+    config = read("llama-factory/examples/train_lora/llama3_lora_sft.yaml")
+    assert config.model == file["model_name_or_path"] and config.framework == "llama-factory"
+    assert config.values["method"] == file["finetuning_type"] == "lora"
+    assert config.values["lora_rank"] == file["lora_rank"]
+    assert file["lora_target"] == "all" and config.values["lora_targets"] == ("all-linear",)
+    assert config.values["seq_len"] == file["cutoff_len"]
+    assert config.values["micro_batch_size"] == file["per_device_train_batch_size"]
+    assert config.values["gradient_accumulation_steps"] == file["gradient_accumulation_steps"]
+    # model_args.py: disable_gradient_checkpointing=False, flash_attn="auto" (transformers picks SDPA)
+    assert "disable_gradient_checkpointing" not in file and config.values["gradient_checkpointing"] == "full"
+    assert config.sources["gradient_checkpointing"] == "disable_gradient_checkpointing (default)"
+    assert config.values["attention"] == "sdpa"
+    assert file["bf16"] is True and config.values["dtype"] == "bf16"
+    assert config.unmodelled == ()
+
+
+def test_llama_factory_qlora():
+    file = raw("llama-factory/examples/train_qlora/llama3_lora_sft_otfq.yaml")
+    config = read("llama-factory/examples/train_qlora/llama3_lora_sft_otfq.yaml")
+    assert file["quantization_bit"] == 4 and file["quantization_method"] == "bnb"
+    assert config.values["method"] == "qlora"
+    assert config.values["qlora_double_quant"] is True  # model_args.py double_quantization=True
+
+
+def test_llama_factory_follows_its_deepspeed_path():
+    """`deepspeed: examples/deepspeed/ds_z3_config.json` is written from the repository root, two folders up."""
+    file = raw("llama-factory/examples/train_full/qwen3_full_sft.yaml")
+    ds = raw("llama-factory/examples/deepspeed/ds_z3_config.json")
+    config = read("llama-factory/examples/train_full/qwen3_full_sft.yaml")
+    assert file["deepspeed"] == "examples/deepspeed/ds_z3_config.json"
+    assert ds["zero_optimization"]["stage"] == 3 and config.values["sharding"] == "zero3"
+    assert config.sources["sharding"] == f"{file['deepspeed']}:zero_optimization.stage"
+    assert ds["train_micro_batch_size_per_gpu"] == "auto"  # so the trainer's own value stands
+    assert config.values["micro_batch_size"] == file["per_device_train_batch_size"]
+    assert ds["bf16"]["enabled"] == "auto" and file["bf16"] is True and config.values["dtype"] == "bf16"
+    assert config.values["method"] == "full"
+
+
+def test_llama_factory_lora_under_zero3_keeps_adapters_in_bf16():
+    """adapter.py: no fp32 upcast of trainable parameters under ZeRO-3 for an unquantised model."""
+    config = read("llama-factory/examples/train_lora/qwen3_lora_sft_ds3.yaml")
+    assert config.values["sharding"] == "zero3" and config.values["adapter_dtype"] == "compute"
+
+
+# -- DeepSpeed -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["zero_stage3_offload_config.json", "zero3_bf16_cpuoffload_all.json",
+                                  "ds_z2_offload_config.json"])
+def test_deepspeed_files(name):
+    file = raw(f"deepspeed/{name}")
+    config = read(f"deepspeed/{name}")
+    zero = file["zero_optimization"]
+    assert config.format == config.framework == "deepspeed" and config.model is None
+    assert config.values["sharding"] == f"zero{zero['stage']}"
+    assert config.values["offload_optimizer"] is (zero["offload_optimizer"]["device"] == "cpu")
+    assert config.values.get("offload_params", False) is (zero.get("offload_param", {}).get("device") == "cpu")
+    bf16, fp16 = file.get("bf16", {}).get("enabled"), file.get("fp16", {}).get("enabled")
+    if bf16 is True or fp16 is True:
+        assert config.values["dtype"] == ("bf16" if bf16 is True else "fp16")
+    else:
+        assert "dtype" not in config.values  # "auto": the trainer's flag decides
+    for key in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
+        field = "micro_batch_size" if key.startswith("train") else key
+        assert (field in config.values) is isinstance(file[key], int)
+
+
+def test_deepspeed_gpu_count_from_the_batch_identity(tmp_path):
+    """DeepSpeed's train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps x GPUs."""
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4,
+                                "gradient_accumulation_steps": 2, "zero_optimization": {"stage": 2}}))
+    values = read_config(path).values
+    assert (values["num_gpus"], values["micro_batch_size"], values["gradient_accumulation_steps"]) == (8, 4, 2)
+
+
+# -- accelerate ----------------------------------------------------------------------------------------------
+
+
+def test_accelerate_fsdp():
+    file = raw("accelerate/fsdp_config.yaml")
+    config = read("accelerate/fsdp_config.yaml")
+    assert config.format == config.framework == "accelerate" and config.model is None
+    assert config.values["num_gpus"] == file["num_processes"]
+    assert file["fsdp_config"]["fsdp_sharding_strategy"] == "FULL_SHARD"
+    assert config.values["sharding"] == "fsdp_full_shard"
+    assert config.values["offload_params"] is file["fsdp_config"]["fsdp_offload_params"]
+    assert file["mixed_precision"] == "bf16" and config.values["dtype"] == "bf16"  # FSDP upcasts to fp32 masters
+
+
+def test_accelerate_fsdp2_reshard_and_checkpointing():
+    file = raw("accelerate/fsdp2.yaml")
+    config = read("accelerate/fsdp2.yaml")
+    assert file["fsdp_config"]["fsdp_reshard_after_forward"] is True and config.values["sharding"] == "fsdp_full_shard"
+    assert config.values["gradient_checkpointing"] == "off"
+    assert file["fsdp_config"]["fsdp_activation_checkpointing"] is False
+
+
+def test_accelerate_deepspeed_plugin_and_ddp():
+    file = raw("accelerate/deepspeed_config_z3_qlora.yaml")
+    config = read("accelerate/deepspeed_config_z3_qlora.yaml")
+    assert config.values["sharding"] == f"zero{file['deepspeed_config']['zero_stage']}"
+    assert config.values["offload_optimizer"] is False and config.values["offload_params"] is False
+    assert config.values["num_gpus"] == file["num_processes"] and config.values["dtype"] == "bf16"
+    ddp = read("accelerate/ddp.yaml")
+    assert ddp.values["sharding"] == "ddp" and ddp.values["num_gpus"] == raw("accelerate/ddp.yaml")["num_processes"]
+    assert ddp.values["dtype"] == "amp-bf16"  # DDP: autocast over the weights as the script loaded them
+
+
+def test_accelerate_follows_a_relative_deepspeed_file():
+    """accelerate's own template names ../deepspeed_config_templates/zero_stage1_config.json."""
+    config = read("accelerate/examples/config_yaml_templates/deepspeed.yaml")
+    ds = raw("accelerate/examples/deepspeed_config_templates/zero_stage1_config.json")
+    ref = raw("accelerate/examples/config_yaml_templates/deepspeed.yaml")["deepspeed_config"]["deepspeed_config_file"]
+    assert config.values["sharding"] == f"zero{ds['zero_optimization']['stage']}"
+    assert ds["fp16"]["enabled"] is True and config.values["dtype"] == "fp16"
+    assert ds["optimizer"]["params"]["torch_adam"] is True and config.values["optimizer"] == "adamw_foreach"
+    assert ds["zero_optimization"]["allgather_bucket_size"] != 5e8  # DeepSpeed's default
+    assert config.unmodelled == (f"{ref}:zero_optimization.allgather_bucket_size",)
+
+
+# -- trainer arguments (TRL SFTConfig + ModelConfig, HF TrainingArguments) ----------------------------------
+
+
+def test_trl_full():
+    file = raw("trainer-args/config_full.yaml")
+    config = read("trainer-args/config_full.yaml")
+    assert config.format == "trainer-args" and config.framework == "trl"
+    assert config.model == file["model_name_or_path"]
+    assert config.values["method"] == "full"
+    assert config.values["micro_batch_size"] == file["per_device_train_batch_size"]
+    assert config.values["seq_len"] == file["max_seq_length"]
+    assert config.values["attention"] == file["attn_implementation"]
+    # bf16 weights (torch_dtype) trained by the Trainer without DeepSpeed/FSDP: no master copy
+    assert file["torch_dtype"] == "bfloat16" and config.values["dtype"] == "bf16-pure"
+
+
+def test_trl_qlora():
+    file = raw("trainer-args/config_qlora.yaml")
+    config = read("trainer-args/config_qlora.yaml")
+    assert file["load_in_4bit"] and file["use_peft"] and config.values["method"] == "qlora"
+    assert config.values["lora_rank"] == file["lora_r"]
+    assert config.values["lora_dropout"] == file["lora_dropout"]
+    assert config.values["lora_targets"] == tuple(file["lora_target_modules"])
+    assert "use_bnb_nested_quant" not in file
+    assert config.values["qlora_double_quant"] is False  # trl ModelConfig use_bnb_nested_quant=False
+    assert config.values["adapter_dtype"] == "compute"  # SFTTrainer casts QLoRA adapters to bf16
+    assert config.values["dtype"] == "bf16"
+
+
+def test_trl_packing_and_liger_are_unmodelled():
+    file = raw("trainer-args/sft.yaml")
+    config = read("trainer-args/sft.yaml")
+    assert file["packing"] is True and file["use_liger_kernel"] is True
+    assert set(config.unmodelled) == {"packing", "use_liger_kernel"}
+    assert config.values["seq_len"] == file["max_length"]
+
+
+def test_trl_defaults_where_the_file_is_silent():
+    """trl's example CLI config sets none of them: SFTConfig max_length=1024, gradient_checkpointing=True, bf16
+    on; TrainingArguments per_device_train_batch_size=8; ModelConfig dtype float32 (autocast over fp32)."""
+    config = read("trainer-args/example_config.yaml")
+    assert config.values["seq_len"] == 1024 and config.sources["seq_len"] == "max_length (default)"
+    assert config.values["gradient_checkpointing"] == "full" and config.values["micro_batch_size"] == 8
+    assert config.values["dtype"] == "amp-bf16"
+
+
+def test_trainer_args_as_json_with_inline_deepspeed(tmp_path):
+    """TrainingArguments also come as JSON, and accept the DeepSpeed config as a dict."""
+    data = raw("trainer-args/config_qlora.yaml")
+    data["deepspeed"] = raw("deepspeed/zero3_bf16_cpuoffload_all.json")
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps(data))
+    config = read_config(path)
+    assert config.values["method"] == "qlora" and config.values["micro_batch_size"] == data["per_device_train_batch_size"]
+    assert config.values["sharding"] == "zero3" and config.sources["sharding"] == "deepspeed.zero_optimization.stage"
+    assert config.values["offload_params"] is True
+
+
+def test_plain_trainer_arguments(tmp_path):
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"output_dir": "out", "per_device_train_batch_size": 4, "fp16": True,
+                                "optim": "adafactor", "gradient_checkpointing": True}))
+    config = read_config(path)
+    assert config.framework == "hf-trainer" and config.model is None
+    assert config.values["optimizer"] == "adafactor" and config.values["gradient_checkpointing"] == "full"
+    assert config.values["dtype"] == "amp-fp16"
+
+
+# -- what is listed --------------------------------------------------------------------------------------------
+
+
+def test_unknown_keys_are_listed(tmp_path):
+    data = raw("llama-factory/examples/train_lora/llama3_lora_sft.yaml") | {"frobnicate": 3, "warp": {"drive": 9}}
+    path = tmp_path / "lf.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert read_config(path).unknown == ("frobnicate", "warp.drive")
+    ds = raw("deepspeed/ds_z2_offload_config.json")
+    ds["zero_optimization"]["mystery_knob"] = 1
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(ds))
+    assert read_config(path).unknown == ("zero_optimization.mystery_knob",)
+
+
+def test_unknown_keys_of_a_linked_file_are_listed(tmp_path):
+    (tmp_path / "ds.json").write_text(json.dumps({"zero_optimization": {"stage": 2, "odd": 1}}))
+    (tmp_path / "run.yaml").write_text("per_device_train_batch_size: 2\ndeepspeed: ds.json\nbf16: true\n")
+    config = read_config(tmp_path / "run.yaml")
+    assert config.unknown == ("ds.json:zero_optimization.odd",)
+    assert config.values["sharding"] == "zero2" and config.values["dtype"] == "bf16"
+
+
+def test_off_switches_are_not_unmodelled(tmp_path):
+    data = raw("axolotl/examples/llama-3/lora-8b.yml") | {"load_in_8bit": False, "sample_packing": False,
+                                                          "lora_modules_to_save": None}
+    path = tmp_path / "ax.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert read_config(path).unmodelled == ()
+
+
+# -- hostile files ---------------------------------------------------------------------------------------------
+
+
+def refused(path: Path | str, *words: str) -> str:
+    """read_config refuses the file with one InvalidInputError line naming it (and `words`)."""
+    with pytest.raises(InvalidInputError) as caught:
+        read_config(path)
+    message = str(caught.value)
+    assert "\n" not in message and str(path) in message
+    assert classify(caught.value) == (ExitCode.INVALID_INPUT, message)
+    rest = message.replace(str(path), "")  # the words must be in what it says, not in the path (test names)
+    for word in words:
+        assert word in rest
+    return message
+
+
+def test_yaml_bomb(tmp_path):
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    assert path.stat().st_size < 2_000
+    refused(path, "aliases are expanded")
+
+
+def test_recursive_alias(tmp_path):
+    path = tmp_path / "loop.yaml"
+    path.write_text("a: &a [*a]\n")
+    refused(path, "alias")
+
+
+def test_huge_file(tmp_path):
+    path = tmp_path / "huge.yaml"
+    with path.open("wb") as handle:
+        handle.truncate(1 << 30)  # 1 GiB, sparse: refused on its size, never read
+    refused(path, "larger than")
+
+
+@pytest.mark.parametrize(("text", "shape"), [("- 1\n- 2\n", "list"), ("42\n", "int"), ("", "empty"),
+                                             ("just a string\n", "str")])
+def test_top_level_not_a_mapping(tmp_path, text, shape):
+    path = tmp_path / "top.yaml"
+    path.write_text(text)
+    refused(path, shape, "mapping")
+
+
+@pytest.mark.parametrize(("fixture", "key", "value", "where"), [
+    ("torchtune/8B_lora_single_device.yaml", "batch_size", [1, 2], "batch_size"),
+    ("torchtune/8B_lora_single_device.yaml", "model", {"_component_": "x.lora_llama3_1_8b", "lora_rank": "big"},
+     "model.lora_rank"),
+    ("axolotl/examples/llama-3/qlora.yml", "micro_batch_size", {"n": 2}, "micro_batch_size"),
+    ("llama-factory/examples/train_lora/llama3_lora_sft.yaml", "bf16", "maybe", "bf16"),
+    ("deepspeed/ds_z2_offload_config.json", "zero_optimization", 3, "zero_optimization"),
+    ("trainer-args/config_qlora.yaml", "lora_target_modules", 7, "lora_target_modules"),
+    ("trainer-args/config_qlora.yaml", "deepspeed", 5, "deepspeed"),
+    ("accelerate/fsdp_config.yaml", "num_processes", "eight", "num_processes"),
+])
+def test_wrong_types(tmp_path, fixture, key, value, where):
+    data = raw(fixture) | {key: value}
+    path = tmp_path / Path(fixture).name
+    path.write_text(json.dumps(data) if path.suffix == ".json" else yaml.safe_dump(data))
+    refused(path, where)
+
+
+def test_out_of_range_value_names_its_key(tmp_path):
+    data = raw("axolotl/examples/llama-3/qlora.yml") | {"lora_r": 0}
+    path = tmp_path / "ax.yaml"
+    path.write_text(yaml.safe_dump(data))
+    refused(path, "lora_r", "lora_rank")
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", ("binary",)),
+    ("base_model: café\n".encode("latin-1"), ("UTF-8",)),
+    (b"a: [1, 2\n", ("not valid YAML", "line")),
+    (b"x: !!python/object/apply:os.system ['true']\n", ("not valid YAML",)),
+    (b"a:\n" + b"".join(b" " * i + b"b:\n" for i in range(1, 200)), ("nests",)),
+])
+def test_bad_bytes(tmp_path, content, words):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(content)
+    refused(path, *words)
+
+
+def test_bad_json(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"zero_optimization": {"stage": 3},}')
+    refused(path, "not valid JSON", "line 1")
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    refused(path, "JSON")
+
+
+def test_missing_path_directory_device_and_suffix(tmp_path):
+    refused(tmp_path / "absent.yaml", "no such file")
+    (tmp_path / "dir.yaml").mkdir()
+    refused(tmp_path / "dir.yaml", "directory")
+    os.mkfifo(tmp_path / "pipe.yaml")  # opening a FIFO would block: refused on its type first
+    refused(tmp_path / "pipe.yaml", "not a regular file")
+    (tmp_path / "zero.yaml").symlink_to("/dev/zero")
+    refused(tmp_path / "zero.yaml", "not a regular file")
+    (tmp_path / "notes.txt").write_text("batch_size: 2\n")
+    refused(tmp_path / "notes.txt", ".yaml")
+
+
+def test_unknown_and_ambiguous_shapes(tmp_path):
+    path = tmp_path / "what.yaml"
+    path.write_text("foo: 1\nbar: [2]\n")
+    refused(path, "expected", "torchtune", "axolotl", "deepspeed")
+    path.write_text("base_model: x/y\ndatasets: []\nstage: sft\n")
+    refused(path, "axolotl and llama-factory")
+
+
+def test_deepspeed_path_that_loops(tmp_path):
+    """A config naming itself as its DeepSpeed file: a DeepSpeed JSON names no file, so nothing is followed twice."""
+    (tmp_path / "run.yaml").write_text("per_device_train_batch_size: 2\ndeepspeed: run.yaml\n")
+    refused(tmp_path / "run.yaml", "not a DeepSpeed config")
+
+
+@pytest.mark.parametrize("reference", ["../../../../../../etc/passwd", "/etc/passwd", "~/ds.json", "link.json"])
+def test_deepspeed_path_that_escapes(tmp_path, reference):
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+    (project / "link.json").symlink_to(outside)
+    (project / "run.yaml").write_text(f"per_device_train_batch_size: 2\ndeepspeed: {reference}\n")
+    refused(project / "run.yaml", "deepspeed names", "outside")
+
+
+@pytest.mark.parametrize("reference", ['"a\\0b.json"', "x" * 5000 + ".json", "loop.json"])
+def test_deepspeed_path_unusable(tmp_path, reference):
+    (tmp_path / "loop.json").symlink_to(tmp_path / "loop2.json")
+    (tmp_path / "loop2.json").symlink_to(tmp_path / "loop.json")
+    (tmp_path / "run.yaml").write_text(f"per_device_train_batch_size: 2\ndeepspeed: {reference}\n")
+    refused(tmp_path / "run.yaml", "deepspeed names", "not a usable path")
+
+
+def test_deepspeed_path_missing(tmp_path):
+    (tmp_path / "run.yaml").write_text("per_device_train_batch_size: 2\ndeepspeed: nowhere/ds.json\n")
+    refused(tmp_path / "run.yaml", "not a file")
+
+
+def test_deepspeed_file_that_is_hostile(tmp_path):
+    (tmp_path / "ds.json").write_bytes(b"\xff\xfe{}")
+    (tmp_path / "run.yaml").write_text("per_device_train_batch_size: 2\ndeepspeed: ds.json\n")
+    refused(tmp_path / "run.yaml", "UTF-8")
+
+
+def test_eight_bit_bases_and_saved_modules_become_settings(tmp_path) -> None:
+    """Axolotl's load_in_8bit LoRA and lora_modules_to_save, LLaMA-Factory's quantization_bit 8 and
+    additional_target: settings now, no longer warnings."""
+    axolotl = tmp_path / "axolotl.yml"
+    axolotl.write_text("base_model: org/m\nadapter: lora\nload_in_8bit: true\nlora_r: 8\n"
+                       "lora_modules_to_save: [embed_tokens, lm_head]\ndatasets: [{path: x}]\n")
+    read = read_config(axolotl)
+    assert read.values["base_quantization"] == "int8" and read.values["method"] == "lora"
+    assert read.values["modules_to_save"] == ("embed_tokens", "lm_head")
+    assert "load_in_8bit" not in read.unmodelled and "lora_modules_to_save" not in read.unmodelled
+    factory = tmp_path / "factory.yaml"
+    factory.write_text("model_name_or_path: org/m\nstage: sft\nfinetuning_type: lora\nquantization_bit: 8\n"
+                       "additional_target: embed_tokens\n")
+    read = read_config(factory)
+    assert read.values["base_quantization"] == "int8" and read.values["modules_to_save"] == ("embed_tokens",)
+    assert not {"quantization_bit", "additional_target"} & set(read.unmodelled)

@@ -1,0 +1,55 @@
+"""The load phase and host RAM: where loading the whole model on every GPU before sharding is the peak, and what a
+machine's RAM must hold (offloaded states of its ranks, or every rank's copy of the checkpoint while loading)."""
+
+from __future__ import annotations
+
+from tiny_models import reference_model
+
+from hfmem.hardware.gpus import find_gpu, parse_gpu_spec
+from hfmem.memory.estimate import estimate
+from hfmem.memory.fit import fit_one
+from hfmem.memory.settings import TrainingSettings
+from hfmem.units import GIB
+
+LLAMA3 = reference_model("meta-llama/Meta-Llama-3-8B")
+SHARDED_LORA = dict(method="lora", sharding="fsdp", num_gpus=4, gradient_checkpointing="full")
+
+
+def _whole_model_bytes(est) -> int:
+    """The checkpoint as the training holds it before sharding: bf16 base weights and fp32 adapters (PEFT)."""
+    return est.split.frozen_16bit * 2 + est.split.trainable * 4
+
+
+def test_loading_the_whole_model_on_each_gpu_is_the_peak_of_a_sharded_lora() -> None:
+    on_cpu = estimate(*LLAMA3, TrainingSettings(**SHARDED_LORA))
+    on_gpu = estimate(*LLAMA3, TrainingSettings(**SHARDED_LORA, model_loading="per-rank-gpu"))
+    assert on_cpu.to_dict()["phases"] == {"train_step": on_cpu.total, "load": None, "largest": "train_step"}
+    phases = on_gpu.to_dict()["phases"]
+    assert phases["largest"] == "load" and phases["train_step"] == on_cpu.total  # the step itself is the same
+    assert on_gpu.total == phases["load"] > _whole_model_bytes(on_gpu) > on_cpu.total
+    card = parse_gpu_spec(f"card={(on_cpu.total + on_gpu.total) / 2 / GIB:.3f}")
+    assert fit_one(*LLAMA3, TrainingSettings(**SHARDED_LORA), card, "lora").fits
+    fit = fit_one(*LLAMA3, TrainingSettings(**SHARDED_LORA, model_loading="per-rank-gpu"), card, "lora").to_dict()
+    assert not fit["asked"]["fits"] and fit["asked"]["phase"] == "load" and fit["asked"]["short_of"] == "GPU memory"
+
+
+def test_host_ram_per_machine_counts_every_loading_rank() -> None:
+    for loading, copies in (("per-rank-cpu", 4), ("rank0", 1), ("per-rank-gpu", 0)):
+        est = estimate(*LLAMA3, TrainingSettings(**SHARDED_LORA, model_loading=loading))
+        assert est.per_gpu_bytes.host_per_node == copies * _whole_model_bytes(est), loading
+    two_machines = estimate(*LLAMA3, TrainingSettings(**SHARDED_LORA | {"num_gpus": 16}, gpus_per_node=8))
+    assert two_machines.per_gpu_bytes.host_per_node == 8 * _whole_model_bytes(two_machines)
+
+
+def test_a_setup_whose_host_ram_is_short_does_not_fit_and_says_why() -> None:
+    offload = dict(method="full", sharding="zero3", num_gpus=8, offload_optimizer=True, gradient_checkpointing="full",
+                   model_loading="rank0")
+    est = estimate(*LLAMA3, TrainingSettings(**offload))
+    need = est.per_gpu_bytes.host_per_node
+    assert need >= 8 * est.state.cpu_bytes > 12 * 8.03e9 * 0.99  # fp32 master + AdamW moments of every parameter
+    gpu = find_gpu("h100")
+    roomy = fit_one(*LLAMA3, TrainingSettings(**offload, host_ram_gib=need / GIB + 1), gpu, "full").to_dict()
+    short = fit_one(*LLAMA3, TrainingSettings(**offload, host_ram_gib=need / GIB - 1), gpu, "full").to_dict()
+    assert roomy["asked"]["fits"] and roomy["asked"]["short_of"] is None
+    assert not short["asked"]["fits"] and short["asked"]["short_of"].startswith("host RAM")
+    assert short["asked"]["host_per_node_bytes"] == need

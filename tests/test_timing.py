@@ -1,0 +1,83 @@
+"""Step time, token budget and cost of the fitting setups through the CLI: the roofline's inputs are the estimate's
+own tokens and sharding, a budget scales as it must, a price is the user's, and a cell without peaks says why."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hfmem.cli.main import run
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _report(capsys, *args: str) -> dict:
+    capsys.readouterr()
+    code = run(["example:Meta-Llama-3-8B", "--format", "json", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_budget_scales_with_tokens_and_the_price_is_the_users(capsys) -> None:
+    small = _report(capsys, "-m", "lora", "-g", "h100", "--tokens", "1e9", "--price", "h100=2.5")["fit"][0]["time"]
+    large = _report(capsys, "-m", "lora", "-g", "h100", "--tokens", "4e9")["fit"][0]["time"]
+    assert small["tokens_per_s"] == large["tokens_per_s"] > 0
+    assert large["hours"] == pytest.approx(4 * small["hours"])
+    assert small["hours"] == pytest.approx(1e9 / small["tokens_per_s"] / 3600)
+    assert small["cost_usd"] == pytest.approx(small["gpu_hours"] * 2.5) and "cost_usd" not in large
+
+
+def test_the_step_moves_the_tokens_the_settings_say(capsys) -> None:
+    report = _report(capsys, "-m", "lora", "-g", "h100", "-b", "2", "--grad-accum", "3", "--seq-len", "1024",
+                     "--num-gpus", "4", "--zero", "3")
+    cell = report["fit"][0]
+    assert cell["asked"]["fits"]
+    t = cell["time"]
+    assert t["tokens_per_s"] * t["seconds"] == pytest.approx(4 * 2 * 3 * 1024)
+    assert any(k.startswith("exposed_all_gather") for k in t["terms"])  # ZeRO-3 gathers the weights every pass
+    single = _report(capsys, "-m", "lora", "-g", "h100", "-b", "2", "--grad-accum", "3", "--seq-len", "1024")
+    assert not any(k.startswith("exposed_all_gather") for k in single["fit"][0]["time"]["terms"])
+
+
+def test_no_time_without_peaks_and_the_fastest_is_the_fastest(capsys) -> None:
+    report = _report(capsys, "-m", "qlora", "-g", "lab=48", "-g", "h100", "-g", "a100")
+    by_gpu = {c["gpu"]["name"]: c["time"] for c in report["fit"]}
+    assert by_gpu["lab"]["seconds"] is None and by_gpu["lab"]["reason"]
+    fastest = report["fastest_and_cheapest"]["fastest"]
+    best = max((t for t in by_gpu.values() if t and t.get("tokens_per_s")), key=lambda t: t["tokens_per_s"])
+    assert fastest["time"] == best and report["fastest_and_cheapest"]["cheapest"] is None
+    fp32 = _report(capsys, "-m", "lora", "-g", "h200", "--dtype", "fp32")["fit"][0]["time"]
+    assert fp32["seconds"] is None and "fp32" in fp32["reason"]
+
+
+@pytest.mark.parametrize("bad", [["--price", "h100"], ["--price", "h100=-1"], ["--price", "nope=2"], ["--tokens", "0"]])
+def test_bad_budgets_are_one_line_errors(capsys, bad) -> None:
+    capsys.readouterr()
+    code = run(["example:Meta-Llama-3-8B", *bad])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_a_cell_that_needs_more_gpus_is_timed_on_its_suggested_setup(capsys) -> None:
+    report = json.loads(_json_of(capsys, "example:Llama-2-70b-hf", "-m", "lora", "-g", "h100", "--tokens", "1e9"))
+    cell = report["fit"][0]
+    assert not cell["asked"]["fits"] and cell["time"]["setup"] == "suggested GPUs"
+    multi = min((m for m in (cell["multi_gpu"], cell["multi_gpu_with_checkpointing"]) if m), key=lambda m: m["num_gpus"])
+    seq = report["estimates"][0]["settings"]["seq_len"]
+    assert cell["time"]["tokens_per_s"] * cell["time"]["seconds"] == pytest.approx(multi["num_gpus"] * seq)
+    assert report["fastest_and_cheapest"]["fastest"]["num_gpus"] == multi["num_gpus"]
+    capsys.readouterr()
+    assert run(["example:Llama-2-70b-hf", "-m", "lora", "-g", "h100", "--tokens", "1e9"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Time per fitting setup" in out and f"{multi['num_gpus']}×ZeRO-3" in out
+
+
+def _json_of(capsys, *args: str) -> str:
+    capsys.readouterr()
+    assert run([*args, "--format", "json"]) == 0
+    return capsys.readouterr().out
