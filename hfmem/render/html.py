@@ -12,10 +12,28 @@ from typing import Any
 
 from hfmem import __version__
 from hfmem.memory.advice import fit_grid, recommended, verdict_parts
-from hfmem.render.charts import (CURVE_AXES, LOAD, OVERLAP, TERMS, VERDICT_WORDS, curve_chart, fit_grid_chart,
-                                 method_title, terms_chart)
-from hfmem.render.common import (ARCH_ROWS, MARKS, legend, napkin_line, origin_line, paged_hint, parameter_count,
-                                 settings_line, time_line)
+from hfmem.render.charts import (
+    CURVE_AXES,
+    LOAD,
+    OVERLAP,
+    TERMS,
+    VERDICT_WORDS,
+    curve_chart,
+    fit_grid_chart,
+    method_title,
+    terms_chart,
+)
+from hfmem.render.common import (
+    ARCH_ROWS,
+    MARKS,
+    legend,
+    napkin_line,
+    origin_line,
+    paged_hint,
+    parameter_count,
+    settings_line,
+    time_line,
+)
 from hfmem.render.markup import document, escape, number, tag, text
 from hfmem.units import GIB
 
