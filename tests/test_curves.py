@@ -83,3 +83,19 @@ def test_report_has_curves_only_when_asked():
     report = build_report(ref, HubSettings.from_env, plan, curves=True)
     assert list(report["curves"]["seq_len"]["required_bytes"]) == ["full", "qlora"]
     assert json.loads(json.dumps(report))["curves"] == report["curves"]
+
+
+def test_a_frameworks_per_method_settings_reach_the_curves(tmp_path, capsys, monkeypatch):
+    """torchtune sets each method's optimizer apart (plan.method_settings): every curve still meets its cells."""
+    from hfmem.cli.main import run
+
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+    capsys.readouterr()
+    assert run(["example:Meta-Llama-3-8B", "--framework", "torchtune", "--format", "json",
+                "--html", str(tmp_path / "r.html")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["plan"]["method_settings"]["full"]["optimizer"] == "paged_adamw_8bit"
+    seq, batch = report["curves"]["seq_len"], report["curves"]["micro_batch_size"]
+    at = seq["points"].index(batch["seq_len"])
+    for fit in report["fit"]:
+        assert seq["required_bytes"][fit["method"]][at] == fit["asked"]["required_bytes"], fit["method"]

@@ -254,7 +254,8 @@ def external_references(page: str) -> list[str]:
     root = parse(page)
     found = [f"<{n.tag} {k}>" for n in root.iter() for k in n.attrs
              if k in {"src", "href", "xlink:href", "action", "formaction", "srcset", "poster", "data"}]
-    found += [f"<{n.tag} {k}={v!r}>" for n in root.iter() for k, v in n.attrs.items() if "://" in v or v.startswith("//")]
+    found += [f"<{n.tag} {k}={v!r}>" for n in root.iter() for k, v in n.attrs.items()
+              if "://" in v or v.startswith("//")]
     found += [f"<{n.tag}>" for n in root.iter() if n.tag in {"link", "img", "iframe", "object", "embed", "base"}]
     style = "".join(n.text() for n in root.all("style"))
     found += [s for s in ("@import", "url(") if s in style]
@@ -405,8 +406,9 @@ def browse(browser: Path, tmp_path: Path, page: Path, fragment: str = "", screen
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     log = json.loads(netlog.read_text())
     start = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
-    requested = [e["params"]["url"] for e in log["events"] if e["type"] == start
-                 and "file://" in e["params"].get("network_isolation_key", "") and not e["params"]["url"].startswith("file:")]
+    requested = [e["params"]["url"] for e in log["events"] if e["type"] == start  # the page's own requests
+                 and "file://" in e["params"].get("network_isolation_key", "")
+                 and not e["params"]["url"].startswith("file:")]
     return done.stdout, console, requested
 
 

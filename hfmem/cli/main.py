@@ -67,7 +67,8 @@ def model(
         raise errors.InvalidInputError("give MODEL (a Hub id, a directory, a config.json or example:NAME), or a "
                                        "--config file that names one.")
     ref = parse_model_ref(model, revision)
-    report = build_report(ref, partial(HubSettings.from_env, token=token, timeout=timeout), plan, curves=html is not None)
+    hub = partial(HubSettings.from_env, token=token, timeout=timeout)
+    report = build_report(ref, hub, plan, curves=html is not None)
     if html is not None:
         from hfmem.cli.files import write_output
         from hfmem.render.html import render

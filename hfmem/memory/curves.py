@@ -59,6 +59,7 @@ def memory_curves(arch: Architecture, inventory: Inventory, settings: TrainingSe
     own = per_method or {}
 
     def required(s: TrainingSettings) -> int:
+        """What must stay resident per GPU for the settings: the public estimate's own figure."""
         return estimate_in(ctx, s).per_gpu_bytes.required
 
     by_seq: dict[str, list[int]] = {}

@@ -33,6 +33,7 @@ CURVE_AXES = {"seq_len": ("sequence length (tokens)", "micro_batch_size", "micro
 
 
 def method_title(method: str) -> str:
+    """"full" -> "full fine-tune": the name every table heads a method's column with."""
     return METHOD_TITLES.get(method, method)
 
 
@@ -114,7 +115,8 @@ def terms_chart(report: dict[str, Any]) -> str:
             if value:
                 parts.append(tag("rect", text("title", f"{method_title(est['method'])}: {label} {value:,.2f} GiB"),
                                  x=bx, y=y(base + value), width=bar_w, height=round(y(base) - y(base + value), 1),
-                                 class_=f"t-{term}", **figure_attrs(f"estimates.{i}.per_gpu_bytes.{term}", terms[term])))
+                                 class_=f"t-{term}",
+                                 **figure_attrs(f"estimates.{i}.per_gpu_bytes.{term}", terms[term])))
             base += value
         step_bytes = sum(terms[t] for t, _ in TERMS) - terms[OVERLAP]
         total, step = terms["total"] / GIB, step_bytes / GIB
@@ -150,7 +152,8 @@ def curve_chart(report: dict[str, Any], axis: str) -> str:
     limits = gpu_limits(report)
     values = [v / GIB for series in by_method.values() for v in series] + [v for _, v in limits]
     y = Scale(min(values) * 0.85, max(values) * 1.15, 320, 24, base=10)
-    x = Scale(points[0], points[-1], 70, 560, base=2) if len(points) > 1 else Scale(points[0] / 2, points[0] * 2, 70, 560, 2)
+    lo, hi = (points[0], points[-1]) if len(points) > 1 else (points[0] / 2, points[0] * 2)
+    x = Scale(lo, hi, 70, 560, base=2)
     as_set = report["curves"][fixed_key][axis]  # the other curve is drawn at this curve's set value
     parts = [y_axis(y, 70, 560, "GiB"), x_axis(x, 320, 24, label), reference_lines(limits, y, 70, 560, 588),
              tag("line", x1=x(as_set), x2=x(as_set), y1=24, y2=320, class_="as-set"),

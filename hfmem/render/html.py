@@ -39,10 +39,12 @@ from hfmem.units import GIB
 
 
 def gib_number(n_bytes: int, src: str, digits: int = 1) -> str:
+    """Bytes from the report shown in GiB, traced to their JSON path."""
     return number(f"{n_bytes / GIB:,.{digits}f}", n_bytes, src, "GiB")
 
 
 def count_number(n: int, src: str) -> str:
+    """A count from the report shown with thousands separators, traced to its JSON path."""
     return number(f"{n:,}", n, src, "count")
 
 
@@ -60,6 +62,7 @@ def data_table(caption: str, headers: list[str], rows: list[list[str]], css_clas
 
 
 def section(section_id: str, title: str, *parts: str) -> str:
+    """A titled part of the page that links can point to (#fit, #terms, #curves ...)."""
     return tag("section", text("h2", title), *parts, id=section_id)
 
 
@@ -117,13 +120,14 @@ def fit_section(report: dict[str, Any]) -> str:
               for name, _, by in rows]
     caption = " · ".join(x for x in (legend(), paged_hint(report)) if x)
     return section("fit", "Fit per GPU", tag("figure", fit_grid_chart(report), text("figcaption", caption)),
-                   data_table("the fit grid in text: GiB one GPU needs, and the batch room or the change that makes "
-                              "it fit", head, cells, "fit-table"),
-                   data_table("largest micro-batch (at the set sequence length) and sequence length (at the set micro-batch) "
-                         "that fit one GPU", ["GPU"] + [method_title(m) for m in methods], limits))
+                   data_table("the fit grid in text: GiB per GPU as asked, and the batch room or the change that "
+                              "makes it fit", head, cells, "fit-table"),
+                   data_table("largest micro-batch (at the set sequence length) and sequence length (at the set "
+                              "micro-batch) that fit as asked", ["GPU"] + [method_title(m) for m in methods], limits))
 
 
 def limit_text(i: int, fit: dict[str, Any]) -> str:
+    """The largest micro-batch and sequence length a fit cell found, as text."""
     batch = number(f"{fit['max_micro_batch_size']:,}", fit["max_micro_batch_size"], f"fit.{i}.max_micro_batch_size",
                    "count")
     seq = number(f"{fit['max_seq_len']:,}", fit["max_seq_len"], f"fit.{i}.max_seq_len", "count")
@@ -145,10 +149,10 @@ def terms_section(report: dict[str, Any]) -> str:
     rows.append([escape("trainable parameters")] + [count_number(e["parameters"]["trainable"],
                                                                  f"estimates.{i}.parameters.trainable")
                                                     for i, e in enumerate(estimates)])
-    return section("terms", "Memory per GPU by term",
-                   tag("figure", terms_chart(report), text("figcaption", napkin_line(report) if report.get("fit") else "")),
+    caption = napkin_line(report) if report.get("fit") else ""
+    return section("terms", "Memory per GPU by term", tag("figure", terms_chart(report), text("figcaption", caption)),
                    data_table("memory per GPU by term (GiB) for each method's estimate",
-                         ["term"] + [method_title(e["method"]) for e in estimates], rows))
+                              ["term"] + [method_title(e["method"]) for e in estimates], rows))
 
 
 def curves_section(report: dict[str, Any]) -> str:
@@ -164,7 +168,7 @@ def curves_section(report: dict[str, Any]) -> str:
                    for m in methods] for k, p in enumerate(curve["points"])]
         parts += [tag("figure", curve_chart(report, axis)),
                   data_table(f"GiB one GPU must hold against {label} ({fixed_name} {curve[fixed_key]:,})",
-                        [label] + [method_title(m) for m in methods], rows)]
+                             [label] + [method_title(m) for m in methods], rows)]
     return section("curves", "Memory against sequence length and micro-batch", *parts)
 
 
@@ -173,7 +177,8 @@ def parameters_section(report: dict[str, Any]) -> str:
     arch, params = report["architecture"], report["parameters"]
     arch_rows = [[escape(label), escape(f"{arch[key]:,}" if type(arch[key]) is int else arch[key])]
                  for key, label in ARCH_ROWS if arch.get(key) not in (None, 0)]
-    param_rows = [[escape(c), count_number(n, f"parameters.by_component.{c}")] for c, n in params["by_component"].items()]
+    param_rows = [[escape(c), count_number(n, f"parameters.by_component.{c}")]
+                  for c, n in params["by_component"].items()]
     param_rows.append(["total", count_number(params["total"], "parameters.total")])
     if params.get("checkpoint_total") is not None:
         param_rows.append(["checkpoint", count_number(params["checkpoint_total"], "parameters.checkpoint_total")])
@@ -194,6 +199,7 @@ def flat(prefix: str, value: Any) -> list[tuple[str, Any]]:
 
 
 def shown(value: Any) -> str:
+    """An assumption's value in words: "-" for none, yes/no, lists joined."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -215,9 +221,9 @@ def assumptions_section(report: dict[str, Any]) -> str:
             notes.setdefault(note, []).append(method_title(e["method"]))
     items = [tag("li", *(() if len(who) == len(estimates) else (text("strong", ", ".join(who) + ": "),)), escape(note))
              for note, who in notes.items()]
+    head = ["setting"] + [method_title(e["method"]) for e in estimates]
     return section("assumptions", "Assumptions and notes",
-                   table("What each method's estimate assumes", ["setting"] + [method_title(e["method"])
-                                                                               for e in estimates], rows, "assumptions"),
+                   table("What each method's estimate assumes", head, rows, "assumptions"),
                    tag("ul", *items, class_="notes") if items else "")
 
 

@@ -26,9 +26,11 @@ class Scale:
     """0: linear; 2 or 10: logarithmic, ticks at powers of 2 or at 1, 2, 5 × powers of 10."""
 
     def _t(self, value: float) -> float:
+        """The value on the axis's own scale: itself, or its logarithm."""
         return math.log(value) if self.base else value
 
     def __call__(self, value: float) -> float:
+        """The pixel for a value, to a tenth of a pixel."""
         lo, hi = self._t(self.lo), self._t(self.hi)
         share = (self._t(value) - lo) / (hi - lo) if hi > lo else 0.5
         return round(self.start + share * (self.end - self.start), 1)

@@ -232,6 +232,7 @@ def dashboard_data(rows: list[dict[str, Any]], filters: list[FitFilter]) -> dict
 
 
 def _dashboard_value(row: dict[str, Any], key: str) -> Any:
+    """A CSV row's value for a dashboard column; `error` joins the error's type and message."""
     if key == "error":
         return ": ".join(x for x in (row["error_type"], row["error"]) if x) or None
     return row[key]
