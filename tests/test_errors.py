@@ -69,7 +69,7 @@ def test_classify() -> None:
     assert message == "internal error (ValueError: bad value); rerun with HFMEM_DEBUG=1 and report it."
 
 
-def _broken_report(*args: object) -> dict:
+def _broken_report(*args: object, **kwargs: object) -> dict:
     raise ZeroDivisionError("boom")
 
 

@@ -12,7 +12,8 @@ from rich.console import Console
 
 from hfmem.cli.main import run
 from hfmem.memory.advice import short_gib
-from hfmem.render.table import napkin_line, render
+from hfmem.render.common import napkin_line
+from hfmem.render.table import render
 from hfmem.units import GIB
 
 

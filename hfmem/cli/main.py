@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -49,6 +50,9 @@ def model(
                                                  show_default=False)] = None,
     output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
     details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.")] = False,
+    html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE",
+                                                 help="Also write a self-contained HTML report with charts (no network "
+                                                      "needed to open it); adds `curves` to the JSON.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
     version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
                                           help="Print hfmem's version and exit.")] = False,
@@ -63,7 +67,13 @@ def model(
         raise errors.InvalidInputError("give MODEL (a Hub id, a directory, a config.json or example:NAME), or a "
                                        "--config file that names one.")
     ref = parse_model_ref(model, revision)
-    report = build_report(ref, partial(HubSettings.from_env, token=token, timeout=timeout), plan)
+    hub = partial(HubSettings.from_env, token=token, timeout=timeout)
+    report = build_report(ref, hub, plan, curves=html is not None)
+    if html is not None:
+        from hfmem.cli.files import write_output
+        from hfmem.render.html import render
+
+        write_output(html, render(report))
     emit(report, output, details)
 
 

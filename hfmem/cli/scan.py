@@ -36,7 +36,8 @@ scan_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, ric
 
 @scan_app.command(help="Analyse many models: FILE lists one model per line (org/name[@revision], `#` comments, "
                        "`-` for stdin) and/or --author/--search/--limit list them from the Hub. One JSONL record "
-                       "per model goes to --out as it finishes. Without a FILE or Hub listing, exports --out.")
+                       "per model goes to --out as it finishes. Without a FILE or Hub listing, exports --out "
+                       "(--csv, --markdown, --html).")
 @opt.with_plan_flags
 def scan(
     file: Annotated[Optional[str], typer.Argument(metavar="FILE", help="Model list, or - for stdin.")] = None,
@@ -49,6 +50,8 @@ def scan(
     shard: Annotated[Optional[str], typer.Option(metavar="K/N", help="Scan only shard K of N (1 <= K <= N).")] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the results as CSV.")] = None,
     markdown_path: Annotated[Optional[Path], typer.Option("--markdown", help="Also write a markdown summary.")] = None,
+    html_path: Annotated[Optional[Path], typer.Option("--html", help="Also write a sortable, filterable HTML table "
+                                                                     "(one file, opens offline).")] = None,
     fits: Annotated[Optional[list[str]], typer.Option("--fits", metavar="METHOD:GPU",
                                                       help="Export only models where METHOD fits on one such GPU with these "
                                                            "settings, e.g. qlora:rtx4090 (repeatable: all must hold).")] = None,
@@ -76,9 +79,9 @@ def scan(
         digest = engine.settings_digest(settings)
         wanted = {(m, digest) for m in models}
         stats = _scan(models, hub, plan, settings, out, resume, concurrency)
-    elif not (csv_path or markdown_path):
+    elif not (csv_path or markdown_path or html_path):
         raise errors.InvalidInputError("nothing to scan: give a FILE, --author, --search or --limit "
-                                       "(or --csv/--markdown to export an existing --out).")
+                                       "(or --csv/--markdown/--html to export an existing --out).")
     elif not out.is_file():
         raise errors.InvalidInputError(f"{out}: no such results file to export.")
     else:
@@ -87,7 +90,7 @@ def scan(
     if wanted is not None:  # this scan's models and settings, not whatever else the file holds
         records = (r for r in records if engine.record_key(r) in wanted)
     rows = summarise(records, filters)
-    _export([row for row, chosen in rows if chosen], filters, csv_path, markdown_path)
+    _export([row for row, chosen in rows if chosen], filters, out, csv_path, markdown_path, html_path)
     failed = sum(row["status"] != "ok" for row, _ in rows)
     if stats is not None and failed:
         raise errors.ScanFailuresError(f"{failed} of {len(rows)} models failed; their records in {out} say why.")
@@ -147,15 +150,14 @@ def _counts(stats: ScanStats) -> str:
             f"{stats.rate:.1f} models/s")
 
 
-def _export(rows: list[dict[str, Any]], filters: list[FitFilter], csv_path: Path | None,
-            markdown_path: Path | None) -> None:
-    """Write the requested CSV and markdown files from the chosen rows."""
-    from hfmem.scan.export import to_csv, to_markdown
+def _export(rows: list[dict[str, Any]], filters: list[FitFilter], out: Path, csv_path: Path | None,
+            markdown_path: Path | None, html_path: Path | None) -> None:
+    """Write the requested CSV, markdown and HTML dashboard files from the chosen rows (of the results file `out`)."""
+    from hfmem.cli.files import write_output
+    from hfmem.render.dashboard import render as dashboard
+    from hfmem.scan.export import dashboard_data, to_csv, to_markdown
 
-    for path, text in ((csv_path, lambda: to_csv(rows)), (markdown_path, lambda: to_markdown(rows, filters))):
-        if path is None:
-            continue
-        try:
-            path.write_text(text(), encoding="utf-8")
-        except OSError as err:
-            raise errors.OutputError(f"cannot write {path}: {err.strerror}.") from None
+    for path, text in ((csv_path, lambda: to_csv(rows)), (markdown_path, lambda: to_markdown(rows, filters)),
+                       (html_path, lambda: dashboard(f"hfmem scan · {out.name}", dashboard_data(rows, filters)))):
+        if path is not None:
+            write_output(path, text())

@@ -53,20 +53,26 @@ def fewest_gpus(fit: dict[str, Any]) -> dict[str, Any] | None:
     return min(options, key=lambda m: m["num_gpus"]) if options else None
 
 
-def recommendation(fit: dict[str, Any]) -> str:
-    """The least intrusive way to make a fit entry work, e.g. "+ckpt 21.3" (GiB) or "8×ZeRO-3+ckpt"; "" if none."""
+def recommended(fit: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The least intrusive way to make a fit entry work, e.g. "+ckpt 21.3" (GiB) or "8×ZeRO-3+ckpt" ("" if none),
+    and the `mitigations[]` entry it names (None when it asks for several GPUs)."""
     listed = fit.get("mitigations") or ([fit["mitigation"]] if fit.get("mitigation") else [])
     by_name = {m["name"]: m for m in listed}
     multi = fewest_gpus(fit)
     for name, label in _SAME_METHOD.items():
         if name in by_name:
-            return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip()
+            return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip(), by_name[name]
     if multi and 1 < multi["num_gpus"] <= MAX_SUGGESTED_GPUS:
-        return multi_gpu_text(multi)
+        return multi_gpu_text(multi), None
     for name, label in _OTHER.items():
         if name in by_name:
-            return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip()
-    return multi_gpu_text(multi)
+            return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip(), by_name[name]
+    return multi_gpu_text(multi), None
+
+
+def recommendation(fit: dict[str, Any]) -> str:
+    """The short phrase of `recommended`: what the tables print after "→"."""
+    return recommended(fit)[0]
 
 
 VERDICTS = ("fits", "change", "gpus", "none")

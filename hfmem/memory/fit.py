@@ -251,13 +251,19 @@ def _mitigations(planner: _Planner, asked: TrainingSettings, limit: int) -> list
     return found
 
 
+def asked_settings(settings: TrainingSettings, method: str) -> TrainingSettings:
+    """The setup a fit cell judges: the settings with `method`; another method's optimizer default applies unless
+    the chosen optimizer is not a method default."""
+    keep_optimizer = method == settings.method or settings.optimizer not in {None, "paged_adamw_8bit"}
+    return replace(settings, method=method, optimizer=settings.optimizer if keep_optimizer else None).validated()
+
+
 def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpu: Gpu, method: str,
             *, max_gpus: int = 1024, _planner: _Planner | None = None) -> Fit:
     """The fit of `method` on `gpu` for the settings as asked (their method field is replaced by `method`)."""
     planner = _planner or _Planner(Context(arch, inventory))
     ctx = planner.ctx
-    keep_optimizer = method == settings.method or settings.optimizer not in {None, "paged_adamw_8bit"}
-    asked = replace(settings, method=method, optimizer=settings.optimizer if keep_optimizer else None).validated()
+    asked = asked_settings(settings, method)
     single = replace(asked, num_gpus=1, sharding=None, offload_optimizer=False, offload_params=False).validated()
     seq = asked.resolved_seq_len(arch.max_position_embeddings)
     limit = gpu.usable_bytes

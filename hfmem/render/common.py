@@ -1,13 +1,16 @@
-"""Pieces every renderer shares: the architecture rows, the method titles, the verdict marks and their legend, and
-the one-line settings summary."""
+"""Pieces every renderer shares: the architecture rows, the method titles, the verdict marks and their legend, the
+one-line settings summary, the napkin-rule contrast, and untrusted text made visible on one line."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from hfmem.memory.advice import SHARDING_NAMES, fewest_gpus, multi_gpu_text
+from hfmem.memory.advice import SHARDING_NAMES, fewest_gpus, fit_grid, multi_gpu_text, short_gib
 from hfmem.units import count
 
+# Control, zero-width and bidi-override characters: they could hide or reorder what a reader sees.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 
 ARCH_ROWS = [
     ("model_type", "model type"), ("model_class", "class"), ("num_layers", "layers"), ("hidden_size", "hidden"),
@@ -21,6 +24,11 @@ MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
 """A verdict's mark in the terminal and in markdown (memory.advice.VERDICTS)."""
 EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}
 """The same marks as GitHub renders them, for the pull-request comment."""
+
+
+def visible(text: Any) -> str:
+    """Untrusted text on one line, its invisible characters turned into spaces (every renderer escapes from this)."""
+    return " ".join(_INVISIBLE.sub(" ", str(text)).split())
 
 
 def parameter_count(params: dict[str, Any]) -> str:
@@ -141,3 +149,14 @@ def time_cell(fit: dict[str, Any]) -> str:
     if "cost_usd" in t:
         parts.append(f"${t['cost_usd']:,.0f}")
     return " · ".join(parts)
+
+
+def napkin_line(report: dict[str, Any]) -> str:
+    """The napkin rule as a contrast, in the table's unit, beside each method's figure from the table's own cells."""
+    napkin = report["estimates"][0]["rule_of_thumb"]["napkin_gib"]
+    methods, rows = fit_grid(report)
+    cells = rows[0][2] if rows else {}
+    figures = ", ".join(f"{METHOD_TITLES.get(m, m).removesuffix(' fine-tune')} "
+                        f"{short_gib(cells[m]['asked']['total_bytes'])}"
+                        for m in methods if m in cells)
+    return f"\"6 × params(B) GB\" napkin: {napkin:,.1f} GiB · hfmem: {figures} GiB"

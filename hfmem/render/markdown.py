@@ -7,12 +7,10 @@ from typing import Any
 
 from hfmem.memory.advice import fit_grid, verdict_parts
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
-                                 parameter_count, settings_line, time_line)
+                                 parameter_count, settings_line, time_line, visible)
 from hfmem.units import count
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
-# Control, zero-width and bidi-override characters: they could hide or reorder what a reviewer reads.
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 
 
 def escape(text: Any) -> str:
@@ -21,7 +19,7 @@ def escape(text: Any) -> str:
     HTML goes as entities, so the result is inert in raw HTML blocks too; `@` and `#` get a zero-width
     space after them, since GitHub links mentions and issue numbers even when backslash-escaped.
     """
-    flat = " ".join(_INVISIBLE.sub(" ", str(text)).split())
+    flat = visible(text)
     flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _SPECIAL.sub(r"\\\1", flat).replace("#", "#&#8203;").replace("@", "@&#8203;")
 

@@ -9,8 +9,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from hfmem.memory.advice import fit_grid, short_gib, verdict_parts
-from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
+from hfmem.memory.advice import fit_grid, verdict_parts
+from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, napkin_line, origin_line, paged_hint,
                                  parameter_count, settings_line, time_cell, time_line)
 from hfmem.units import count, gib, size
 
@@ -131,17 +131,6 @@ def headline(report: dict[str, Any]) -> Text:
     if arch.get("num_experts"):
         text.append(f", {arch['num_experts']} experts (top-{arch['experts_per_token']})", style="dim")
     return text
-
-
-def napkin_line(report: dict[str, Any]) -> str:
-    """The napkin rule as a contrast, in the table's unit, beside each method's figure from the table's own cells."""
-    napkin = report["estimates"][0]["rule_of_thumb"]["napkin_gib"]
-    methods, rows = fit_grid(report)
-    cells = rows[0][2] if rows else {}
-    figures = ", ".join(f"{METHOD_TITLES.get(m, m).removesuffix(' fine-tune')} "
-                        f"{short_gib(cells[m]['asked']['total_bytes'])}"
-                        for m in methods if m in cells)
-    return f"\"6 × params(B) GB\" napkin: {napkin:,.1f} GiB · hfmem: {figures} GiB"
 
 
 def render(report: dict[str, Any], console: Console, details: bool = False) -> None:

@@ -56,13 +56,15 @@ class Plan:
                 "prices_usd_per_gpu_hour": dict(self.prices), "rank": self.rank}
 
 
-def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None) -> dict[str, Any]:
+def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None, *,
+                 curves: bool = False) -> dict[str, Any]:
     """Analyse the model and return the documented JSON schema (see README.md)."""
-    return with_estimates(analyse(ref, settings), plan or Plan())
+    return with_estimates(analyse(ref, settings), plan or Plan(), curves=curves)
 
 
-def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
-    """The analysis as a dict, plus `warnings[]`, `estimates[]` (one per method) and `fit[]` (method x GPU)."""
+def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> dict[str, Any]:
+    """The analysis as a dict, plus `warnings[]`, `estimates[]` (one per method) and `fit[]` (method x GPU);
+    with `curves`, also `curves` (memory against sequence length and micro-batch, hfmem.memory.curves)."""
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
     from hfmem.memory.warnings import warnings_for
@@ -74,8 +76,8 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
     arch, inventory = result.architecture, result.inventory
     training = plan.training.validated()
     estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
-    fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods,
-                      per_method={m: plan.settings_for(m) for m in plan.method_settings})
+    per_method = {m: plan.settings_for(m) for m in plan.method_settings}
+    fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods, per_method=per_method)
     warnings = [*plan.notes, *warnings_for(arch, result.config, training, fits)]
     setups: dict[tuple, tuple[Any, Any]] = {}  # (method, suggested setup) -> (estimate, FLOPs): GPU-independent
 
@@ -101,10 +103,15 @@ def with_estimates(result: ModelReport, plan: Plan) -> dict[str, Any]:
             step = step_for(est, flops, fit.gpu) | {"setup": "asked" if fit.fits else "suggested GPUs"}
             cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
         cells.append(cell)
-    return result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
-                               "estimates": [e.to_dict() for e in estimates.values()], "fit": cells,
-                               "fastest_and_cheapest": fastest_and_cheapest(cells),
-                               "fit_ranking": ranking(cells, plan.rank)}
+    report = result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
+                                 "estimates": [e.to_dict() for e in estimates.values()], "fit": cells,
+                                 "fastest_and_cheapest": fastest_and_cheapest(cells),
+                                 "fit_ranking": ranking(cells, plan.rank)}
+    if curves:
+        from hfmem.memory.curves import memory_curves
+
+        report["curves"] = memory_curves(arch, inventory, training, plan.methods, per_method)
+    return report
 
 
 SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")

@@ -1,4 +1,4 @@
-"""Turn scan records (JSONL) into a CSV table or a markdown summary, optionally filtered by fit.
+"""Turn scan records (JSONL) into a CSV table, a markdown summary or the dashboard's data, optionally filtered by fit.
 
 Filters work on the record shape `hfmem/scan/runner.py` writes; `--fits METHOD:GPU` keeps models whose
 report's `fit[]` says that method fits on one such GPU with the scan's settings (see `fit_cells`).
@@ -25,6 +25,14 @@ needing the fewest, when one is not enough)."""
 CSV_COLUMNS = ("model", "status", "repo_id", "revision", "sha", "model_type", "model_class", "parameters",
                "checkpoint_parameters", "checkpoint_bytes", "crosscheck", "smallest_fit", "fits", *METHOD_COLUMNS,
                "settings", "error_type", "error", "settings_digest")
+
+
+DASHBOARD_COLUMNS = (("model", "model", "text"), ("status", "status", "text"), ("model_type", "type", "text"),
+                     ("parameters", "parameters", "count"),
+                     *(column for m in METHODS for column in ((f"{m}_gib_per_gpu", f"{m} GiB/GPU", "gib"),
+                                                               (f"{m}_fits_on", f"{m} fits on", "text"))),
+                     ("error", "error", "text"))
+"""The dashboard's columns: (CSV row key, header, kind: text, count or gib); `error` is the type and message."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +216,26 @@ def to_markdown(rows: list[dict[str, Any]], filters: list[FitFilter]) -> str:
             lines.append(f"| {_md(r['model'])} | {_md(r['error_type'] or '')} | {_md(r['error'] or '')} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def dashboard_data(rows: list[dict[str, Any]], filters: list[FitFilter]) -> dict[str, Any]:
+    """Rows (from csv_row) as the scan dashboard's data: columns, one list of values per row, and the summary
+    and settings lines shown above the table."""
+    failed = sum(r["status"] != "ok" for r in rows)
+    summary = [f"{len(rows)} models: {len(rows) - failed} analysed, {failed} failed."]
+    if filters:
+        summary.insert(0, f"Filtered to models that fit: {', '.join(str(f) for f in filters)}.")
+    values = [[_dashboard_value(r, key) for key, _, _ in DASHBOARD_COLUMNS] for r in rows]
+    return {"columns": [{"key": key, "label": label, "kind": kind} for key, label, kind in DASHBOARD_COLUMNS],
+            "rows": values, "summary": summary,
+            "settings": list(dict.fromkeys(r["settings"] for r in rows if r["settings"]))}
+
+
+def _dashboard_value(row: dict[str, Any], key: str) -> Any:
+    """A CSV row's value for a dashboard column; `error` joins the error's type and message."""
+    if key == "error":
+        return ": ".join(x for x in (row["error_type"], row["error"]) if x) or None
+    return row[key]
 
 
 def _memory_text(row: dict[str, Any]) -> str:

@@ -1,0 +1,171 @@
+"""The report's four charts as SVG, drawn from the report dict: the fit grid, memory by term, memory against
+sequence length and against micro-batch.
+
+Every mark that stands for a figure carries the figure's JSON path and value (`data-src`, `data-value`), so what is
+drawn can be traced to, and checked against, the JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfmem.memory.advice import fit_grid, recommended, verdict_parts
+from hfmem.render.common import MARKS, METHOD_TITLES, setup_text
+from hfmem.render.markup import escape, tag, text
+from hfmem.render.svg import Scale, chart, legend, reference_lines, x_axis, y_axis
+from hfmem.units import GIB
+
+TERMS = (
+    ("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states + fp32 master"),
+    ("sharding_buffers", "sharding buffers"), ("activations", "activations"),
+    ("optimizer_step_transient", "optimizer step transient"), ("autocast_weight_copies", "autocast weight copies"),
+    ("overhead", "fragmentation + CUDA context"),
+)
+"""The per_gpu_bytes terms stacked in a bar, bottom up; their sum less the overlap is the training step's total,
+and `total` is that or the load phase's `load`, whichever is larger (hfmem.memory.breakdown)."""
+OVERLAP = "gradient_activation_overlap"
+LOAD = "load"
+VERDICT_WORDS = {"fits": "fits as asked", "change": "fits one GPU with a change",
+                 "gpus": "needs several GPUs", "none": "no fit found"}
+CURVE_AXES = {"seq_len": ("sequence length (tokens)", "micro_batch_size", "micro-batch"),
+              "micro_batch_size": ("micro-batch size", "seq_len", "sequence length")}
+"""Per curve: its x-axis label, and the setting held fixed along it with its name."""
+
+
+def method_title(method: str) -> str:
+    """"full" -> "full fine-tune": the name every table heads a method's column with."""
+    return METHOD_TITLES.get(method, method)
+
+
+def gpu_limits(report: dict[str, Any]) -> list[tuple[str, float]]:
+    """Each fitted GPU once, with its usable GiB, largest first; GPUs of the same usable memory share one line."""
+    by_usable: dict[float, list[str]] = {}
+    for name, usable, _ in fit_grid(report)[1]:
+        by_usable.setdefault(usable, []).append(name)
+    return [(f"{', '.join(names)} · {usable:g}", usable) for usable, names in sorted(by_usable.items(), reverse=True)]
+
+
+def figure_attrs(src: str, value: float) -> dict[str, Any]:
+    """The attributes that tie a drawn mark to its figure in the JSON."""
+    return {"data_src": src, "data_value": repr(value)}
+
+
+def cell_title(fit: dict[str, Any], gpu: str, usable: float) -> str:
+    """A fit cell in words, for hover and screen readers: what it needs, the verdict, and the change by name."""
+    kind, total, _ = verdict_parts(fit)
+    head = (f"{method_title(fit['method'])} on {gpu} ({usable:g} GiB usable): {total} GiB per GPU on "
+            f"{setup_text(fit['asked'])}; {VERDICT_WORDS[kind]}")
+    if kind == "fits":
+        return f"{head}, micro-batch up to {fit['max_micro_batch_size']:,}, sequence up to {fit['max_seq_len']:,}"
+    label, mitigation = recommended(fit)
+    if mitigation:
+        return f"{head}: {label} GiB, {mitigation['description']}"
+    return f"{head}: {label}" if label else head
+
+
+def fit_grid_chart(report: dict[str, Any]) -> str:
+    """GPU rows by method columns, each cell coloured by its verdict, with the GiB it needs and what follows."""
+    methods, rows = fit_grid(report)
+    index = {id(f): i for i, f in enumerate(report["fit"])}
+    label_w, col_w, row_h, head_h = 190, 200, 24, 26
+    width, height = label_w + col_w * len(methods), head_h + row_h * len(rows) + 2
+    parts = [text("text", method_title(m), x=label_w + col_w * c + col_w / 2, y=17, class_="col-head",
+                  text_anchor="middle") for c, m in enumerate(methods)]
+    for r, (name, usable, by_method) in enumerate(rows):
+        y = head_h + r * row_h
+        parts.append(text("text", f"{name} · {usable:g} GiB", x=label_w - 8, y=y + 16, class_="row-head",
+                          text_anchor="end"))
+        for c, method in enumerate(methods):
+            fit = by_method.get(method)
+            if fit is None:
+                continue
+            kind, total, rest = verdict_parts(fit)
+            src = f"fit.{index[id(fit)]}.asked.total_bytes"
+            figure = tag("tspan", escape(total), **figure_attrs(src, fit["asked"]["total_bytes"]), data_unit="GiB")
+            x = label_w + col_w * c
+            parts.append(tag("g", text("title", cell_title(fit, name, usable)),
+                             tag("rect", x=x + 1, y=y + 1, width=col_w - 2, height=row_h - 2, rx=3, class_=f"v-{kind}"),
+                             tag("text", f"{MARKS[kind]} ", figure, f" {escape(rest)}", x=x + 8, y=y + 16,
+                                 class_="cell-text"),
+                             class_="cell", data_verdict=kind))
+    counts = {k: sum(verdict_parts(f)[0] == k for f in report["fit"]) for k in VERDICT_WORDS}
+    desc = (f"{len(rows)} GPUs by {len(methods)} methods; cells: "
+            + ", ".join(f"{n} {VERDICT_WORDS[k]}" for k, n in counts.items() if n)
+            + ". Each cell gives the GiB one GPU needs; the table below has the same cells in text.")
+    return chart("chart-fit", width, height, "Fit per GPU and method", desc, *parts)
+
+
+def terms_chart(report: dict[str, Any]) -> str:
+    """One stacked bar per method of the estimates' per-GPU terms in GiB, the overlap as a strip beside the top of
+    the stack down to the training step's total, a mark where loading the model needs more, and each GPU's usable
+    memory as a line."""
+    estimates = report["estimates"]
+    limits = gpu_limits(report)
+    tops = [max(sum(e["per_gpu_bytes"][t] for t, _ in TERMS), e["per_gpu_bytes"][LOAD]) / GIB for e in estimates]
+    y = Scale(0, max(tops + [v for _, v in limits] + [1]) * 1.06, 330, 30)
+    x0, bar_w, gap = 70, 72, 52
+    x1 = x0 + gap + len(estimates) * (bar_w + gap)
+    used = [(t, label) for t, label in TERMS if any(e["per_gpu_bytes"][t] for e in estimates)]
+    parts = [y_axis(y, x0, x1, "GiB"), reference_lines(limits, y, x0, x1, x1 + 28)]
+    for i, est in enumerate(estimates):
+        terms, bx = est["per_gpu_bytes"], x0 + gap + i * (bar_w + gap)
+        base = 0.0
+        for term, label in used:
+            value = terms[term] / GIB
+            if value:
+                parts.append(tag("rect", text("title", f"{method_title(est['method'])}: {label} {value:,.2f} GiB"),
+                                 x=bx, y=y(base + value), width=bar_w, height=round(y(base) - y(base + value), 1),
+                                 class_=f"t-{term}",
+                                 **figure_attrs(f"estimates.{i}.per_gpu_bytes.{term}", terms[term])))
+            base += value
+        step_bytes = sum(terms[t] for t, _ in TERMS) - terms[OVERLAP]
+        total, step = terms["total"] / GIB, step_bytes / GIB
+        if terms[OVERLAP]:
+            parts.append(tag("rect", text("title", f"{method_title(est['method'])}: {terms[OVERLAP] / GIB:,.2f} GiB "
+                                                   "of gradients and activations never alive together"),
+                             x=bx + bar_w + 2, y=y(base), width=8, height=round(y(step) - y(base), 1), class_="overlap",
+                             **figure_attrs(f"estimates.{i}.per_gpu_bytes.{OVERLAP}", terms[OVERLAP])))
+        parts.append(tag("line", x1=bx - 6, x2=bx + bar_w + 12, y1=y(step), y2=y(step), class_="total-mark"))
+        if terms[LOAD] > step_bytes:  # loading the whole model before sharding needs more than a training step
+            parts.append(tag("line", text("title", f"{method_title(est['method'])}: loading the model needs "
+                                                   f"{terms[LOAD] / GIB:,.2f} GiB, more than the training step"),
+                             x1=bx - 6, x2=bx + bar_w + 12, y1=y(terms[LOAD] / GIB), y2=y(terms[LOAD] / GIB),
+                             class_="load-mark", **figure_attrs(f"estimates.{i}.per_gpu_bytes.{LOAD}", terms[LOAD])))
+        parts.append(text("text", f"{total:,.1f}", x=bx + bar_w / 2, y=y(max(base, total)) - 6, class_="bar-value",
+                          text_anchor="middle"))
+        parts.append(text("text", method_title(est["method"]), x=bx + bar_w / 2, y=348, class_="col-head",
+                          text_anchor="middle"))
+    overlap = "not alive at the peak: the bar's top less this is the training step's total (black line)"
+    entries = [(f"t-{t}", label) for t, label in used] + [("overlap", overlap)]
+    parts.append(legend(entries, x0, 372, 700))
+    desc = ("Per GPU, in GiB: " + "; ".join(f"{method_title(e['method'])} {e['per_gpu_bytes']['total'] / GIB:,.1f} "
+                                            "in total" for e in estimates)
+            + ". Dashed lines: each GPU's usable memory. The table below lists every term.")
+    return chart("chart-terms", 800, 410, "Memory per GPU by term", desc, *parts)
+
+
+def curve_chart(report: dict[str, Any], axis: str) -> str:
+    """Required GiB per method at each point of the report's `curves[axis]`, log-log, with each GPU's limit."""
+    curve = report["curves"][axis]
+    label, fixed_key, fixed_name = CURVE_AXES[axis]
+    points, by_method = curve["points"], curve["required_bytes"]
+    limits = gpu_limits(report)
+    values = [v / GIB for series in by_method.values() for v in series] + [v for _, v in limits]
+    y = Scale(min(values) * 0.85, max(values) * 1.15, 320, 24, base=10)
+    lo, hi = (points[0], points[-1]) if len(points) > 1 else (points[0] / 2, points[0] * 2)
+    x = Scale(lo, hi, 70, 560, base=2)
+    as_set = report["curves"][fixed_key][axis]  # the other curve is drawn at this curve's set value
+    parts = [y_axis(y, 70, 560, "GiB"), x_axis(x, 320, 24, label), reference_lines(limits, y, 70, 560, 588),
+             tag("line", x1=x(as_set), x2=x(as_set), y1=24, y2=320, class_="as-set"),
+             text("text", f"as set: {as_set:,}", x=x(as_set) + 4, y=34, class_="tick")]
+    for method, series in by_method.items():
+        marks = " ".join(f"{x(p)},{y(v / GIB)}" for p, v in zip(points, series))
+        dots = [tag("circle", text("title", f"{method_title(method)}: {p:,} → {v / GIB:,.2f} GiB"), cx=x(p),
+                    cy=y(v / GIB), r=3, **figure_attrs(f"curves.{axis}.required_bytes.{method}.{k}", v))
+                for k, (p, v) in enumerate(zip(points, series))]
+        parts.append(tag("g", tag("polyline", points=marks), *dots, class_=f"m-{method}"))
+    parts.append(legend([(f"m-{m} swatch", method_title(m)) for m in by_method], 70, 372, 480, swatch="line"))
+    desc = (f"GiB one GPU must hold against {label}, at {fixed_name} {curve[fixed_key]:,}, for "
+            f"{', '.join(method_title(m) for m in by_method)}; both axes logarithmic; dashed lines: each GPU's "
+            "usable memory, so a curve crosses a line at the largest value that fits. The table below has the points.")
+    return chart(f"chart-{axis}", 800, 392, f"Memory against {label}", desc, *parts)
