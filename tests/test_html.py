@@ -451,7 +451,9 @@ def test_the_dashboard_sorts_and_filters_in_chromium(chromium, scanned, tmp_path
         assert console == [] and requested == []
         root = parse(dom)
         assert root.all("body")[0].attrs["data-ready"].endswith(" ms")
-        return [[c.text() for c in tr.children if isinstance(c, Node)] for tr in root.by_id("rows").all("tr")]
+        shown = [[c.text() for c in tr.children if isinstance(c, Node)] for tr in root.by_id("rows").all("tr")]
+        assert root.by_id("shown").text() == f"{len(shown):,} of {len(data['rows']):,} models"
+        return shown
 
     by_params = shown_rows("#sort=parameters&dir=desc")
     ranked = sorted((r for r in data["rows"] if r[at["parameters"]] is not None), key=lambda r: -r[at["parameters"]])

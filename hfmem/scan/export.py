@@ -222,7 +222,7 @@ def dashboard_data(rows: list[dict[str, Any]], filters: list[FitFilter]) -> dict
     """Rows (from csv_row) as the scan dashboard's data: columns, one list of values per row, and the summary
     and settings lines shown above the table."""
     failed = sum(r["status"] != "ok" for r in rows)
-    summary = [f"{len(rows)} models: {len(rows) - failed} analysed, {failed} failed."]
+    summary = [f"{len(rows):,} models: {len(rows) - failed:,} analysed, {failed:,} failed."]
     if filters:
         summary.insert(0, f"Filtered to models that fit: {', '.join(str(f) for f in filters)}.")
     values = [[_dashboard_value(r, key) for key, _, _ in DASHBOARD_COLUMNS] for r in rows]

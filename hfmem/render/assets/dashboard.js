@@ -65,7 +65,8 @@
       return terms.every(function (t) { return item.text.indexOf(t) >= 0; });
     });
     body.replaceChildren.apply(body, visible.map(function (item) { return item.tr; }));
-    shown.textContent = visible.length + " of " + rows.length + " models";
+    shown.textContent = visible.length.toLocaleString("en-US") + " of " + rows.length.toLocaleString("en-US") +
+      " models";
     document.querySelectorAll("th[aria-sort]").forEach(function (th) { th.removeAttribute("aria-sort"); });
     if (at >= 0) {
       var head = document.querySelector('th button[data-key="' + columns[at].key + '"]').parentNode;
