@@ -149,6 +149,13 @@ class Draft:
         self.values[field] = value
         self.sources[field] = self.prefix + path
 
+    def given_or(self, field: str, value: Any, fallback: Any, path: str) -> None:
+        """The file's value for `path`, or where it is silent the framework's `fallback`, its source marked so."""
+        if value is None:
+            self.set(field, fallback, f"{path} (default)")
+        else:
+            self.set(field, value, path)
+
     def default(self, field: str, value: Any, path: str) -> None:
         """The framework's own default for a key the file leaves out, where it differs from hfmem's."""
         if field not in self.values:

@@ -89,8 +89,7 @@ def quantised(d: Draft, method: str, bits: int) -> str | None:
     backend = (d.text("quantization_method") or "bnb").strip().lower()
     if bits == 4 and backend == "bnb" and method == "lora":
         double = d.boolean("double_quantization")
-        d.set("qlora_double_quant", True if double is None else double,
-              "double_quantization" + ("" if double is not None else " (default)"))
+        d.given_or("qlora_double_quant", double, True, "double_quantization")
         return "qlora"
     if bits == 8 and backend == "bnb" and method == "lora":
         d.set("base_quantization", "int8", "quantization_bit")
@@ -102,7 +101,7 @@ def quantised(d: Draft, method: str, bits: int) -> str | None:
 def lora(d: Draft) -> None:
     """lora_rank, lora_dropout and lora_target ("all": every linear layer but the head), with the defaults."""
     rank = d.integer("lora_rank")
-    d.set("lora_rank", 8 if rank is None else rank, "lora_rank" + ("" if rank is not None else " (default)"))
+    d.given_or("lora_rank", rank, 8, "lora_rank")
     dropout = d.number("lora_dropout")
     if dropout is not None:
         d.set("lora_dropout", dropout, "lora_dropout")

@@ -101,7 +101,7 @@ def method_of(d: Draft, builder: str) -> str:
 def lora(d: Draft) -> None:
     """The LoRA builder's arguments, with its defaults (rank 8, dropout 0) where the file is silent."""
     rank = d.integer("model.lora_rank")
-    d.set("lora_rank", 8 if rank is None else rank, "model.lora_rank" + ("" if rank is not None else " (default)"))
+    d.given_or("lora_rank", rank, 8, "model.lora_rank")
     dropout = d.number("model.lora_dropout")
     if dropout is not None:
         d.set("lora_dropout", dropout, "model.lora_dropout")
@@ -129,8 +129,7 @@ def switches(d: Draft) -> None:
     compiled = d.raw("compile")
     if isinstance(compiled, dict):  # full_finetune_distributed.py lines 343-355: model and loss default to True
         for part, field in (("model", "compile_layers"), ("loss", "compile_loss")):
-            on = d.boolean(f"compile.{part}")
-            d.set(field, True if on is None else on, f"compile.{part}" + ("" if on is not None else " (default)"))
+            d.given_or(field, d.boolean(f"compile.{part}"), True, f"compile.{part}")
         d.know("compile")
     elif compiled is not None:
         on = d.boolean("compile")
