@@ -115,18 +115,14 @@ def time_line(report: dict[str, Any]) -> str:
         if not pick:
             continue
         t = pick["time"]
-        text = (f"{label}: {METHOD_TITLES.get(pick['method'], pick['method'])} on {pick['num_gpus']}× {pick['gpu']}, "
-                f"{t['tokens_per_s'] / 1000:,.1f}k tokens/s")
+        text = f"{label}: {_setup(pick, ' on ')}, {t['tokens_per_s'] / 1000:,.1f}k tokens/s"
         if "hours" in t:
             text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens"
-        if "cost_usd" in t:
-            text += f", ${t['cost_usd']:,.0f}"
-        parts.append(text)
+        parts.append(text + (f", {_usd(t)}" if "cost_usd" in t else ""))
     ranked = report.get("fit_ranking")
     if ranked:
         by = (report.get("plan") or {}).get("rank")
-        best = [f"{i}. {METHOD_TITLES.get(p['method'], p['method'])} {p['num_gpus']}× {p['gpu']}"
-                + (f" ${p['time']['cost_usd']:,.0f}" if "cost_usd" in p["time"] else "")
+        best = [f"{i}. {_setup(p, ' ')}" + (f" {_usd(p['time'])}" if "cost_usd" in p["time"] else "")
                 for i, p in enumerate(ranked[:3], 1)]
         parts.append(f"ranked by {by}: " + ", ".join(best))
     if not parts:
@@ -147,8 +143,17 @@ def time_cell(fit: dict[str, Any]) -> str:
     if "hours" in t:
         parts.append(f"{t['hours']:,.1f} h")
     if "cost_usd" in t:
-        parts.append(f"${t['cost_usd']:,.0f}")
+        parts.append(_usd(t))
     return " · ".join(parts)
+
+
+def _setup(pick: dict[str, Any], joint: str) -> str:
+    """A timed setup in words: "LoRA on 3× H100 80GB" (joint " on ") or "LoRA 3× H100 80GB" (joint " ")."""
+    return f"{METHOD_TITLES.get(pick['method'], pick['method'])}{joint}{pick['num_gpus']}× {pick['gpu']}"
+
+
+def _usd(time: dict[str, Any]) -> str:
+    return f"${time['cost_usd']:,.0f}"
 
 
 def napkin_line(report: dict[str, Any]) -> str:
