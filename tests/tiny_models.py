@@ -18,6 +18,7 @@ TINY: dict[str, dict[str, Any]] = {
     "microsoft/phi-2": dict(hidden_size=256, intermediate_size=1024, num_attention_heads=8, num_key_value_heads=8),
     "openai-community/gpt2": dict(n_embd=256, n_head=4, n_positions=1024),
     "tiiuae/falcon-7b": dict(hidden_size=256, num_attention_heads=4, ffn_hidden_size=1024),
+    "stabilityai/stablelm-base-alpha-3b": dict(hidden_size=256, num_attention_heads=4, intermediate_size=1024),  # GPT-NeoX
     "deepseek-ai/DeepSeek-V3": dict(
         hidden_size=256, intermediate_size=640, moe_intermediate_size=64, num_attention_heads=4, num_key_value_heads=4,
         q_lora_rank=64, kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=32, qk_head_dim=48, v_head_dim=32, head_dim=16,
@@ -26,7 +27,6 @@ TINY: dict[str, dict[str, Any]] = {
 }
 # Families only the FLOP tests cover (the activation tests keep to TINY): same shrinking, same ratios.
 TINY_EXTRA: dict[str, dict[str, Any]] = {
-    "stabilityai/stablelm-base-alpha-3b": {"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
     "google-bert/bert-large-uncased": {"hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
     "bigscience/T0_3B": {"d_model": 256, "d_ff": 640, "d_kv": 32, "num_heads": 4},
     "bigscience/mt0-xxl": {"d_model": 256, "d_ff": 640, "d_kv": 32, "num_heads": 8},

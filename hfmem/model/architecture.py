@@ -108,7 +108,10 @@ class Architecture:
     norm: str = "rmsnorm"
     """"rmsnorm" or "layernorm"."""
     parallel_block: bool = False
-    """Attention and MLP read the same normed input (GPT-J, Falcon, Phi, GPT-NeoX parallel residual)."""
+    """Attention and MLP read the same layer input (GPT-J, Falcon, Phi, GPT-NeoX parallel residual)."""
+    parallel_mlp_norm: bool = False
+    """A parallel block whose MLP has its own norm of that input (GPT-NeoX's post_attention_layernorm,
+    Falcon's ln_mlp with new_decoder_architecture); otherwise both read one normed input."""
     attention_dropout: float = 0.0
     hidden_dropout: float = 0.0
     """Dropout on the attention and MLP outputs (GPT-2 resid_pdrop, Phi resid_pdrop, Falcon hidden_dropout)."""
@@ -377,10 +380,13 @@ def _layer_details(cfg: dict[str, Any]) -> dict[str, Any]:
     parallel = bool(cfg.get("parallel_attn") or cfg.get("use_parallel_residual")) or model_type in {"phi", "gptj", "cohere", "codegen"}
     if model_type == "falcon" and cfg.get("parallel_attn") is False:
         parallel = False
+    falcon_two_norms = (model_type == "falcon" and bool(cfg.get("new_decoder_architecture"))
+                        and cfg.get("num_ln_in_parallel_attn") in (None, 2))
     return {
         "hidden_act": str(act),
         "norm": "layernorm" if model_type in _LAYERNORM_TYPES else "rmsnorm",
         "parallel_block": parallel,
+        "parallel_mlp_norm": parallel and (model_type == "gpt_neox" or falcon_two_norms),
         "attention_dropout": _float(cfg, "attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "dropout_rate"),
         "hidden_dropout": _float(cfg, "hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "dropout_rate", "dropout"),
         "embedding_dropout": _float(cfg, "embd_pdrop", "embedding_dropout", "hidden_dropout_prob"),

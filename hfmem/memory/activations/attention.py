@@ -54,7 +54,7 @@ def attention(saved: Saved, spec: ActivationSpec, s: int, mods: LayerModules, *,
     elif spec.kernel == "sdpa_math":
         _sdpa_math(saved, spec, s, heads, o_needed)
     else:
-        _fused(saved, spec, s, heads, o_needed, sliding)
+        _fused(saved, spec, s, heads, o_needed, sliding, mods)
 
 
 def _mla_latents(saved: Saved, spec: ActivationSpec, mods: LayerModules, input_grad: bool) -> None:
@@ -126,7 +126,14 @@ def _sdpa_math(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_need
         saved.add("attn.out", spec.p * a * dv)
 
 
-def _fused(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_needed: bool, sliding: bool) -> None:
+def _fused_qkv_rotated(spec: ActivationSpec, mods: LayerModules) -> bool:
+    """One linear projects q, k and v (GPT-NeoX, Falcon, Phi-3) and RoPE turns q and k into new tensors, leaving
+    V a view of that projection's output. Without RoPE q, k and v are all views and their sum is that output."""
+    return len(mods.attn_in) == 1 and spec.arch.mla is None and spec.arch.position_embedding == "rope"
+
+
+def _fused(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_needed: bool, sliding: bool,
+           mods: LayerModules) -> None:
     """flash_attention_2, or sdpa's flash / memory-efficient kernels: q, k, v, the output and its logsumexp.
 
     SDPA with a mask (padded batches, or a sliding window the sequence reaches): transformers repeats grouped
@@ -142,7 +149,7 @@ def _fused(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_needed: 
             return
         k_heads = kv
     else:
-        masked = sliding or spec.padding_mask
+        masked = sliding or spec.padding_mask or spec.traits.causal_mask_materialized
         gqa_native = not masked and dq == dv and dq <= 256
         k_heads = kv if (heads.rep == 1 or gqa_native or (masked and kv == 1)) else a
         if masked:
@@ -151,10 +158,15 @@ def _fused(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_needed: 
         k_heads = a  # expanded and reshaped into a copy per query head (MQA's single head stays broadcast)
     saved.add("attn.q", p * a * dq)
     saved.add("attn.k", p * k_heads * dq)
-    saved.add("attn.v", p * k_heads * dv)
+    if k_heads == kv and _fused_qkv_rotated(spec, mods):
+        # V is a view of the one q/k/v projection's output (q and k were rotated into copies), so the kernel's
+        # saved V keeps that whole output alive: measured on GPT-NeoX and Falcon's query_key_value under SDPA
+        saved.add("attn.v_in_qkv_output", p * (a * dq + kv * (dq + dv)))
+    else:
+        saved.add("attn.v", p * k_heads * dv)
     saved.add("attn.out", p * a * dv)
     saved.add("attn.lse", 4 * a)
-    head_major_q = mla is not None or spec.arch.partial_rotary_factor < 1 or spec.traits.sdpa_broadcast_mqa
+    head_major_q = mla is not None or spec.arch.partial_rotary_factor < 1
     if head_major_q and o_needed:
         saved.add("attn.out_copy", p * a * dv)  # head-major output needs a copy before o_proj
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hfmem.memory.activations.embedding import embedding_bytes
 from hfmem.memory.activations.head import final_saved, head_keeps_input, loss
-from hfmem.memory.activations.ops import kernel_notes
 from hfmem.memory.activations.result import ActivationEstimate
 from hfmem.memory.activations.schedule import (
     checkpointing,
@@ -31,7 +30,7 @@ def estimate_activations(arch: Architecture, inventory: Inventory, settings: Act
     cache = {} if cache is None else cache
     b, s = settings.micro_batch_size, settings.seq_len
     tokens = b * s
-    notes = kernel_notes(arch, settings.attention, spec.kernel)
+    notes: list[str] = []
     layers = stack(spec, s, tokens, cache, notes)
     embedding = embedding_bytes(spec, s, tokens)
     final = final_saved(spec).total * tokens

@@ -23,9 +23,9 @@ class FamilyTraits:
     """A LayerNorm right after the embeddings (BERT-style embeddings, BLOOM's word_embeddings_layernorm)."""
     mlm_head: bool = False
     """A masked-LM head transform before the decoder: dense -> activation -> LayerNorm."""
-    sdpa_broadcast_mqa: bool = False
-    """Falcon (multi_query, not new_decoder_architecture) calls SDPA with one broadcast K/V head and no
-    enable_gqa, which no fused kernel accepts: SDPA falls back to its math path."""
+    causal_mask_materialized: bool = False
+    """The model always builds the 4-D causal mask (Falcon adds ALiBi onto it: create_causal_mask with
+    allow_is_causal_skip=False), so SDPA gets a mask even for unpadded batches (see attention._fused)."""
     one_parallel_dropout: bool = False
     """Falcon's parallel block: one residual dropout over the summed attention and MLP outputs (counted with the
     attention's), not one per branch."""
@@ -47,7 +47,7 @@ FAMILIES: dict[str, FamilyTraits] = {
     "deepseek_v2": _FP32_ROUTER,
     "deepseek_v3": _FP32_ROUTER,
     "electra": _BERT_STYLE,
-    "falcon": FamilyTraits(softmax_in_compute_dtype=True, sdpa_broadcast_mqa=True, one_parallel_dropout=True),
+    "falcon": FamilyTraits(causal_mask_materialized=True, one_parallel_dropout=True),
     "gemma": FamilyTraits(fp32_norm=True),
     "gemma2": FamilyTraits(fp32_norm=True, sandwich_norms=True, softcap=True),
     "gemma3": _GEMMA3,

@@ -76,7 +76,8 @@ def _attention_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp
     the sandwich post-attention norm and the residual dropout."""
     arch, h = spec.arch, spec.arch.hidden_size
     norm(saved, "attn_norm", spec, h, residual=True, compiled=spec.compiled, input_needed=input_grad)
-    users = mods.attn_in + _mlp_input_users(mods, mlp_kind) if arch.parallel_block else mods.attn_in
+    one_normed_input = arch.parallel_block and not arch.parallel_mlp_norm
+    users = mods.attn_in + _mlp_input_users(mods, mlp_kind) if one_normed_input else mods.attn_in
     linear_inputs(saved, "attn_norm.out", spec, h, users, residual=True, input_grad=input_grad)
     lora_adapters(saved, "attn_in", spec, mods.attn_in, input_grad=input_grad)
     latents_grad = input_grad or any(m.name in spec.trained.lora for m in mods.attn_in)
@@ -91,15 +92,17 @@ def _attention_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp
 
 def _mlp_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp_kind: str, has_attention: bool, *,
                input_grad: bool) -> None:
-    """The MLP norm and its input (unless a parallel block shares the attention's), the dense MLP or the MoE,
+    """The MLP norm and its input (a parallel block shares the attention's input; with its own norm of it, see
+    Architecture.parallel_mlp_norm), the dense MLP or the MoE,
     the sandwich post-MLP norm and the residual dropout."""
     arch, h = spec.arch, spec.arch.hidden_size
     shares_input = arch.parallel_block and has_attention
-    if not shares_input:
-        norm(saved, "mlp_norm", spec, h, residual=True, compiled=spec.compiled)
+    if not shares_input or arch.parallel_mlp_norm:
+        norm(saved, "mlp_norm", spec, h, residual=True, compiled=spec.compiled, input_needed=input_grad or not shares_input,
+             input_counted=shares_input)
         router_needs = mlp_kind == "moe" and router_needs_normed_input(spec)
         linear_inputs(saved, "mlp_norm.out", spec, h, _mlp_input_users(mods, mlp_kind), extra_need=router_needs,
-                      residual=True)
+                      residual=True, input_grad=input_grad or not shares_input)
     if mlp_kind == "dense":
         mlp(saved, "mlp", spec, intermediate_width(mods.mlp_in, arch.intermediate_size), mods.mlp_in, mods.mlp_out,
             trained=spec.trained)

@@ -7,17 +7,19 @@ from hfmem.memory.activations.spec import ActivationSpec
 
 
 def norm(saved: Saved, name: str, spec: ActivationSpec, width: float, *, residual: bool = False,
-         compiled: bool = False, input_needed: bool = True) -> None:
+         compiled: bool = False, input_needed: bool = True, input_counted: bool = False) -> None:
     """A norm over `width` features per token (bytes per token).
 
     residual: its input is the residual stream (r bytes, AMP's fp32), not a compute-dtype tensor.
     compiled: under torch.compile an RMSNorm keeps its input and rstd; backward recomputes the rest.
+    input_counted: another LayerNorm already keeps the same input tensor (a parallel block's second norm).
     """
     if not input_needed:
         return
     p = spec.r if residual else spec.p
     if spec.arch.norm == "layernorm":
-        saved.add(f"{name}.input", p * width)  # F.layer_norm keeps its input, mean and rstd for any grad
+        if not input_counted:
+            saved.add(f"{name}.input", p * width)  # F.layer_norm keeps its input, mean and rstd for any grad
         saved.add(f"{name}.stats", 8)
         return
     if compiled:

@@ -43,7 +43,7 @@ class ActivationEstimate:
     micro_batch_size: int
     seq_len: int
     attention: str
-    """The kernel the estimate assumes actually runs (sdpa may resolve to sdpa_math)."""
+    """The attention kernel the estimate assumes."""
     gradient_checkpointing: str
     layers: tuple[LayerActivation, ...]
     embedding: int

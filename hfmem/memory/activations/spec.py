@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hfmem.memory.activations.families import FamilyTraits, family_traits
-from hfmem.memory.activations.ops import resolve_attention
 from hfmem.memory.activations.structure import LayerModules, layer_modules, layer_plan
 from hfmem.memory.activations.trainability import FULL, Trainability
+from hfmem.memory.settings import ATTENTION
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 
@@ -104,13 +104,15 @@ class ActivationSpec:
 def activation_spec(arch: Architecture, inventory: Inventory, settings: ActivationSettings,
                     modules: tuple[LayerModules, LayerModules] | None = None) -> ActivationSpec:
     """The spec of one estimate; `modules`: layer_modules(arch, inventory), when the caller has it already."""
+    if settings.attention not in ATTENTION:
+        raise ValueError(f"unknown attention kernel {settings.attention!r}")
     traits = family_traits(arch.model_type)
     dense, moe = modules or layer_modules(arch, inventory)
     p = settings.compute_bytes
     return ActivationSpec(
         arch=arch, plan=layer_plan(arch),
         head_linears=frozenset(g.name for g in inventory.linears if g.component == "head"),
-        traits=traits, dense=dense, moe=moe, kernel=resolve_attention(arch, traits, settings.attention),
+        traits=traits, dense=dense, moe=moe, kernel=settings.attention,
         p=p, r=p if settings.residual_bytes is None else settings.residual_bytes, trained=settings.trained,
         mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers, repeat_kv=settings.repeat_kv,
         activation=settings.activation or arch.hidden_act,
