@@ -56,7 +56,8 @@ def fit(model: str, method: str | list[str] | tuple[str, ...] = ("full", "lora",
     methods = (method,) if isinstance(method, str) else tuple(method)
     analysed = analyse_model(model, revision, token)
     training = TrainingSettings(method=methods[0], **settings).validated()
-    return fit_matrix(analysed.architecture, analysed.inventory, training, resolve_gpus(gpus) or catalogue(), methods)
+    return fit_matrix(analysed.architecture, analysed.inventory, training, resolve_gpus(gpus) or catalogue(), methods,
+                      stated=settings.keys())
 
 
 def report(model: str, *, methods: tuple[str, ...] | None = None, gpus: list[str] | None = None,
@@ -68,5 +69,5 @@ def report(model: str, *, methods: tuple[str, ...] | None = None, gpus: list[str
 
     chosen = tuple(methods or METHODS)
     training = TrainingSettings(method=chosen[0], **settings).validated()
-    plan = Plan(training=training, methods=chosen, gpus=resolve_gpus(gpus))
+    plan = Plan(training=training, methods=chosen, gpus=resolve_gpus(gpus), sources=dict.fromkeys(settings, "argument"))
     return with_estimates(analyse_model(model, revision, token), plan)

@@ -17,6 +17,7 @@ gpus_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, ric
                        "against (a custom GPU is --gpu name=GiB).")
 def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
          ) -> None:
+    from hfmem.hardware.capabilities import capabilities
     from hfmem.hardware.gpus import catalogue, catalogue_units
     from hfmem.hardware.specs import gpu_specs
 
@@ -28,29 +29,41 @@ def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Ou
     for g in catalogue():
         specs = gpu_specs(g)
         rows.append((g.name, g.vendor or "", f"{g.vendor_memory:g} {g.vendor_unit}" if g.vendor_memory else "",
-                     f"{g.usable_gib:g}", peak(specs, "bf16"), peak(specs, "fp8"),
+                     f"{g.usable_gib:g}", capabilities(g).runs, peak(specs, "bf16"), peak(specs, "fp8"),
                      f"{specs.memory_gbps:g}" if specs.memory_gbps else "–", ", ".join(g.aliases)))
-    header = ("GPU", "vendor", "memory (vendor)", "usable GiB", "bf16 TFLOP/s", "fp8 TFLOP/s", "GB/s",
+    header = ("GPU", "vendor", "memory (vendor)", "usable GiB", "runs", "bf16 TFLOP/s", "fp8 TFLOP/s", "GB/s",
               "--gpu aliases")
+    short = {"memory (vendor)": "mem", "usable GiB": "GiB", "bf16 TFLOP/s": "bf16 TF/s", "fp8 TFLOP/s": "fp8 TF/s",
+             "--gpu aliases": "aliases"}
+    """Headers of the terminal table, narrow enough for 80 columns (GiB: usable; TF/s: dense TFLOP/s)."""
     if output is OutputFormat.json:
         sys.stdout.write(json.dumps({"units": catalogue_units(), "gpus": [
-            g.to_dict() | {"specs": gpu_specs(g).to_dict()} for g in catalogue()]}, indent=2) + "\n")
+            g.to_dict() | {"specs": gpu_specs(g).to_dict(), "capabilities": capabilities(g).to_dict()}
+            for g in catalogue()]}, indent=2) + "\n")
     elif output is OutputFormat.markdown:
         from hfmem.render.markdown import escape, table
 
         sys.stdout.write(table(list(header), [[escape(c) for c in row] for row in rows]) + "\n\n"
                          + escape(catalogue_units()) + "\n")
     else:
+        from rich import box
         from rich.console import Console
         from rich.table import Table
 
-        grid = Table(title="GPU catalogue", title_justify="left", pad_edge=False)
-        for name in header:
-            grid.add_column(name, justify="right" if any(u in name for u in ("GiB", "memory", "/s")) else "left")
-        for row in rows:
-            grid.add_row(*row)
         console = Console()
+        wide = console.width >= 120
+        keep = [i for i, name in enumerate(header) if wide or name not in {"vendor", "--gpu aliases"}]
+        grid = Table(title="GPU catalogue", title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
+        for i in keep:
+            name = header[i]
+            grid.add_column(short.get(name, name), justify="right" if any(u in name for u in ("GiB", "memory", "/s"))
+                            else "left", no_wrap=name in {"GPU", "runs"})
+        for row in rows:
+            grid.add_row(*(row[i] for i in keep))
         console.print(grid)
-        console.print(catalogue_units() + " TFLOP/s: dense vendor peaks (no sparsity); GB/s: memory bandwidth; "
-                      "sources in --format json. No prices: give --price GPU=USD.", style="dim", markup=False,
-                      highlight=False)
+        console.print(catalogue_units() + " GiB: usable; TF/s: dense vendor TFLOP/s (no sparsity); GB/s: memory bandwidth; "
+                      "sources in --format json. runs: what the chip trains with (bf16 or fp16 only, fp8, "
+                      "FlashAttention-2/3, else SDPA, -mem: its memory-efficient kernel); hfmem's defaults follow it per GPU. "
+                      "No prices: give --price GPU=USD."
+                      + ("" if wide else " Vendors and --gpu aliases: --format markdown, or 120 columns."),
+                      style="dim", markup=False, highlight=False)

@@ -26,6 +26,8 @@ class Gpu:
     vendor_memory: float | None = None
     vendor_unit: str = "GB"
     vendor: str | None = None
+    arch: str | None = None
+    """The chip generation ("turing", "ampere", "hopper", "cdna3", ...): what it runs (hardware.capabilities)."""
     aliases: tuple[str, ...] = ()
     reported: str | None = None
     user_defined: bool = False
@@ -53,7 +55,7 @@ def catalogue() -> tuple[Gpu, ...]:
     data = catalogue_data()
     gpus = tuple(
         Gpu(name=g["name"], usable_gib=float(g["usable_gib"]), vendor_memory=g.get("vendor_memory"),
-            vendor_unit=g.get("vendor_unit", "GB"), vendor=g.get("vendor"), aliases=tuple(g.get("aliases", ())),
+            vendor_unit=g.get("vendor_unit", "GB"), vendor=g.get("vendor"), arch=g.get("arch"), aliases=tuple(g.get("aliases", ())),
             reported=g.get("reported"))
         for g in data["gpus"]
     )

@@ -34,7 +34,7 @@ only on batch and sequence, so a full matrix costs a few hundred small evaluatio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,6 +42,7 @@ from hfmem.memory.activations import ActivationEstimate
 from hfmem.model.architecture import Architecture
 from hfmem.errors import InvalidInputError
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
+from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.estimate import Context, activations_for, estimate_in, phases, state_for
 from hfmem.hardware.gpus import Gpu
 from hfmem.model.inventory import Inventory
@@ -83,6 +84,8 @@ class Fit:
     mitigations: tuple[dict[str, Any], ...]
     settings: dict[str, Any]
     assumptions: dict[str, Any]
+    gpu_defaults: dict[str, Any] | None = None
+    """The defaults this GPU cannot run and what the cell assumes instead (memory.gpu_defaults); None: as given."""
 
     @property
     def fits(self) -> bool:
@@ -103,6 +106,7 @@ class Fit:
             "mitigations": list(self.mitigations),
             "settings": self.settings,
             "assumptions": self.assumptions,
+            "gpu_defaults": self.gpu_defaults,
         }
 
 
@@ -324,8 +328,11 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
 
 def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpus: tuple[Gpu, ...] | list[Gpu],
                methods: tuple[str, ...] | list[str] = METHODS, *, max_gpus: int = 1024,
-               per_method: Mapping[str, TrainingSettings] | None = None) -> list[Fit]:
-    """Fits for every method x GPU, methods outer, GPUs in the given order; `per_method`: a method's own settings."""
+               per_method: Mapping[str, TrainingSettings] | None = None,
+               stated: Collection[str] = ()) -> list[Fit]:
+    """Fits for every method x GPU, methods outer, GPUs in the given order; `per_method`: a method's own settings.
+    A setting left at its default that a GPU cannot run (bf16, FlashAttention-2) is replaced in that GPU's cells
+    unless it is in `stated` (given by a flag or a config file)."""
     for m in methods:
         if m not in METHODS:
             raise InvalidInputError(f"method must be one of {', '.join(METHODS)}; got {m!r}.")
@@ -333,5 +340,12 @@ def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSetti
         raise InvalidInputError("no GPUs to fit against.")
     planner = _Planner(Context(arch, inventory))
     own = per_method or {}
-    return [fit_one(arch, inventory, own.get(method, settings), gpu, method, max_gpus=max_gpus, _planner=planner)
-            for method in methods for gpu in gpus]
+    fits = []
+    for method in methods:
+        for gpu in gpus:
+            given = own.get(method, settings)
+            changed = gpu_defaults(given, gpu, stated)
+            cell_settings = replace(given, **changed["changes"]).validated() if changed else given
+            fit = fit_one(arch, inventory, cell_settings, gpu, method, max_gpus=max_gpus, _planner=planner)
+            fits.append(replace(fit, gpu_defaults=changed) if changed else fit)
+    return fits

@@ -81,7 +81,19 @@ def settings_line(report: dict[str, Any]) -> str:
     return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
-            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o))
+            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + gpu_defaults_text(report))
+
+
+def gpu_defaults_text(report: dict[str, Any]) -> str:
+    """Where GPUs run other defaults (they lack bf16 or FlashAttention-2: `hfmem gpus`, the JSON's gpu_defaults),
+    e.g. " · fp16, sdpa on T4, V100 32GB"."""
+    groups: dict[tuple, list[str]] = {}
+    for fit in report.get("fit", []):
+        if found := fit.get("gpu_defaults"):
+            names = groups.setdefault(tuple(found["changes"].values()), [])
+            if fit["gpu"]["name"] not in names:
+                names.append(fit["gpu"]["name"])
+    return "".join(f" · {', '.join(values)} on {', '.join(names)}" for values, names in groups.items())
 
 
 def origin_line(report: dict[str, Any]) -> str:
@@ -128,7 +140,7 @@ def time_line(report: dict[str, Any]) -> str:
     if not parts:
         return ""
     hfu = picks["fastest"]["time"]["hfu_assumed"]
-    return " · ".join(parts) + f" (roofline at {hfu:.0%} hardware FLOPs utilisation)"
+    return " · ".join(parts) + f" (roofline, {hfu:.0%} hardware FLOPs use)"
 
 
 def time_cell(fit: dict[str, Any]) -> str:

@@ -28,7 +28,8 @@ class Plan:
     method_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """A framework's defaults for one method only (torchtune's full single-device recipes use paged 8-bit AdamW)."""
     sources: Mapping[str, str] = field(default_factory=dict)
-    """Each setting not left at hfmem's default, and what set it: "flag", "config FILE (key)", "framework NAME"."""
+    """Each setting not left at hfmem's default, and what set it: "flag", "config FILE (key)", "framework NAME",
+    "argument" (hfmem.report's keyword)."""
     framework: Mapping[str, Any] | None = None
     """The framework profile assumed: name, title, versions, defaults with their sources."""
     config: Mapping[str, Any] | None = None
@@ -43,6 +44,11 @@ class Plan:
     """USD per GPU-hour by catalogue GPU name (--price GPU=USD); no built-in prices."""
     rank: str | None = None
     """Order the timed setups by "cost", "time" or "gpus" (fit_ranking in the report); None: no ranking."""
+
+    @property
+    def stated(self) -> frozenset[str]:
+        """The settings a flag or the config file gave (a framework profile's are defaults, like hfmem's)."""
+        return frozenset(k for k, src in self.sources.items() if not src.startswith("framework"))
 
     def settings_for(self, method: str) -> TrainingSettings:
         """The validated settings of one method: the shared ones with its own framework defaults."""
@@ -71,24 +77,29 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     from hfmem.hardware.gpus import catalogue
 
     from hfmem.memory.advice import fewest_gpus
+    from hfmem.memory.gpu_defaults import unsupported
     from hfmem.reporting.timing import budget, flops_of, step_for
 
     arch, inventory = result.architecture, result.inventory
     training = plan.training.validated()
     estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
     per_method = {m: plan.settings_for(m) for m in plan.method_settings}
-    fits = fit_matrix(arch, inventory, training, plan.gpus or catalogue(), plan.methods, per_method=per_method)
-    warnings = [*plan.notes, *warnings_for(arch, result.config, training, fits)]
+    gpus = plan.gpus or catalogue()
+    fits = fit_matrix(arch, inventory, training, gpus, plan.methods, per_method=per_method, stated=plan.stated)
+    warnings = [*plan.notes, *warnings_for(arch, result.config, training, fits),
+                *unsupported(training, gpus, plan.stated)]
     setups: dict[tuple, tuple[Any, Any]] = {}  # (method, suggested setup) -> (estimate, FLOPs): GPU-independent
 
     def timed(method: str, cell: dict[str, Any]) -> tuple[Any, Any] | None:
         multi = None if cell["asked"]["fits"] else fewest_gpus(cell)
         if not cell["asked"]["fits"] and (not multi or multi["num_gpus"] < 2):
             return None
-        key = (method, None if multi is None else tuple(multi[k] for k in SETUP_KEYS))
+        changes = (cell["gpu_defaults"] or {}).get("changes", {})
+        key = (method, None if multi is None else tuple(multi[k] for k in SETUP_KEYS), tuple(sorted(changes.items())))
         if key not in setups:
-            est = estimates[method] if multi is None else estimate(
-                arch, inventory, replace(plan.settings_for(method), **{k: multi[k] for k in SETUP_KEYS}).validated())
+            setup = {k: multi[k] for k in SETUP_KEYS} if multi else {}
+            est = estimates[method] if not (setup or changes) else estimate(
+                arch, inventory, replace(plan.settings_for(method), **setup, **changes).validated())
             setups[key] = est, flops_of(arch, inventory, est)
         return setups[key]
 
@@ -134,6 +145,7 @@ def ranking(cells: list[dict[str, Any]], by: str | None) -> list[dict[str, Any]]
 def _pick(c: dict[str, Any]) -> dict[str, Any]:
     """A timed cell as a setup: method, GPU, GPU count (the suggestion's where it needs more) and its time."""
     from hfmem.memory.advice import fewest_gpus
+    from hfmem.memory.gpu_defaults import unsupported
 
     gpus = c["asked"]["num_gpus"] if c["time"]["setup"] == "asked" else fewest_gpus(c)["num_gpus"]
     return {"method": c["method"], "gpu": c["gpu"]["name"], "num_gpus": gpus, "time": c["time"]}

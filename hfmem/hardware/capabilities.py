@@ -1,0 +1,81 @@
+"""What each chip generation can run: bf16 and fp8 matmuls and the attention kernels training code picks.
+
+Per generation, not per card, because the kernels and dtypes follow the architecture. Sources:
+- bf16 needs compute capability 8.0 (Ampere) or later on NVIDIA: CUDA's "bfloat16 ... requires sm_80"
+  (https://docs.nvidia.com/cuda/cuda-math-api/cuda_math_api/group__CUDA__MATH__INTRINSIC__BFLOAT16.html), and
+  torch.cuda.is_bf16_supported() is False on Volta and Turing.
+- fp8 (E4M3/E5M2) tensor cores: Ada (sm_89), Hopper and Blackwell (NVIDIA Transformer Engine's
+  "FP8 ... on Hopper, Ada and Blackwell"); CDNA3 (MI300X, AMD's datasheet states FP8); not Ascend 910B.
+- FlashAttention-2: "Ampere, Ada, or Hopper GPUs (e.g., A100, RTX 3090, RTX 4090, H100). Support for Turing GPUs
+  (T4, RTX 2080) is coming soon" and, on ROCm, "MI200 or MI300" (https://github.com/Dao-AILab/flash-attention,
+  README, Installation and features). FlashAttention-3: Hopper (same README). Blackwell is not in that list, so
+  Blackwell rows use SDPA (its flash and cuDNN backends run there).
+- SDPA's fused backends: flash needs sm_80+, the memory-efficient one sm_50+ (torch's checks in
+  aten/src/ATen/native/transformers/cuda/sdp_utils.cpp), so
+  Volta and Turing run SDPA's memory-efficient kernel, which like flash keeps no attention matrix.
+- Ascend 910B: transformers routes attn_implementation="flash_attention_2" to torch_npu's npu_fusion_attention
+  (transformers/integrations/npu_flash_attention.py), a fused kernel that keeps no attention matrix either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hfmem.hardware.gpus import Gpu
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one chip generation runs; None (unknown chip, a user-defined GPU): assume it runs what is asked."""
+
+    arch: str | None
+    bf16: bool = True
+    fp8: bool = False
+    flash_attention: tuple[str, ...] = ()
+    """FlashAttention generations available ("fa2", "fa3")."""
+    sdpa: str = "flash"
+    """The fused SDPA backend training gets: "flash" or "efficient" (memory-efficient)."""
+    kernels: str = ""
+    """Where the attention kernels come from, for non-NVIDIA chips."""
+    label: str = ""
+    """The attention kernel in a word or two where it is not NVIDIA's FlashAttention build."""
+
+    @property
+    def flash_attention_2(self) -> bool:
+        return "fa2" in self.flash_attention
+
+    def to_dict(self) -> dict[str, object]:
+        return {"arch": self.arch, "bf16": self.bf16, "fp8": self.fp8, "flash_attention": list(self.flash_attention),
+                "sdpa": self.sdpa, "kernels": self.kernels or None}
+
+    @property
+    def runs(self) -> str:
+        """One line of what it trains with, e.g. "bf16 fp8 FA2 FA3" or "fp16 SDPA-mem" (SDPA's
+        memory-efficient kernel)."""
+        sdpa = {"efficient": "SDPA-mem", "flash": "SDPA"}[self.sdpa]
+        kernels = [self.label] if self.label else [k.upper() for k in self.flash_attention] or [sdpa]
+        return " ".join(["bf16" if self.bf16 else "fp16", *(["fp8"] if self.fp8 else []), *kernels])
+
+
+ARCHS: dict[str, Capabilities] = {c.arch: c for c in (
+    Capabilities("volta", bf16=False, sdpa="efficient"),
+    Capabilities("turing", bf16=False, sdpa="efficient"),
+    Capabilities("ampere", flash_attention=("fa2",)),
+    Capabilities("ada", fp8=True, flash_attention=("fa2",)),
+    Capabilities("hopper", fp8=True, flash_attention=("fa2", "fa3")),
+    Capabilities("blackwell", fp8=True),
+    Capabilities("cdna3", fp8=True, flash_attention=("fa2",), kernels="ROCm: FlashAttention-2's composable_kernel build",
+                 label="FA2 (ROCm)"),
+    Capabilities("davinci", flash_attention=("fa2",),
+                 kernels="CANN: torch_npu's npu_fusion_attention stands in for FlashAttention-2",
+                 label="NPU-FA"),
+)}
+"""Capabilities by the `arch` of gpus.json."""
+
+UNKNOWN = Capabilities(None, flash_attention=("fa2",))
+"""A chip hfmem knows nothing about (user-defined name=GiB): the settings stand as asked."""
+
+
+def capabilities(gpu: Gpu) -> Capabilities:
+    """What `gpu` runs, from its generation (UNKNOWN for a user-defined GPU)."""
+    return ARCHS.get(gpu.arch or "", UNKNOWN)
