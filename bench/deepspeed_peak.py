@@ -15,21 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from deepspeed_ranks import B, CASES, S, TERMS, WORLD, measure, predicted  # noqa: E402
+from rank_report import print_case  # noqa: E402
 
 
 def main() -> None:
     chosen = [c for c in CASES if not sys.argv[1:] or any(w in f"zero{c[0]}-{c[1]}" for w in sys.argv[1:])]
     for case in chosen:
         stage, method = case
-        terms = predicted(case)
-        print(f"== DeepSpeed ZeRO-{stage} x{WORLD} {method} b={B} s={S}")
-        print("   predicted: " + ", ".join(f"{k} {terms[k]:,}" for k in TERMS))
-        for rank, result in enumerate(measure(case)):
-            error = terms["allocated_peak"] / result["peak"] - 1
-            print(f"   rank {rank}: measured {result['peak']:,} at {result['when']}, predicted "
-                  f"{terms['allocated_peak']:,}, error {error:+.1%}")
-            for name, n in result["breakdown"][:12]:
-                print(f"      {n:>12,}  {name.replace('base_model.model.', '')}")
+        print_case(f"DeepSpeed ZeRO-{stage} x{WORLD} {method} b={B} s={S}", predicted(case), TERMS, measure(case))
 
 
 if __name__ == "__main__":
