@@ -14,15 +14,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from deepspeed_ranks import B, CASES, S, TERMS, WORLD, measure, predicted  # noqa: E402
+from deepspeed_ranks import B, CASES, S, TERMS, WORLD, case_name, measure, predicted  # noqa: E402
 from rank_report import print_case  # noqa: E402
 
 
 def main() -> None:
-    chosen = [c for c in CASES if not sys.argv[1:] or any(w in f"zero{c[0]}-{c[1]}" for w in sys.argv[1:])]
+    chosen = [c for c in CASES if not sys.argv[1:] or any(w in case_name(c) for w in sys.argv[1:])]
     for case in chosen:
-        stage, method = case
-        print_case(f"DeepSpeed ZeRO-{stage} x{WORLD} {method} b={B} s={S}", predicted(case), TERMS, measure(case))
+        print_case(f"DeepSpeed {case_name(case)} x{WORLD} b={B} s={S}", predicted(case), TERMS, measure(case))
 
 
 if __name__ == "__main__":

@@ -32,28 +32,36 @@ from hfmem.memory.settings import TrainingSettings  # noqa: E402
 
 MODEL = "meta-llama/Meta-Llama-3-8B"
 WORLD, B, S = 2, 2, 128
-CASES = [(stage, method) for method in ("full", "lora") for stage in (1, 2, 3)]
+CASES = [(stage, method, 1) for method in ("full", "lora") for stage in (1, 2, 3)] + [(1, "full", 2), (2, "full", 2)]
+"""(ZeRO stage, method, gradient accumulation steps)."""
 TERMS = ("weights", "gradients", "master_weights", "optimizer_states", "sharding_buffers", "activations",
          "optimizer_step_transient", "allocated_peak")
 
 
-def _config(hidden: int, stage: int) -> dict[str, Any]:
+def case_name(case: tuple[int, str, int]) -> str:
+    """e.g. "zero2-full" or "zero1-full-gas2"."""
+    stage, method, gas = case
+    return f"zero{stage}-{method}" + (f"-gas{gas}" if gas > 1 else "")
+
+
+def _config(hidden: int, stage: int, gas: int) -> dict[str, Any]:
     """A DeepSpeed config with Hugging Face's "auto" bucket sizes for this hidden size."""
     zero: dict[str, Any] = {"stage": stage, "reduce_bucket_size": hidden * hidden}
     if stage == 3:
         zero |= {"stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
                  "stage3_param_persistence_threshold": 10 * hidden}
-    return {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+    return {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": gas, "bf16": {"enabled": True},
             "zero_optimization": zero, "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
 
 
-def _rank(rank: int, port: int, case: tuple[int, str], out: str) -> None:
-    """One rank: initialise DeepSpeed, train two steps under LiveBytes, write its peak and what was alive then."""
+def _rank(rank: int, port: int, case: tuple[int, str, int], out: str) -> None:
+    """One rank: initialise DeepSpeed, train two optimizer steps (of `gas` micro-batches each) under LiveBytes,
+    write the second one's peak and what was alive then."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(WORLD),
                       LOCAL_RANK=str(rank))
     import deepspeed
 
-    stage, method = case
+    stage, method, gas = case
     torch.set_num_threads(1)
     # no JIT build of DeepSpeed's shared-memory all-reduce (a C++ compile per machine): gloo carries every collective
     sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
@@ -63,7 +71,7 @@ def _rank(rank: int, port: int, case: tuple[int, str], out: str) -> None:
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=1e-4, fused=True)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer,
-                                      config=_config(model.config.hidden_size, stage))
+                                      config=_config(model.config.hidden_size, stage, gas))
     ids = torch.randint(0, model.config.vocab_size, (B, S), generator=torch.Generator().manual_seed(rank))
     live = LiveBytes()
     with live:
@@ -71,13 +79,14 @@ def _rank(rank: int, port: int, case: tuple[int, str], out: str) -> None:
         for step in range(2):
             if step == 1:
                 live.reset_peak()
-            with live.phase("forward"):
-                loss = engine(input_ids=ids, labels=ids, use_cache=False).loss
-            with live.phase("backward"):
-                engine.backward(loss)
-            del loss
-            with live.phase("step"):
-                engine.step()
+            for _ in range(gas):  # engine.step() applies the optimizer at the accumulation boundary only
+                with live.phase("forward"):
+                    loss = engine(input_ids=ids, labels=ids, use_cache=False).loss
+                with live.phase("backward"):
+                    engine.backward(loss)
+                del loss
+                with live.phase("step"):
+                    engine.step()
     Path(f"{out}.{rank}").write_text(json.dumps({"peak": live.peak, "when": live.peak_op,
                                                  "breakdown": list(live.breakdown().items())}))
 
@@ -88,7 +97,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def measure(case: tuple[int, str]) -> list[dict[str, Any]]:
+def measure(case: tuple[int, str, int]) -> list[dict[str, Any]]:
     """Every rank's peak for the case."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rank")
@@ -96,10 +105,11 @@ def measure(case: tuple[int, str]) -> list[dict[str, Any]]:
         return [json.loads(Path(f"{out}.{rank}").read_text()) for rank in range(WORLD)]
 
 
-def predicted(case: tuple[int, str]) -> dict[str, int]:
+def predicted(case: tuple[int, str, int]) -> dict[str, int]:
     """hfmem's per-GPU terms for the case (ZeRO-`stage` over WORLD GPUs, bf16 mixed precision)."""
-    stage, method = case
+    stage, method, gas = case
     lora = {"lora_rank": 8, "lora_targets": LORA_TARGETS} if method == "lora" else {}
     settings = TrainingSettings(method=method, dtype="bf16", optimizer="adamw", micro_batch_size=B, seq_len=S,
-                                attention="sdpa", sharding=f"zero{stage}", num_gpus=WORLD, **lora)
+                                attention="sdpa", sharding=f"zero{stage}", num_gpus=WORLD,
+                                gradient_accumulation_steps=gas, **lora)
     return cpu_prediction(tiny_config(MODEL, 2), settings).to_dict()
