@@ -9,12 +9,13 @@ from typing import Annotated
 import typer
 
 from hfmem.cli.formats import OutputFormat
+from hfmem.cli.help import MARKUP, PlainHelpCommand
 
-gpus_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+gpus_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=MARKUP)
 
 
 @gpus_app.command(help="The GPU catalogue: names and aliases for --gpu, vendor memory and the usable GiB fitted "
-                       "against (a custom GPU is --gpu name=GiB).")
+                       "against (a custom GPU is --gpu name=GiB).", cls=PlainHelpCommand)
 def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
          ) -> None:
     from hfmem.hardware.capabilities import capabilities

@@ -17,12 +17,14 @@ import typer
 from hfmem import __version__, errors
 from hfmem.cli import options as opt
 from hfmem.cli.formats import OutputFormat
+from hfmem.cli.help import MARKUP, PlainHelpCommand
 from hfmem.constants import HUB_TIMEOUT_S
+from hfmem.memory.fields import MODEL_PANEL, OUTPUT_PANEL
 
 # typer may vendor click; find its ClickException through a public subclass either way.
 _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=MARKUP)
 
 
 def _print_version(value: bool) -> None:
@@ -39,21 +41,25 @@ COMMANDS = ("Commands: hfmem MODEL [options] (this page) · hfmem scan FILE [opt
 
 @app.command(help="Exact architecture, parameter count and training memory fit of a Hugging Face model. "
                   "MODEL is a Hub id (org/name[@revision]), a local directory, a config.json, or example:NAME.",
-             epilog=COMMANDS)
+             epilog=COMMANDS, cls=PlainHelpCommand)
 @opt.with_plan_flags
 def model(
     model: Annotated[Optional[str], typer.Argument(
         metavar="MODEL", help="org/name[@revision], a directory, a config.json or example:NAME (default: the model "
                               "the --config file names)", show_default=False)] = None,
-    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.")] = None,
+    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.",
+                                                    rich_help_panel=MODEL_PANEL)] = None,
     token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
-                                                 show_default=False)] = None,
-    output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
-    details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.")] = False,
-    html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE",
+                                                 show_default=False, rich_help_panel=MODEL_PANEL)] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.",
+                                           rich_help_panel=MODEL_PANEL)] = HUB_TIMEOUT_S,
+    output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.",
+                                                 rich_help_panel=OUTPUT_PANEL)] = OutputFormat.table,
+    details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.",
+                                          rich_help_panel=OUTPUT_PANEL)] = False,
+    html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
                                                  help="Also write a self-contained HTML report with charts (no network "
                                                       "needed to open it); adds `curves` to the JSON.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
     version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
                                           help="Print hfmem's version and exit.")] = False,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags

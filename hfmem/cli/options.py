@@ -19,6 +19,10 @@ import typer
 
 from hfmem.errors import InvalidInputError
 from hfmem.memory.fields import (
+    MODEL_PANEL,
+    PANELS,
+    SHARDING_PANEL,
+    TIME_PANEL,
     Boolean,
     Code,
     Group,
@@ -32,12 +36,15 @@ from hfmem.memory.settings import METHODS, TrainingSettings
 
 @dataclass(frozen=True)
 class Flag:
-    """One estimate flag: the parameter it fills, its spellings, CLI type and default, and its documentation."""
+    """One estimate flag: the parameter it fills, its spellings, CLI type and default, its --help panel and its
+    documentation."""
 
     param: str
     names: tuple[str, ...]
     kind: Any
     default: Any
+    panel: str
+    """The PANELS group --help lists it under."""
     doc: str
     describe: Callable[[Code], str]
     """What it accepts, in words (a Code writes the literals)."""
@@ -53,7 +60,7 @@ class Flag:
         """The flag as a keyword parameter that typer reads: None when not given, so a lower layer can set it."""
         shown = self.shown or (None if self.default is None else str(self.default).lower()
                                if isinstance(self.default, bool) else str(self.default))
-        option = typer.Option(*self.names, help=self.help, show_default=shown or False)
+        option = typer.Option(*self.names, help=self.help, show_default=shown or False, rich_help_panel=self.panel)
         return inspect.Parameter(self.param, inspect.Parameter.KEYWORD_ONLY, default=None,
                                  annotation=Annotated[self.kind | None, option])
 
@@ -63,25 +70,25 @@ def _gpu_examples(code: Code) -> str:
     return f"catalogue names or aliases ({examples}...) or {code('name=GiB')}"
 
 
-GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str], None,
+GPU_FLAG = Flag("gpu", ("--gpu", "-g"), list[str], None, SHARDING_PANEL,
                 "GPUs to fit against (repeatable or comma-separated).", _gpu_examples, shown="the whole catalogue")
 
 
-TOKENS_FLAG = Flag("tokens", ("--tokens",), float, None,
+TOKENS_FLAG = Flag("tokens", ("--tokens",), float, None, TIME_PANEL,
                    "Training tokens to time and price each fitting setup for (e.g. 2e9): wall hours, GPU-hours and, "
                    "with --price, the cost.", lambda code: "a positive number", shown="none: step time only")
-EPOCHS_FLAG = Flag("epochs", ("--epochs",), float, None,
+EPOCHS_FLAG = Flag("epochs", ("--epochs",), float, None, TIME_PANEL,
                    "Epochs over --dataset-tokens: the token budget is their product (instead of --tokens).",
                    lambda code: "a positive number", shown="none")
-DATASET_TOKENS_FLAG = Flag("dataset_tokens", ("--dataset-tokens",), float, None,
+DATASET_TOKENS_FLAG = Flag("dataset_tokens", ("--dataset-tokens",), float, None, TIME_PANEL,
                            "Tokens in one pass over the training data (with --epochs).",
                            lambda code: "a positive number", shown="none")
 RANKINGS = ("cost", "time", "gpus")
-RANK_FLAG = Flag("rank", ("--rank",), str, None,
+RANK_FLAG = Flag("rank", ("--rank",), str, None, TIME_PANEL,
                  "Order the timed setups (fitting cells and the suggested GPU counts) by cost, time or GPU count, "
                  "best first (fit_ranking in the JSON, the first few under the table).",
                  lambda code: ", ".join(map(code, RANKINGS)), shown="none")
-PRICE_FLAG = Flag("price", ("--price",), list[str], None,
+PRICE_FLAG = Flag("price", ("--price",), list[str], None, TIME_PANEL,
                   "USD per GPU-hour of a catalogue GPU, GPU=USD (repeatable; hfmem ships no prices).",
                   lambda code: f"{code('h100=2.5')}, {code('a100-80gb=1.6')}...", shown="none")
 
@@ -92,10 +99,10 @@ def _frameworks(code: Code) -> str:
     return ", ".join(map(code, PROFILES))
 
 
-FRAMEWORK_FLAG = Flag("framework", ("--framework",), str, None,
+FRAMEWORK_FLAG = Flag("framework", ("--framework",), str, None, MODEL_PANEL,
                       "Assume this training framework's own defaults (each cited in the JSON); a --config value or a "
                       "flag wins.", _frameworks, shown="the config file's framework, else hfmem's defaults")
-CONFIG_FLAG = Flag("config", ("--config",), str, None,
+CONFIG_FLAG = Flag("config", ("--config",), str, None, MODEL_PANEL,
                    "A training config file to read the settings (and the model, when MODEL is not given) from; a "
                    "flag wins over it.", lambda code: "a torchtune, Axolotl or LLaMA-Factory YAML, a DeepSpeed JSON, "
                    "an accelerate config YAML, TrainingArguments/TRL JSON or YAML", shown="none")
@@ -109,7 +116,7 @@ def setting_flag(name: str, default: Any, setting: Setting, doc: str) -> Flag:
     names = setting.flags or ((f"--{dashed}/--no-{dashed}",) if switch else (f"--{dashed}",))
     kind = list[str] if setting.many else setting.check.cli_type
     cli_default = None if setting.many else setting.check.cli_value(default)
-    return Flag(name, names, kind, cli_default, doc, setting.check.describe, setting.shown)
+    return Flag(name, names, kind, cli_default, setting.panel, doc, setting.check.describe, setting.shown)
 
 
 def settings_flags(cls: type) -> list[Flag]:
@@ -135,7 +142,8 @@ def plan_flags() -> tuple[Flag, ...]:
 def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
     """Give a typer command every estimate flag; it receives them validated, as one `plan` argument.
 
-    One definition serves `hfmem MODEL` and `hfmem scan`, so the two can never drift apart.
+    One definition serves `hfmem MODEL` and `hfmem scan`, so the two can never drift apart. --help lists the
+    options panel by panel in PANELS order (those without one first), in declaration order within a panel.
     """
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "plan"]
     flags = plan_flags()
@@ -145,10 +153,18 @@ def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
         values = {flag.param: kwargs.pop(flag.param) for flag in flags}
         command(plan=make_plan(**values), **kwargs)
 
-    parameters = own + [flag.parameter() for flag in flags]
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]  # typer passes every value by name
+    parameters = sorted(own + [flag.parameter() for flag in flags], key=_panel_rank)
     wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     return wrapper
+
+
+def _panel_rank(parameter: inspect.Parameter) -> int:
+    """Where a parameter's panel comes in PANELS (-1: none, the MODEL argument and --version)."""
+    panel = next((getattr(info, "rich_help_panel", None) for info in getattr(parameter.annotation, "__metadata__", ())),
+                 None)
+    return PANELS.index(panel) if panel else -1
 
 
 def split_list(values: list[str] | None) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import typer
 
 from hfmem import __version__, errors
 from hfmem.cli import options as opt
+from hfmem.cli.help import MARKUP, PlainHelpCommand
 from hfmem.constants import HUB_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -31,13 +32,13 @@ DEFAULT_CONCURRENCY = 8
 """Models in flight. Each costs ~1 Hub API and ~3 resolver requests (fewer once cached); over a long scan the
 Hub's per-5-minute request limits bound throughput, and 429s are waited out rather than raced."""
 
-scan_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+scan_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=MARKUP)
 
 
 @scan_app.command(help="Analyse many models: FILE lists one model per line (org/name[@revision], `#` comments, "
                        "`-` for stdin) and/or --author/--search/--limit list them from the Hub. One JSONL record "
                        "per model goes to --out as it finishes. Without a FILE or Hub listing, exports --out "
-                       "(--csv, --markdown, --html).")
+                       "(--csv, --markdown, --html).", cls=PlainHelpCommand)
 @opt.with_plan_flags
 def scan(
     file: Annotated[Optional[str], typer.Argument(metavar="FILE", help="Model list, or - for stdin.")] = None,

@@ -35,6 +35,10 @@ per GPU (built on the split) and the activations (built on trainability)."""
 Code = Callable[[str], str]
 """How a description writes a literal value: as is (str) for --help, in backticks for the README."""
 
+MODEL_PANEL, TRAINING_PANEL, SHARDING_PANEL, TIME_PANEL, OUTPUT_PANEL = PANELS = (
+    "Model", "Training", "Sharding & GPUs", "Time & cost", "Output")
+"""The groups `hfmem --help` lists its options in, in this order; every setting names the one of its flag."""
+
 
 class Check(ABC):
     """How one setting's value is checked and normalised, and what it accepts, in words."""
@@ -190,15 +194,19 @@ class Setting:
     """The default in words, where the value does not say it (a None resolved later)."""
     many: bool = False
     """The flag repeats and takes comma-separated lists: the plan estimates each value, the setting holds one."""
+    panel: str = ""
+    """The PANELS group its flag is listed under in --help ("" only for a Group, whose fields name their own)."""
 
 
 def setting(default: Any, check: Check, *, flags: tuple[str, ...] = (), affects: tuple[str, ...] | None = None,
-            shown: str | None = None, many: bool = False) -> Any:
+            shown: str | None = None, many: bool = False, panel: str = "") -> Any:
     """A settings field: its default, check and CLI metadata (a Group's default is built from its class)."""
     unknown = set(affects or ()) - set(PARTS)
     if unknown:
         raise ValueError(f"unknown estimate parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
-    metadata = {SETTING: Setting(check, flags, affects, shown, many)}
+    if panel not in PANELS and not (isinstance(check, Group) and not panel):
+        raise ValueError(f"panel {panel!r}: a setting's flag is listed under one of {', '.join(PANELS)}")
+    metadata = {SETTING: Setting(check, flags, affects, shown, many, panel)}
     if isinstance(check, Group):
         return field(default_factory=check.cls, metadata=metadata)
     return field(default=default, metadata=metadata)

@@ -19,6 +19,8 @@ from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
 from hfmem.memory.activation_functions import ACTIVATION_SAVES
 from hfmem.memory.fields import (
+    SHARDING_PANEL as SHARDING,
+    TRAINING_PANEL as TRAINING,
     Boolean,
     Choice,
     Group,
@@ -123,10 +125,10 @@ MODULES_TO_SAVE = Parsed(parse_modules_to_save, "module names, comma-separated (
 class Overhead:
     """Memory outside PyTorch's tensors, as explicit terms (not a fudge factor)."""
 
-    cuda_context_gib: float = setting(0.5, Number(0, 64))
+    cuda_context_gib: float = setting(0.5, Number(0, 64), panel=SHARDING)
     """CUDA context per GPU in GiB: the context, cuBLAS/cuDNN handles and kernels loaded by the process; it shows
     in nvidia-smi but not in torch.cuda.memory_allocated (typically 0.3-1.3 GiB by GPU/driver)."""
-    fragmentation: float = setting(0.10, Number(0, 10))
+    fragmentation: float = setting(0.10, Number(0, 10), panel=SHARDING)
     """The caching allocator's reserved-but-unused share, as a fraction of the peak of allocated memory
     (reserved = allocated x (1 + fragmentation)); 5-15% is typical for LLM training."""
 
@@ -138,23 +140,25 @@ class Overhead:
 class TrainingSettings:
     """One training configuration; each field's metadata names its CLI flag (`--seq-len` -> seq_len)."""
 
-    method: str = setting("full", Choice(METHODS), flags=("--method", "-m"), many=True, shown="full, lora, qlora")
+    method: str = setting("full", Choice(METHODS), flags=("--method", "-m"), many=True, shown="full, lora, qlora",
+                          panel=TRAINING)
     """What is trained: full (every weight), lora (adapters on a frozen 16-bit base), qlora (adapters on a 4-bit
     NF4 base). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
     seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
-                                  shown=f"{DEFAULT_SEQ_LEN}, or the model's maximum if smaller")
+                                  shown=f"{DEFAULT_SEQ_LEN}, or the model's maximum if smaller", panel=TRAINING)
     """Tokens per sequence."""
-    micro_batch_size: int = setting(1, COUNT, flags=("--batch-size", "-b"), affects=("activations",))
+    micro_batch_size: int = setting(1, COUNT, flags=("--batch-size", "-b"), affects=("activations",), panel=TRAINING)
     """Micro-batch size per GPU."""
-    gradient_accumulation_steps: int = setting(1, COUNT, flags=("--grad-accum",), affects=("state",))
+    gradient_accumulation_steps: int = setting(1, COUNT, flags=("--grad-accum",), affects=("state",), panel=TRAINING)
     """Gradient accumulation steps: more than one keeps the gradients alive between micro-batches."""
-    dtype: str = setting("bf16", Choice(DTYPES, DTYPE_ALIASES), affects=("trainability", "state", "activations"))
+    dtype: str = setting("bf16", Choice(DTYPES, DTYPE_ALIASES), affects=("trainability", "state", "activations"),
+                         panel=TRAINING)
     """Training precision: bf16/fp16 mixed precision (16-bit weights and gradients, fp32 master weights and
     optimizer states; ZeRO/DeepSpeed, FSDP MixedPrecision); bf16-pure (bf16 weights, gradients and states, no
     master copy: torchtune, LitGPT bf16-true); fp32; amp-bf16/amp-fp16 (torch autocast over fp32 weights, as HF
     Trainer --bf16/--fp16 on an fp32-loaded model: 16-bit copies of the matmul weights, an fp32 residual)."""
     optimizer: str | None = setting(None, OrNone(Choice(OPTIMIZERS, OPTIMIZER_ALIASES)), affects=("state",),
-                                    shown="adamw (QLoRA: paged_adamw_8bit)")
+                                    shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
     torch.optim.AdamW's default multi-tensor path, whose step briefly allocates one more state-sized buffer;
     adamw_8bit: bitsandbytes' blockwise 8-bit states; paged_adamw_8bit and paged_adamw (32-bit states): bitsandbytes
@@ -162,121 +166,128 @@ class TrainingSettings:
     the CPU instead of failing); sgd: no state; sgd_momentum and lion: one state per weight; adafactor: HF
     Adafactor's factored second moment (a row and a column vector per matrix)."""
     sharding: str | None = setting(None, OrNone(Choice(SHARDINGS, SHARDING_ALIASES)), flags=("--zero",),
-                                   affects=("state",), shown="none on one GPU, ddp on several")
+                                   affects=("state",), shown="none on one GPU, ddp on several", panel=SHARDING)
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
     (= ZeRO-2); each adds its all-gather and bucket buffers."""
-    num_gpus: int = setting(1, COUNT, affects=("state",))
+    num_gpus: int = setting(1, COUNT, affects=("state",), panel=SHARDING)
     """GPUs the estimate shards over."""
-    offload_optimizer: bool = setting(False, SWITCH, affects=("state",))
+    offload_optimizer: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """Optimizer states and fp32 master weights (and gradient partitions) on the CPU (ZeRO/FSDP offload)."""
-    offload_params: bool = setting(False, SWITCH, affects=("state",))
+    offload_params: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """Sharded parameters on the CPU, only the gathered layers on the GPU (ZeRO-3/FSDP)."""
-    fsdp_wrap_embeddings: bool = setting(False, SWITCH, affects=("state",))
+    fsdp_wrap_embeddings: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """FSDP full shard with the embeddings and the head as units of their own (torchtune custom_sharded_layers):
     each is gathered only while used, instead of in the root unit for the whole step."""
-    fsdp_mixed_units: bool = setting(False, SWITCH, affects=("state",))
+    fsdp_mixed_units: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """LoRA under FSDP1 with use_orig_params=True and each adapter in the same unit as its frozen base (a plain
     accelerate loop with TRANSFORMER_BASED_WRAP; HF Trainer wraps adapters apart with PEFT's fsdp_auto_wrap_policy):
     a unit's flat gradient covers its frozen weights too, so the gradient shards are full-size (torch's FSDP
     docstring warns of "higher than expected gradient memory usage"). Only FSDP sharding reads it."""
-    model_loading: str = setting("per-rank-cpu", Choice(MODEL_LOADING, MODEL_LOADING_ALIASES), affects=("state",))
+    model_loading: str = setting("per-rank-cpu", Choice(MODEL_LOADING, MODEL_LOADING_ALIASES), affects=("state",),
+                                 panel=SHARDING)
     """How each rank loads the checkpoint before sharding: per-rank-cpu (every rank reads the whole model into host
     RAM, then FSDP/ZeRO moves it to its GPU unit by unit: HF from_pretrained without a device_map); per-rank-gpu
     (every rank materialises the whole model on its GPU first, e.g. device_map={"": rank}: the load phase peaks
     at the full model per GPU); rank0 (rank 0 reads it, the others start on the meta device and receive their
     shards: accelerate fsdp_cpu_ram_efficient_loading, torchtune)."""
-    gpus_per_node: int = setting(8, COUNT, affects=())
+    gpus_per_node: int = setting(8, COUNT, affects=(), panel=SHARDING)
     """GPUs per machine: how many ranks share one host's RAM (offloaded states, load-time copies)."""
-    host_ram_gib: float | None = setting(None, OrNone(Number(1, 1 << 20)), affects=(), shown="not checked")
+    host_ram_gib: float | None = setting(None, OrNone(Number(1, 1 << 20)), affects=(), shown="not checked",
+                                         panel=SHARDING)
     """Host RAM per machine in GiB: a setup whose host memory (offload, load-time copies) exceeds it does not fit."""
     gradient_checkpointing: str = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
-                                          affects=("trainability", "activations"))
+                                          affects=("trainability", "activations"), panel=TRAINING)
     """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core
     only)."""
-    attention: str = setting("flash_attention_2", Choice(ATTENTION, ATTENTION_ALIASES), affects=("activations",))
+    attention: str = setting("flash_attention_2", Choice(ATTENTION, ATTENTION_ALIASES), affects=("activations",),
+                             panel=TRAINING)
     """Attention kernel: flash_attention_2 (the flash-attn kernel); sdpa (torch SDPA dispatching to its flash or
     memory-efficient kernel, falling back to math where the model's shapes rule those out); eager (the explicit
     softmax(QK^T)V that stores the attention matrix); sdpa_math (SDPA's math fallback forced: stores the attention
     matrix, upcast to fp32 as torch >= 2.5 does by default)."""
     activation_fn: str | None = setting(None, OrNone(Choice(ACTIVATION_FNS, ACTIVATION_FN_ALIASES)),
-                                        affects=("activations",), shown="the model's hidden_act")
+                                        affects=("activations",), shown="the model's hidden_act", panel=TRAINING)
     """The MLP activation as the training code calls it, where it differs from the model's hidden_act (what
     transformers runs): what the activation keeps for backward differs by implementation, e.g. gelu_tanh_fused
     (F.gelu(x, approximate="tanh") as one op, as LitGPT and nanoGPT call it) keeps only its input where
     transformers' gelu_new spells the same curve out in elementwise ops that keep three temporaries more."""
-    tie_word_embeddings: bool | None = setting(None, OrNone(SWITCH), affects=("split",), shown="the model's config")
+    tie_word_embeddings: bool | None = setting(None, OrNone(SWITCH), affects=("split",), shown="the model's config",
+                                               panel=TRAINING)
     """Whether the output head shares the input embedding's matrix, where the framework overrides the model's
     config (untying it, or tying it): an untied head is a vocab x hidden matrix of its own, with its weights,
     gradients and optimizer states, and for LoRA a frozen matrix more (or a trained copy in modules_to_save)."""
-    repeat_kv: bool = setting(False, SWITCH, affects=("activations",))
+    repeat_kv: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """The model code repeats grouped K/V heads to every query head before attention (LitGPT's expand + reshape),
     so K/V are saved at the query heads' count; transformers hands the kernel the grouped heads (enable_gqa /
     flash-attn's native GQA)."""
-    padding_mask: bool = setting(False, SWITCH, affects=("activations",))
+    padding_mask: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """Batches padded to their longest sample, with an attention mask (DataCollatorWithPadding,
     DataCollatorForSeq2Seq); seq_len is then the padded length. transformers hands SDPA a 4-D mask: grouped K/V
     are repeated to every query head and each layer keeps a compute-dtype copy of the mask (b·s² elements) for
     backward. flash_attention_2 unpads instead and eager keeps no mask: no change there. Off: full-length or
     packed sequences (transformers drops a mask without padded positions)."""
-    lora_rank: int = setting(16, COUNT, affects=("split", "trainability"))
+    lora_rank: int = setting(16, COUNT, affects=("split", "trainability"), panel=TRAINING)
     """LoRA rank r: r·(in + out) parameters per adapted layer (alpha does not change memory)."""
-    lora_targets: tuple[str, ...] = setting(("all-linear",), LORA_TARGETS, affects=("split", "trainability"))
+    lora_targets: tuple[str, ...] = setting(("all-linear",), LORA_TARGETS, affects=("split", "trainability"),
+                                            panel=TRAINING)
     """LoRA target modules, matched by leaf name as PEFT does: all-linear is every nn.Linear/Conv1D except the
     output head."""
-    modules_to_save: tuple[str, ...] = setting((), MODULES_TO_SAVE, affects=("split", "trainability"), shown="none")
+    modules_to_save: tuple[str, ...] = setting((), MODULES_TO_SAVE, affects=("split", "trainability"), shown="none",
+                                               panel=TRAINING)
     """LoRA/QLoRA modules trained whole beside the adapters, by leaf name (PEFT modules_to_save, Axolotl
     lora_modules_to_save, LLaMA-Factory additional_target): PEFT's ModulesToSaveWrapper keeps the frozen original
     and a trainable copy in the model's dtype, with its gradients and optimizer states (and master weights as the
     dtype says); a trained embedding keeps its token ids and a trained head its input. Accepts the input
     embedding's names (embed_tokens, wte, word_embeddings, ...) and linear layers' leaf names (lm_head, score)."""
-    lora_dropout: float = setting(0.0, Number(0, 1), affects=("trainability",))
+    lora_dropout: float = setting(0.0, Number(0, 1), affects=("trainability",), panel=TRAINING)
     """LoRA dropout on the adapters' input: above 0 each adapted layer keeps a dropout mask and its dropped input."""
     adapter_dtype: str = setting("fp32", Choice(ADAPTER_DTYPES, ADAPTER_DTYPE_ALIASES),
-                                 affects=("trainability", "state"))
+                                 affects=("trainability", "state"), panel=TRAINING)
     """LoRA adapter weights: fp32 (PEFT's default autocast_adapter_dtype=True) or the compute dtype (torchtune,
     LitGPT)."""
-    qlora_kernel: str = setting("bitsandbytes", Choice(QLORA_KERNELS), affects=("trainability",))
+    qlora_kernel: str = setting("bitsandbytes", Choice(QLORA_KERNELS), affects=("trainability",), panel=TRAINING)
     """The 4-bit linear: bitsandbytes (HF/PEFT with bitsandbytes >= 0.43.2: MatMul4Bit keeps only the packed
     weight for backward), bitsandbytes-legacy (bitsandbytes < 0.43.2, before PR #1270 of July 2024: it also kept
     each layer's input, as a ctx attribute) or torchao (torchtune's NF4, which keeps no input either)."""
     base_quantization: str | None = setting(None, OrNone(Choice(BASE_QUANTIZATIONS, BASE_QUANTIZATION_ALIASES)),
                                             affects=("split", "trainability", "state", "activations"),
-                                            shown="the model's quantization_config, else lora: none, qlora: nf4")
+                                            shown="the model's quantization_config, else lora: none, qlora: nf4",
+                                            panel=TRAINING)
     """The frozen base's weight format under LoRA/QLoRA: nf4 (bitsandbytes 4-bit, as qlora); int8 (bitsandbytes
     LLM.int8: int8 weights and an fp32 scale per output row; its matmul keeps each layer's input on the autograd
     ctx and dequantises the weight in backward); gptq and awq (4-bit weights packed in int32, int32 zeros and
     fp16 scales per group of 128 input rows, GPTQ's int32 g_idx per input row; the bits and group size of the
     model's quantization_config when it is stored so; their trainable torch kernels dequantise each weight
     and matmul, so autograd saves every layer's dequantised weight for backward)."""
-    qlora_double_quant: bool = setting(True, SWITCH, affects=("split",))
+    qlora_double_quant: bool = setting(True, SWITCH, affects=("split",), panel=TRAINING)
     """NF4 with double quantisation (bnb_4bit_use_double_quant / LitGPT bnb.nf4-dq: an 8-bit absmax per 64
     weights); off keeps bitsandbytes' fp32 absmax per 64 weights, +0.047 B/param (LitGPT bnb.nf4: lightning's
     _NF4Linear passes compress_statistics=False to bitsandbytes.functional.quantize_4bit)."""
-    optimizer_in_backward: bool = setting(False, SWITCH, affects=("state",))
+    optimizer_in_backward: bool = setting(False, SWITCH, affects=("state",), panel=TRAINING)
     """Step each parameter as its gradient is ready and free it (torchtune optimizer_in_bwd): no full gradient
     set."""
-    loss_chunks: int = setting(1, COUNT, affects=("activations",))
+    loss_chunks: int = setting(1, COUNT, affects=("activations",), panel=TRAINING)
     """Chunked cross-entropy over this many sequence chunks (torchtune CEWithChunkedOutputLoss: 8): the loss
     backward's fp32 (b·s, V) buffers exist one chunk at a time. 1: the usual whole-sequence loss."""
-    loss_upcast: bool = setting(True, SWITCH, affects=("activations",))
+    loss_upcast: bool = setting(True, SWITCH, affects=("activations",), panel=TRAINING)
     """The cross-entropy runs on fp32 logits (transformers' loss_function casts them); off: on the compute-dtype
     logits (a loop calling nn.CrossEntropyLoss on model(...).logits, LitGPT's chunked_cross_entropy)."""
-    compile_loss: bool = setting(False, SWITCH, affects=("activations",))
+    compile_loss: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """The loss under torch.compile (torchtune compile=True compiles model and loss): inductor saves the
     compute-dtype logits and fp32 row statistics instead of log_softmax's fp32 output. The decoder layers
     are a separate switch, compile_layers."""
-    compile_layers: bool = setting(False, SWITCH, affects=("activations",))
+    compile_layers: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """Each decoder layer under torch.compile (torchtune compile=True; inductor's min-cut partitioner): norms keep
     only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward."""
-    quantize_head: bool = setting(False, SWITCH, affects=("split", "trainability", "activations"))
+    quantize_head: bool = setting(False, SWITCH, affects=("split", "trainability", "activations"), panel=TRAINING)
     """QLoRA quantises the output head too (LitGPT: lightning's BitsandbytesPrecision replaces every nn.Linear);
     transformers' bitsandbytes integration keeps lm_head in the compute dtype (off)."""
-    previous_step_alive: bool = setting(False, SWITCH, affects=("activations",))
+    previous_step_alive: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """The training loop still references the previous step's outputs while the next forward runs (LitGPT keeps
     `logits` until it is reassigned), so that step's autograd graph is not freed yet. Saved tensors were released by
     its backward, but tensors an autograd Function keeps as ctx attributes were not: with bitsandbytes-legacy, every
     4-bit layer's input of the previous step is still alive at the end of the forward."""
-    activation_offloading: bool = setting(False, SWITCH, affects=("activations",))
+    activation_offloading: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
     about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
     overhead: Overhead = setting(None, Group(Overhead), affects=())  # noqa: RUF009 (a field with a default_factory)

@@ -1,0 +1,30 @@
+"""The --help page of every hfmem command: rich, with options in panels, and help texts shown exactly as written.
+
+typer draws panels (`rich_help_panel`) only in rich markup mode, where `[...]` would be read as markup;
+hfmem's help texts are plain text (`org/name[@revision]`, `[0, 64)`), so they are escaped just before drawing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer.core
+
+MARKUP = "rich"
+"""The typer markup mode of every hfmem app: the one in which typer draws help panels."""
+
+
+class PlainHelpCommand(typer.core.TyperCommand):
+    """A typer command whose help, epilog and parameter help are escaped, not read as rich markup."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """Escape the texts (once per command object), then draw the page as typer does."""
+        if not getattr(self, "_escaped", False):
+            from rich.markup import escape
+
+            self.help, self.epilog = (escape(text) if text else text for text in (self.help, self.epilog))
+            for param in self.params:
+                if getattr(param, "help", None):
+                    param.help = escape(param.help)
+            self._escaped = True
+        super().format_help(ctx, formatter)
