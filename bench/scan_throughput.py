@@ -1,13 +1,14 @@
 """Models per second of `hfmem scan` against the test Hub, with latency injected into every request.
 
-Run by hand:  python bench/scan_throughput.py [--models 500] [--distinct] [--latency 0.05] [--concurrency 1,8,32]
+Run by hand:  python bench/scan_throughput.py [--models 500] [--distinct [--shapes]] [--latency 0.05] [--concurrency 1,8,32]
               [-- SCAN FLAGS]
 
 The test Hub serves generated tiny Llama fine-tunes sharing four configs (tests/scan_repos.py) from
 this process; each scan is a real `hfmem scan` subprocess with fresh caches ("cold": every config,
-index and header fetched, four meta builds; with `--distinct` every model has a config of its own, so
-every one needs its own build) and then again with the caches it left ("warm": one API
-request per model, since branches are re-resolved). The figure is the scan's own models/s, which
+index and header fetched, one meta build, since the four differ in rope_theta only; with `--distinct` every
+model has a config of its own, still of one shape; with `--shapes` too, every model has a shape of its own
+(max_position_embeddings), so every one needs its own build and fit search) and then again with the caches it
+left ("warm": one API request per model, since branches are re-resolved). The figure is the scan's own models/s, which
 starts after the list is read (so torch's import inside the first build is included). Flags after
 `--` go to every scan, e.g. `-- --method qlora --gpu rtx4090` to fit one cell instead of the catalogue.
 Peak RSS is the scan process's own (`wait4`), so a figure that grows with --models is memory held per model.
@@ -50,18 +51,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=500, help="generated fine-tunes to scan")
     parser.add_argument("--distinct", action="store_true", help="every fine-tune with a config of its own")
+    parser.add_argument("--shapes", action="store_true", help="with --distinct: every config of a shape of its own")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds added to every request")
     parser.add_argument("--concurrency", default="1,8,32", help="comma-separated --concurrency values")
     parser.add_argument("scan_args", nargs="*", help="extra `hfmem scan` flags (after --)")
     args = parser.parse_args()
 
     with HubServer() as hub, tempfile.TemporaryDirectory() as tmp:
-        repos = add_scan_repos(hub, args.models, args.models if args.distinct else None)
+        repos = add_scan_repos(hub, args.models, args.models if args.distinct else None, args.shapes)
         models = Path(tmp) / "models.txt"
         models.write_text("\n".join(repos.models) + "\n")
         hub.inject("*", latency=args.latency, times=None)
         print(f"{len(repos.models)} models ({len(repos.failures)} fail by design, {repos.distinct_configs} distinct "
-              "configs), "
+              f"configs{', each its own shape' if args.shapes else ''}), "
               f"{args.latency * 1000:g} ms added per request; scan flags: {' '.join(args.scan_args) or '(defaults)'}")
         print(f"{'concurrency':>11} {'cold models/s':>14} {'requests/model':>15} {'cold peak MB':>13} "
               f"{'warm models/s':>14} {'cached':>7} {'warm peak MB':>13}")

@@ -11,14 +11,16 @@ from hubserver import HubServer, safetensors_header
 ORG = "scan-test"
 HIDDEN, INTER, LAYERS, HEADS, KV, VOCAB = 64, 128, 2, 4, 2, 1000
 ROPE_THETAS = (10_000.0, 20_000.0, 50_000.0, 100_000.0)
-"""One distinct architecture per value: rope_theta is in the config hash but leaves the tensors alone."""
+"""One distinct config hash per value, all of one shape: rope_theta is in the config hash but leaves the tensors
+alone (model.derive.VALUES_ONLY), so they share one meta build."""
 
 
-def tiny_llama_config(rope_theta: float, name: str) -> dict:
-    """A 2-layer Llama config; `name` only changes `_name_or_path`, which the config hash ignores."""
+def tiny_llama_config(rope_theta: float, name: str, positions: int = 256) -> dict:
+    """A 2-layer Llama config; `name` only changes `_name_or_path`, which the config hash ignores; `positions`
+    (max_position_embeddings) changes the architecture and its fit matrix but no tensor (RoPE has none)."""
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": HIDDEN,
             "intermediate_size": INTER, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS,
-            "num_key_value_heads": KV, "vocab_size": VOCAB, "max_position_embeddings": 256,
+            "num_key_value_heads": KV, "vocab_size": VOCAB, "max_position_embeddings": positions,
             "rope_theta": rope_theta, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "_name_or_path": name}
 
 
@@ -50,17 +52,19 @@ class ScanRepos:
     distinct_configs: int
 
 
-def add_scan_repos(hub: HubServer, count: int, distinct: int | None = None) -> ScanRepos:
+def add_scan_repos(hub: HubServer, count: int, distinct: int | None = None, shapes: bool = False) -> ScanRepos:
     """Add `count` fine-tunes (with `@v1` branches on some) plus one of each failure kind; return the list.
 
-    The fine-tunes share the four ROPE_THETAS architectures, or `distinct` ones (every model its own with
-    `distinct=count`), for measuring scans whose every model needs its own meta build."""
+    The fine-tunes share the four ROPE_THETAS configs, or `distinct` ones (every model its own with
+    `distinct=count`): one shape whatever their rope_theta, or with `shapes` each its own max_position_embeddings
+    too, so that each needs its own meta build and fit search."""
     header = tiny_llama_header()
     thetas = ROPE_THETAS if distinct is None else tuple(10_000.0 + k for k in range(distinct))
     models = []
     for i in range(count):
         repo_id = f"{ORG}/ft-{i:04d}"
-        config = json.dumps(tiny_llama_config(thetas[i % len(thetas)], repo_id)).encode()
+        k = i % len(thetas)
+        config = json.dumps(tiny_llama_config(thetas[k], repo_id, 256 + k if shapes else 256)).encode()
         files = {"config.json": config, "model.safetensors": header}
         refs = {"v1": files} if i % 10 == 0 else None
         hub.add_repo(repo_id, files, refs=refs, gated="manual" if i % 50 == 7 else False)

@@ -53,8 +53,8 @@ def save(kind: str, key: str, data: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, separators=(",", ":"))
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:  # dumps, not dump: only one-shot encoding runs in C
+            handle.write(json.dumps(data, separators=(",", ":")))
         os.replace(tmp, path)
     except OSError:
         pass

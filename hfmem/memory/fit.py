@@ -240,19 +240,29 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
     return None
 
 
-def _mitigations(planner: _Planner, asked: TrainingSettings, limit: int) -> list[dict[str, Any]]:
+def _mitigations(planner: _Planner, asked: TrainingSettings, seq: int, limit: int) -> list[dict[str, Any]]:
     """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first."""
-    found = []
-    for name, description, changes in _mitigation_candidates(asked):
-        try:
-            trial = replace(asked, **changes).validated()
-        except InvalidInputError:
-            continue
-        per_gpu = planner.total(trial, trial.resolved_seq_len(planner.ctx.arch.max_position_embeddings))
-        if fits_on(per_gpu, limit, trial):
-            found.append({"name": name, "description": description, "settings_changes": dict(changes),
-                          "total_bytes": per_gpu.total, "required_bytes": per_gpu.required})
-    return found
+    return [{"name": name, "description": description, "settings_changes": dict(changes),
+             "total_bytes": per_gpu.total, "required_bytes": per_gpu.required}
+            for name, description, changes, trial, per_gpu in _mitigation_trials(planner, asked, seq)
+            if fits_on(per_gpu, limit, trial)]
+
+
+def _mitigation_trials(planner: _Planner, asked: TrainingSettings, seq: int) -> list[tuple]:
+    """Each valid mitigation of `asked` with its settings and per-GPU figures: GPU-independent, so built once per
+    asked setup and shared by the matrix's GPUs (only the comparison with each GPU's bytes differs)."""
+    key = ("mitigations", planner.base(asked, seq))
+    if key not in planner.memo:
+        trials = []
+        for name, description, changes in _mitigation_candidates(asked):
+            try:
+                trial = replace(asked, **changes).validated()
+            except InvalidInputError:
+                continue
+            per_gpu = planner.total(trial, trial.resolved_seq_len(planner.ctx.arch.max_position_embeddings))
+            trials.append((name, description, changes, trial, per_gpu))
+        planner.memo[key] = trials
+    return planner.memo[key]
 
 
 def asked_settings(settings: TrainingSettings, method: str) -> TrainingSettings:
@@ -302,7 +312,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     if single.gradient_checkpointing == "off" and (multi is None or multi["num_gpus"] > 1):
         multi_ckpt = _multi_gpu(planner, replace(single, gradient_checkpointing="full"), seq, limit, False, max_gpus)
 
-    mitigations = [] if ok else _mitigations(planner, asked, limit)
+    mitigations = [] if ok else _mitigations(planner, asked, seq, limit)
     status = ("fits" if ok else "fits_with_mitigation" if mitigations else "multi_gpu" if multi is not None
               else "does_not_fit")
     akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once

@@ -1,13 +1,15 @@
 """Architecture and exact inventory of a config: the meta build, cached by config hash, or a fallback.
 
 Builds take turns under one lock (accelerate's init_empty_weights patches torch globals), and each
-distinct config is built once per transformers version across processes, through hfmem's cache.
+distinct config is built once per transformers version across processes, through hfmem's cache; configs that
+differ only in fields that set values, never shapes (VALUES_ONLY), share one build's inventory.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from functools import cache as once
 from typing import Any
 
 from hfmem import errors
@@ -22,9 +24,14 @@ from hfmem.hub.safetensors import Checkpoint
 # across check-build-save also means concurrent fine-tunes sharing a config hash build it once.
 _BUILD_LOCK = threading.Lock()
 meta_builds = 0
-
-
 """Meta-model builds this process has started (`hfmem scan` reports the count)."""
+
+VALUES_ONLY = frozenset({"rope_theta", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "initializer_range",
+                         "initializer_factor", "attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop",
+                         "attn_pdrop", "torch_dtype", "dtype"})
+"""Config fields that set a value (a frequency, an epsilon, a dropout rate, a dtype), never a parameter's shape or
+a module's presence: left out of the key of the inventory a build counts (tests/test_derive_shapes.py changes
+them in every fixture config and builds both); the architecture is still read from the model's own config."""
 
 
 def derive(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[str]) -> tuple[Architecture, Inventory]:
@@ -59,8 +66,13 @@ def _derive_uncached(config: dict[str, Any], checkpoint: Checkpoint | None, note
         return architecture, inventory
     normalised = normalised_config(config_obj)
     architecture = read_architecture(normalised)  # also refuses absurd totals before the build
-    meta_builds += 1
-    inventory = build_inventory(config_obj)
+    shape = shape_hash(config)
+    if built := cache.load("shapes", shape):
+        inventory = Inventory.from_dict(built["inventory"])
+    else:
+        meta_builds += 1
+        inventory = build_inventory(config_obj)
+        cache.save("shapes", shape, {"inventory": inventory.to_dict()})
     cache.save("inventories", key, {"normalised_config": normalised, "inventory": inventory.to_dict()})
     return as_built(architecture, inventory), inventory
 
@@ -74,6 +86,12 @@ def as_built(arch: Architecture, inventory: Inventory) -> Architecture:
                    num_dense_layers=arch.num_layers)
 
 
+def shape_hash(config: dict[str, Any]) -> str:
+    """The key of the inventory a config's build counts: its hash without the VALUES_ONLY fields."""
+    return cache.config_hash({k: v for k, v in config.items() if k not in VALUES_ONLY}, salt=_transformers_version())
+
+
+@once
 def _transformers_version() -> str:
     from importlib.metadata import version
 

@@ -6,14 +6,17 @@ The report is the model's analysis (architecture, parameters, cross-check) plus,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hfmem.model.load import ModelReport, SettingsSource, analyse
 from hfmem.hardware.gpus import Gpu
 from hfmem.hub.modelref import ModelRef
 from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory
+from hfmem.model.load import ModelReport, SettingsSource, analyse
+from hfmem.reporting.memo import Memo
 
 
 @dataclass(frozen=True)
@@ -70,24 +73,64 @@ def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = No
 
 def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> dict[str, Any]:
     """The analysis as a dict, plus `warnings[]`, `estimates[]` (one per method) and `fit[]` (method x GPU);
-    with `curves`, also `curves` (memory against sequence length and micro-batch, hfmem.memory.curves)."""
-    from hfmem.memory.estimate import estimate
-    from hfmem.memory.fit import fit_matrix
-    from hfmem.memory.warnings import warnings_for
-    from hfmem.hardware.gpus import catalogue
+    with `curves`, also `curves` (memory against sequence length and micro-batch, hfmem.memory.curves).
 
-    from hfmem.memory.advice import fewest_gpus
+    The plan's part is computed once per model shape (`shape_key`) and shared by the reports of that shape:
+    treat a report as read-only."""
     from hfmem.memory.gpu_defaults import unsupported
-    from hfmem.reporting.timing import budget, flops_of, step_for
+    from hfmem.memory.warnings import warnings_for
 
     arch, inventory = result.architecture, result.inventory
+    training = plan.training.validated()
+    part = BY_SHAPE.get(shape_key(arch, inventory, plan), lambda: plan_part(arch, inventory, plan))
+    warnings = [*plan.notes, *warnings_for(arch, result.config, training, part.fits),
+                *unsupported(training, part.gpus, plan.stated)]
+    report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "estimates": part.estimates,
+                                 "fit": part.cells, "fastest_and_cheapest": part.fastest_and_cheapest,
+                                 "fit_ranking": part.fit_ranking}
+    if curves:
+        from hfmem.memory.curves import memory_curves
+
+        per_method = {m: plan.settings_for(m) for m in plan.method_settings}
+        report["curves"] = memory_curves(arch, inventory, training, plan.methods, per_method)
+    return report
+
+
+@dataclass(frozen=True)
+class PlanPart:
+    """What a report holds that depends on the model's architecture and inventory and the plan only."""
+
+    gpus: tuple[Gpu, ...]
+    fits: list[Any]
+    plan: dict[str, Any]
+    estimates: list[dict[str, Any]]
+    cells: list[dict[str, Any]]
+    fastest_and_cheapest: dict[str, Any]
+    fit_ranking: list[dict[str, Any]] | None
+
+
+BY_SHAPE: Memo[PlanPart] = Memo(64)
+"""Plan parts by shape_key: a scan's fine-tunes of one base estimate it once (64 shapes held, a few MB)."""
+
+
+def shape_key(arch: Architecture, inventory: Inventory, plan: Plan) -> tuple[str, str, str]:
+    """Everything plan_part reads, as text: the dataclasses' reprs spell every field (dicts and nested parts too)."""
+    return repr(arch), repr(inventory), repr(plan)
+
+
+def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
+    """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
+    from hfmem.hardware.gpus import catalogue
+    from hfmem.memory.advice import fewest_gpus
+    from hfmem.memory.estimate import estimate
+    from hfmem.memory.fit import fit_matrix
+    from hfmem.reporting.timing import budget, flops_of, step_for
+
     training = plan.training.validated()
     estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
     per_method = {m: plan.settings_for(m) for m in plan.method_settings}
     gpus = plan.gpus or catalogue()
     fits = fit_matrix(arch, inventory, training, gpus, plan.methods, per_method=per_method, stated=plan.stated)
-    warnings = [*plan.notes, *warnings_for(arch, result.config, training, fits),
-                *unsupported(training, gpus, plan.stated)]
     setups: dict[tuple, tuple[Any, Any]] = {}  # (method, suggested setup) -> (estimate, FLOPs): GPU-independent
 
     def timed(method: str, cell: dict[str, Any]) -> tuple[Any, Any] | None:
@@ -114,15 +157,8 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
             step = step_for(est, flops, fit.gpu) | {"setup": "asked" if fit.fits else "suggested GPUs"}
             cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
         cells.append(cell)
-    report = result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
-                                 "estimates": [e.to_dict() for e in estimates.values()], "fit": cells,
-                                 "fastest_and_cheapest": fastest_and_cheapest(cells),
-                                 "fit_ranking": ranking(cells, plan.rank)}
-    if curves:
-        from hfmem.memory.curves import memory_curves
-
-        report["curves"] = memory_curves(arch, inventory, training, plan.methods, per_method)
-    return report
+    return PlanPart(gpus=gpus, fits=fits, plan=plan.to_dict(), estimates=[e.to_dict() for e in estimates.values()],
+                    cells=cells, fastest_and_cheapest=fastest_and_cheapest(cells), fit_ranking=ranking(cells, plan.rank))
 
 
 SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")
@@ -145,7 +181,6 @@ def ranking(cells: list[dict[str, Any]], by: str | None) -> list[dict[str, Any]]
 def _pick(c: dict[str, Any]) -> dict[str, Any]:
     """A timed cell as a setup: method, GPU, GPU count (the suggestion's where it needs more) and its time."""
     from hfmem.memory.advice import fewest_gpus
-    from hfmem.memory.gpu_defaults import unsupported
 
     gpus = c["asked"]["num_gpus"] if c["time"]["setup"] == "asked" else fewest_gpus(c)["num_gpus"]
     return {"method": c["method"], "gpu": c["gpu"]["name"], "num_gpus": gpus, "time": c["time"]}
