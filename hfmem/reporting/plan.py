@@ -56,7 +56,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"training": self.training.to_dict(), "methods": list(self.methods),
-                "gpus": [g.to_dict() for g in self.gpus] or "catalogue", "sources": dict(self.sources),
+                "gpus": [g.name for g in self.gpus] or "catalogue", "sources": dict(self.sources),
                 "method_settings": {m: dict(v) for m, v in self.method_settings.items()},
                 "framework": self.framework, "config": self.config, "tokens": self.tokens,
                 "prices_usd_per_gpu_hour": dict(self.prices), "rank": self.rank}
@@ -69,7 +69,8 @@ def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = No
 
 
 def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> dict[str, Any]:
-    """The analysis as a dict, plus `warnings[]`, `estimates[]` (one per method) and `fit[]` (method x GPU);
+    """The analysis as a dict, plus `warnings[]`, `gpus{}`, `estimates[]` (one per method) and `fit` (method x GPU
+    as rows, hfmem.memory.record);
     with `curves`, also `curves` (memory against sequence length and micro-batch, hfmem.memory.curves)."""
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
@@ -78,6 +79,8 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
 
     from hfmem.memory.advice import fewest_gpus
     from hfmem.memory.gpu_defaults import unsupported
+    from hfmem.compute.roofline import DEFAULT_HFU
+    from hfmem.memory.record import compact_estimates, fit_table, gpu_table, rounded
     from hfmem.reporting.timing import budget, flops_of, step_for
 
     arch, inventory = result.architecture, result.inventory
@@ -114,10 +117,14 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
             step = step_for(est, flops, fit.gpu) | {"setup": "asked" if fit.fits else "suggested GPUs"}
             cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
         cells.append(cell)
-    report = result.to_dict() | {"plan": plan.to_dict(), "warnings": warnings,
-                                 "estimates": [e.to_dict() for e in estimates.values()], "fit": cells,
-                                 "fastest_and_cheapest": fastest_and_cheapest(cells),
-                                 "fit_ranking": ranking(cells, plan.rank)}
+    full = [e.to_dict() for e in estimates.values()]
+    plan_dict = plan.to_dict()
+    gpu_entries = gpu_table(cells)
+    report = result.to_dict() | {"plan": plan_dict, "warnings": warnings, "gpus": gpu_entries,
+                                 "estimates": compact_estimates(full, plan_dict["training"]),
+                                 "fit": fit_table(cells, full, gpu_entries, DEFAULT_HFU),
+                                 "fastest_and_cheapest": rounded(fastest_and_cheapest(cells)),
+                                 "fit_ranking": rounded(ranking(cells, plan.rank))}
     if curves:
         from hfmem.memory.curves import memory_curves
 
