@@ -38,7 +38,7 @@ TIME_FIELDS = ("seconds", "tokens_per_s", "mfu", "hfu", "bound", "tokens", "hour
                "cost_usd")
 """A cell's step time (reporting.timing) as a list in this order, the budget's last five only with --tokens; a
 string where there is none (why); the roofline terms are in `fastest_and_cheapest`."""
-SIGNIFICANT = 4
+SIGNIFICANT = 6
 """Significant digits of the time figures (the roofline is an estimate at an assumed HFU)."""
 
 
@@ -187,7 +187,7 @@ def _mitigation(m: dict[str, Any], table: dict[str, dict[str, Any]]) -> list[Any
 
 
 def cells(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every fit cell in full: method, `gpu` (its table entry), status, `asked` (fits, setup, totals, headroom, host
+    """Every fit cell in full: its row, method, `gpu` (its table entry), status, `asked` (fits, setup, totals, headroom, host
     bytes, shortfall, phase, per-GPU breakdown), searches, mitigations, suggestion, settings, assumptions, time.
     A compact record's cells hold what its columns give (no breakdown, settings or mitigations)."""
     table = report.get("fit") or {}
@@ -196,7 +196,7 @@ def cells(report: dict[str, Any]) -> list[dict[str, Any]]:
     variants = table.get("variants") or []
     shared = table.get("mitigations") or {}
     out = []
-    for row in table.get("rows") or []:
+    for i, row in enumerate(table.get("rows") or []):
         c = dict(zip(table["columns"], row))
         gpu = gpu_entries.get(c["gpu"], {"name": c["gpu"]})
         est = by_method.get(c["method"])
@@ -217,7 +217,7 @@ def cells(report: dict[str, Any]) -> list[dict[str, Any]]:
                       "phase": phases(MemoryBreakdown(**b))["largest"], "per_gpu_bytes": b}
         mitigations = [_mitigation_of(m, shared) for m in c.get("mitigations") or []]
         cell = {
-            "method": c["method"], "gpu": gpu, "status": c["status"], "asked": asked,
+            "row": i, "method": c["method"], "gpu": gpu, "status": c["status"], "asked": asked,
             "max_micro_batch_size": c.get("max_micro_batch_size"), "max_seq_len": c.get("max_seq_len"),
             "max_seq_len_capped": c.get("max_seq_len_capped"),
             "multi_gpu": _multi_of(c.get("multi_gpu"), (settings or {}).get("gradient_checkpointing")),
@@ -229,6 +229,11 @@ def cells(report: dict[str, Any]) -> list[dict[str, Any]]:
         }
         out.append(cell | {"suggestion": c["suggestion"] if "suggestion" in c else suggestion(cell)})
     return out
+
+
+def path(cell: dict[str, Any], column: str) -> str:
+    """Where a decoded cell's figure is in the record, e.g. "fit.rows.4.3" (a chart's data-src)."""
+    return f"fit.rows.{cell['row']}.{FIT_COLUMNS.index(column)}"
 
 
 def _multi_of(values: list[Any] | None, checkpointing: str | None) -> dict[str, Any] | None:
