@@ -121,14 +121,20 @@ def fit_table(cells: list[dict[str, Any]], ests: list[dict[str, Any]], gpu_entri
             "mitigations": mitigations, "hfu_assumed": hfu_assumed}
 
 
-def compact_table(report: dict[str, Any]) -> dict[str, Any]:
-    """The record's fit table cut to COMPACT_COLUMNS, with each cell's suggestion (a `--compact` scan record)."""
+def compact_report(report: dict[str, Any]) -> dict[str, Any]:
+    """A report cut to what a scan of many models reads (`hfmem scan --compact`): the model, its parameter totals,
+    the cross-check's status, each GPU's usable GiB and the fit table as COMPACT_COLUMNS; no breakdowns."""
     rows = []
     for c in cells(report):
-        values = c | {"gpu": c["gpu"]["name"], "total_bytes": c["asked"]["total_bytes"],
-                      "gpus_needed": (c["multi_gpu"] or {}).get("num_gpus")}
+        values = c | {"gpu": c["gpu"]["name"], "total_bytes": c["asked"]["total_bytes"]}
         rows.append([values[k] for k in COMPACT_COLUMNS])
-    return {"columns": list(COMPACT_COLUMNS), "rows": rows}
+    arch, params = report["architecture"], report["parameters"]
+    return {k: report[k] for k in ("schema_version", "model", "source", "revision", "sha", "warnings")} | {
+        "architecture": {k: arch[k] for k in ("model_type", "model_class")},
+        "parameters": {k: params[k] for k in ("total", "approximate", "checkpoint_total", "checkpoint_bytes")},
+        "crosscheck": {"status": report["crosscheck"]["status"]},
+        "gpus": {name: {"usable_gib": g["usable_gib"]} for name, g in report["gpus"].items()},
+        "fit": {"columns": list(COMPACT_COLUMNS), "rows": rows}}
 
 
 def suggestion(cell: dict[str, Any]) -> list[Any] | None:
@@ -190,7 +196,9 @@ def cells(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Every fit cell in full: its row, method, `gpu` (its table entry), status, `asked` (fits, setup, totals, headroom, host
     bytes, shortfall, phase, per-GPU breakdown), searches, mitigations, suggestion, settings, assumptions, time.
     A compact record's cells hold what its columns give (no breakdown, settings or mitigations)."""
-    table = report.get("fit") or {}
+    table = report.get("fit")
+    if not isinstance(table, dict):
+        return []
     gpu_entries = gpus(report)
     by_method = {e["method"]: e for e in estimates(report)}
     variants = table.get("variants") or []
@@ -227,7 +235,9 @@ def cells(report: dict[str, Any]) -> list[dict[str, Any]]:
             "gpu_defaults": gpu.get("gpu_defaults") if c.get("gpu_defaults") is True else c.get("gpu_defaults"),
             "time": _time_of(c.get("time"), fits, table.get("hfu_assumed")),
         }
-        out.append(cell | {"suggestion": c["suggestion"] if "suggestion" in c else suggestion(cell)})
+        out.append(cell | {"suggestion": c["suggestion"] if "suggestion" in c else suggestion(cell),
+                           "gpus_needed": c["gpus_needed"] if "gpus_needed" in c else (
+                               cell["multi_gpu"] or {}).get("num_gpus")})
     return out
 
 
