@@ -71,9 +71,13 @@ def gpu_table(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def gpus(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The record's GPUs in full: name and usable_bytes put back."""
-    return {name: {"name": name, **g, "usable_bytes": Gpu(name, g["usable_gib"]).usable_bytes}
-            for name, g in (report.get("gpus") or {}).items()}
+    """The record's GPUs in full: name and usable_bytes put back (where usable_gib is a number)."""
+    out = {}
+    for name, g in (report.get("gpus") or {}).items():
+        usable = g.get("usable_gib")
+        number = isinstance(usable, (int, float)) and not isinstance(usable, bool)
+        out[name] = {"name": name, **g} | ({"usable_bytes": Gpu(name, usable).usable_bytes} if number else {})
+    return out
 
 
 def compact_estimates(ests: list[dict[str, Any]], training: dict[str, Any]) -> list[dict[str, Any]]:

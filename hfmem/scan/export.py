@@ -91,14 +91,19 @@ def fit_cells(record: dict[str, Any]) -> list[FitCell]:
 
 
 def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The record's fit cells in full; none where the report is missing or not in this schema."""
+    """The record's fit cells in full, row by row: none where the report is missing or of another schema, and no
+    row that does not read (a file handed to --csv may be edited or foreign)."""
     report = record.get("report")
-    if not isinstance(report, dict) or report.get("schema_version") != SCHEMA_VERSION:
+    table = report.get("fit") if isinstance(report, dict) else None
+    if not isinstance(table, dict) or report.get("schema_version") != SCHEMA_VERSION:
         return []
-    try:
-        return cells(report)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
-        return []
+    found = []
+    for row in table.get("rows") or []:
+        try:
+            found += cells(report | {"fit": table | {"rows": [row]}})
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            continue
+    return found
 
 
 def matches_fits(record: dict[str, Any], filters: Iterable[FitFilter]) -> bool:
