@@ -21,6 +21,7 @@ from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import StoredQuantization, read_architecture
 from hfmem.model.meta import build_inventory
+from hfmem.memory.record import estimates
 
 torch = pytest.importorskip("torch")
 peft = pytest.importorskip("peft")
@@ -219,6 +220,6 @@ def test_a_quantized_checkpoint_on_disk(fmt: str, quantization_config: dict, tmp
     assert report["parameters"]["total"] == logical
     assert report["architecture"]["quantization"] == {"format": fmt, "bits": 4, "group_size": 128}
     assert report["crosscheck"]["status"] == "explained"
-    lora = report["estimates"][0]
+    lora = estimates(report)[0]
     adapters = lora["parameters"]["trainable"] * 4  # PEFT's fp32 adapters
     assert lora["per_gpu_bytes"]["weights"] - adapters == stored

@@ -11,7 +11,6 @@ GPU, estimate and cell in full, rebuilt from those tables, so every reader sees 
 from __future__ import annotations
 
 import json
-from math import floor, log10
 from typing import Any
 
 from hfmem.hardware.gpus import Gpu
@@ -34,28 +33,15 @@ MITIGATION_FIELDS = ("name", "total_bytes", "required_bytes")
 GPU_FIELDS = ("usable_gib", "vendor_memory", "vendor_unit", "arch")
 """What the record keeps of a GPU, with user_defined where true; usable_bytes follows from usable_gib (`hfmem gpus`
 lists vendors, aliases and where each figure comes from)."""
-TIME_FIELDS = ("seconds", "tokens_per_s", "mfu", "hfu", "bound", "tokens", "hours", "gpu_hours", "usd_per_gpu_hour",
-               "cost_usd")
+TIME_FIELDS = ("seconds", "tokens_per_s", "mfu", "hfu", "bound", "dtype", "tokens", "hours", "gpu_hours",
+               "usd_per_gpu_hour", "cost_usd")
 """A cell's step time (reporting.timing) as a list in this order, the budget's last five only with --tokens; a
 string where there is none (why); the roofline terms are in `fastest_and_cheapest`."""
-SIGNIFICANT = 6
-"""Significant digits of the time figures (the roofline is an estimate at an assumed HFU)."""
 
 
 def changed(base: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
     """The entries of `full` whose value differs from (or is missing in) `base`."""
     return {k: v for k, v in full.items() if k not in base or base[k] != v}
-
-
-def rounded(value: Any) -> Any:
-    """A time figure to SIGNIFICANT digits (dicts and lists throughout); other values as they are."""
-    if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rounded(v) for v in value]
-    if isinstance(value, float) and value:
-        return round(value, SIGNIFICANT - 1 - floor(log10(abs(value))))
-    return value
 
 
 def gpu_table(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -166,10 +152,10 @@ def _variant(cell: dict[str, Any], est: dict[str, Any], seen: dict[str, int]) ->
 
 
 def _time(time: dict[str, Any] | None) -> list[Any] | str | None:
-    """A step time as TIME_FIELDS (rounded), or the reason there is none."""
+    """A step time as TIME_FIELDS, or the reason there is none."""
     if time is None or time["seconds"] is None:
         return None if time is None else time["reason"]
-    return [rounded(time[k]) for k in TIME_FIELDS if k in time]
+    return [time[k] for k in TIME_FIELDS if k in time]
 
 
 def _time_of(values: list[Any] | str | None, fits: bool, hfu_assumed: float | None) -> dict[str, Any] | None:

@@ -80,7 +80,7 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     from hfmem.memory.advice import fewest_gpus
     from hfmem.memory.gpu_defaults import unsupported
     from hfmem.compute.roofline import DEFAULT_HFU
-    from hfmem.memory.record import compact_estimates, fit_table, gpu_table, rounded
+    from hfmem.memory.record import compact_estimates, fit_table, gpu_table
     from hfmem.reporting.timing import budget, flops_of, step_for
 
     arch, inventory = result.architecture, result.inventory
@@ -123,8 +123,8 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     report = result.to_dict() | {"plan": plan_dict, "warnings": warnings, "gpus": gpu_entries,
                                  "estimates": compact_estimates(full, plan_dict["training"]),
                                  "fit": fit_table(cells, full, gpu_entries, DEFAULT_HFU),
-                                 "fastest_and_cheapest": rounded(fastest_and_cheapest(cells)),
-                                 "fit_ranking": rounded(ranking(cells, plan.rank))}
+                                 "fastest_and_cheapest": fastest_and_cheapest(cells),
+                                 "fit_ranking": ranking(cells, plan.rank)}
     if curves:
         from hfmem.memory.curves import memory_curves
 
