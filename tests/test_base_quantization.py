@@ -18,10 +18,10 @@ from tiny_models import tiny_config
 from hfmem.errors import MalformedConfigError
 from hfmem.memory.estimate import estimate
 from hfmem.memory.quantization import BaseFormat
+from hfmem.memory.record import estimates
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import StoredQuantization, read_architecture
 from hfmem.model.meta import build_inventory
-from hfmem.memory.record import estimates
 
 torch = pytest.importorskip("torch")
 peft = pytest.importorskip("peft")

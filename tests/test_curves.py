@@ -13,8 +13,8 @@ from hfmem.hardware.gpus import catalogue
 from hfmem.memory.curves import doublings, memory_curves
 from hfmem.memory.estimate import estimate
 from hfmem.memory.fit import asked_settings, fit_matrix
-from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.memory.record import cells
+from hfmem.memory.settings import METHODS, TrainingSettings
 
 LLAMA3 = reference_model("meta-llama/Meta-Llama-3-8B")
 MIXTRAL = reference_model("mistralai/Mixtral-8x7B-v0.1")

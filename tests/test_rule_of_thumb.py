@@ -12,10 +12,10 @@ from rich.console import Console
 
 from hfmem.cli.main import run
 from hfmem.memory.advice import short_gib
+from hfmem.memory.record import cells, estimates
 from hfmem.render.common import napkin_line
 from hfmem.render.table import render
 from hfmem.units import GIB
-from hfmem.memory.record import cells, estimates
 
 
 @pytest.fixture

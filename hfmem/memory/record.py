@@ -35,8 +35,8 @@ GPU_FIELDS = ("usable_gib", "vendor_memory", "vendor_unit", "arch")
 lists vendors, aliases and where each figure comes from)."""
 TIME_FIELDS = ("seconds", "tokens_per_s", "mfu", "hfu", "bound", "dtype", "tokens", "hours", "gpu_hours",
                "usd_per_gpu_hour", "cost_usd")
-"""A cell's step time (reporting.timing) as a list in this order, the budget's last five only with --tokens; a
-string where there is none (why); the roofline terms are in `fastest_and_cheapest`."""
+"""A cell's step time (reporting.timing) as a list in this order (tokens, hours and gpu_hours only with --tokens, the
+cost with a --price too); a string where there is none (why); the roofline terms are in `fastest_and_cheapest`."""
 
 
 def changed(base: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
@@ -44,10 +44,10 @@ def changed(base: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in full.items() if k not in base or base[k] != v}
 
 
-def gpu_table(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def gpu_table(found: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The GPUs of full cells (memory.fit `Fit.to_dict`) by name, each with the defaults it cannot run."""
     table: dict[str, dict[str, Any]] = {}
-    for cell in cells:
+    for cell in found:
         gpu = cell["gpu"]
         entry = table.setdefault(gpu["name"], {k: gpu[k] for k in GPU_FIELDS} | (
             {"user_defined": True} if gpu["user_defined"] else {}))
@@ -88,7 +88,7 @@ def estimates(report: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def fit_table(cells: list[dict[str, Any]], ests: list[dict[str, Any]], gpu_entries: dict[str, dict[str, Any]],
+def fit_table(found: list[dict[str, Any]], ests: list[dict[str, Any]], gpu_entries: dict[str, dict[str, Any]],
               hfu_assumed: float | None) -> dict[str, Any]:
     """The `fit` table of full cells (memory.fit `Fit.to_dict` plus `time`) whose methods' full estimates are
     `ests` and whose GPUs are `gpu_entries` (gpu_table)."""
@@ -96,7 +96,7 @@ def fit_table(cells: list[dict[str, Any]], ests: list[dict[str, Any]], gpu_entri
     mitigations: dict[str, dict[str, Any]] = {}
     variants: dict[str, int] = {}
     rows = []
-    for cell in cells:
+    for cell in found:
         own = cell["gpu_defaults"]
         values = cell | {"gpu": cell["gpu"]["name"], "total_bytes": cell["asked"]["total_bytes"],
                          "variant": _variant(cell, by_method[cell["method"]], variants),
@@ -177,14 +177,16 @@ def _multi(multi: dict[str, Any] | None) -> list[Any] | None:
 def _mitigation(m: dict[str, Any], table: dict[str, dict[str, Any]]) -> list[Any]:
     """A mitigation as MITIGATION_FIELDS, its description and changes in `table` (in the row if they differ)."""
     shared = table.setdefault(m["name"], {"description": m["description"], "settings_changes": m["settings_changes"]})
-    own = [m["name"], m["total_bytes"]] + ([] if m["required_bytes"] == m["total_bytes"] else [m["required_bytes"]])
+    own = [m[k] for k in MITIGATION_FIELDS]
+    own = own[:-1] if m["required_bytes"] == m["total_bytes"] else own
     mine = {"description": m["description"], "settings_changes": m["settings_changes"]}
     return own if mine == shared else [*own, mine]
 
 
 def cells(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every fit cell in full: its row, method, `gpu` (its table entry), status, `asked` (fits, setup, totals, headroom, host
-    bytes, shortfall, phase, per-GPU breakdown), searches, mitigations, suggestion, settings, assumptions, time.
+    """Every fit cell in full: its row, method, `gpu` (its table entry), status, `asked` (fits, setup, totals,
+    headroom, host bytes, shortfall, phase, per-GPU breakdown), searches, mitigations, suggestion, settings,
+    assumptions, time.
     A compact record's cells hold what its columns give (no breakdown, settings or mitigations)."""
     table = report.get("fit")
     if not isinstance(table, dict):
@@ -247,4 +249,4 @@ def _multi_of(values: list[Any] | None, checkpointing: str | None) -> dict[str, 
 def _mitigation_of(values: list[Any], shared: dict[str, dict[str, Any]]) -> dict[str, Any]:
     own = values[-1] if isinstance(values[-1], dict) else shared.get(values[0], {})
     figures = [v for v in values[1:] if not isinstance(v, dict)]
-    return {"name": values[0], "total_bytes": figures[0], "required_bytes": figures[-1]} | own
+    return dict(zip(MITIGATION_FIELDS, (values[0], figures[0], figures[-1]))) | own

@@ -44,7 +44,7 @@ def gpu_name(entry: dict[str, Any]) -> str:
 
 
 def fit_entries(report: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
-    """(method, GPU name) -> the report's `fit[]` entry."""
+    """(method, GPU name) -> the report's fit cell in full (hfmem.memory.record `cells`)."""
     found = {}
     for entry in cells(report) if isinstance((report or {}).get("fit"), dict) else []:
         if isinstance(entry, dict) and isinstance(entry.get("method"), str) and entry.get("gpu"):
