@@ -26,6 +26,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from live_peak import LiveBytes  # noqa: E402
+from rank_report import print_case  # noqa: E402
 from saved_activations import build_model  # noqa: E402
 from step_peak import LORA_TARGETS, cpu_prediction, lora_model  # noqa: E402
 from tiny_models import tiny_config  # noqa: E402
@@ -108,15 +109,8 @@ def predicted(case: tuple[str, int, int, bool]) -> dict[str, int]:
 def main() -> None:
     for case in CASES:
         method, b, s, checkpointing = case
-        terms = predicted(case)
-        print(f"== FSDP2 x{WORLD} {method} b={b} s={s}{' ckpt' if checkpointing else ''}")
-        print("   predicted: " + ", ".join(f"{k} {terms[k]:,}" for k in TERMS))
-        for rank, result in enumerate(measure(case)):
-            error = terms["allocated_peak"] / result["peak"] - 1
-            print(f"   rank {rank}: measured {result['peak']:,} at {result['when']}, predicted "
-                  f"{terms['allocated_peak']:,}, error {error:+.1%}")
-            for name, n in result["breakdown"][:10]:
-                print(f"      {n:>12,}  {name.replace('base_model.model.', '')}")
+        print_case(f"FSDP2 x{WORLD} {method} b={b} s={s}{' ckpt' if checkpointing else ''}", predicted(case), TERMS,
+                   measure(case), top=10)
 
 
 if __name__ == "__main__":

@@ -83,9 +83,34 @@ def grid_table(report: dict[str, Any], title: str, first: str, gpu: Any, cell: A
     return table
 
 
+def _gpu_label(name: str, usable: float) -> Text:
+    return Text.assemble(name, (f" {usable:g}", "dim"))
+
+
 def fit_table(report: dict[str, Any]) -> Table:
-    return grid_table(report, "Fit per GPU (GiB)", "GPU (usable GiB)", lambda name, usable: Text.assemble(name, (f" {usable:g}", "dim")),
-                      fit_cell)
+    return grid_table(report, "Fit per GPU (GiB)", "GPU (usable GiB)", _gpu_label, fit_cell)
+
+
+def stacked_fit_tables(report: dict[str, Any]) -> Group:
+    """The fit matrix one method at a time (GPU, cell): for terminals too narrow for the grid's rows."""
+    methods, rows = fit_grid(report)
+    tables = []
+    for method in methods:
+        table = Table(title=f"Fit per GPU (GiB): {METHOD_TITLES.get(method, method)}", title_justify="left",
+                      box=box.SIMPLE_HEAD, pad_edge=False, show_header=False)
+        table.add_column(no_wrap=True)
+        table.add_column()
+        for name, usable, by_method in rows:
+            table.add_row(_gpu_label(name, usable), fit_cell(by_method[method]))
+        tables.append(table)
+    return Group(*tables)
+
+
+def fit_view(report: dict[str, Any], console: Console) -> Table | Group:
+    """The grid when its rows fit the terminal unwrapped, else the matrix stacked one method at a time."""
+    grid = fit_table(report)
+    natural = console.measure(grid, options=console.options.update_width(1 << 16)).maximum
+    return grid if natural <= console.width else stacked_fit_tables(report)
 
 
 def time_table(report: dict[str, Any]) -> Table:
@@ -142,7 +167,7 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
     if details:
         parts += [architecture_table(report), parameters_table(report)]
     if report.get("fit"):
-        parts.append(fit_table(report))
+        parts.append(fit_view(report, console))
         parts.append(Text(legend(), style="dim"))
         if hint := paged_hint(report):
             parts.append(Text(hint, style="dim"))

@@ -69,9 +69,12 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float = DEFA
                           gradient_bytes=state.gradients, optimizer_bytes=state.optimizer,
                           activation_bytes=est.activations.stored,
                           dequantised_weights=est.split.frozen_quantized, compute_bytes=s.precision.compute_bytes)
-    step = step_time(flops, node, tokens_per_micro_batch=s.micro_batch_size * est.seq_len,
-                     micro_batches=s.gradient_accumulation_steps, num_gpus=n, hfu=hfu, traffic=traffic,
-                     transfers=transfers)
+    try:  # a link the setup uses (PCIe for offload, NVLink for collectives) may have no vendor figure
+        step = step_time(flops, node, tokens_per_micro_batch=s.micro_batch_size * est.seq_len,
+                         micro_batches=s.gradient_accumulation_steps, num_gpus=n, hfu=hfu, traffic=traffic,
+                         transfers=transfers)
+    except InvalidInputError as err:
+        return {"seconds": None, "reason": str(err)}
     return step.to_dict() | {"dtype": dtype, "hfu_assumed": hfu}
 
 

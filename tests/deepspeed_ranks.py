@@ -1,0 +1,105 @@
+"""Real DeepSpeed ZeRO-1/2/3 on CPU (gloo, 2 processes): every rank's whole-step peak of live tensors, and hfmem's.
+
+DeepSpeed's CPU accelerator (DS_ACCELERATOR=cpu) falls back to gloo without oneCCL. A tiny Llama
+(tests/tiny_models.py), full or with PEFT LoRA (r=8 on q_proj, v_proj), trains two steps under
+deepspeed.initialize with bf16 on (16-bit weights, fp32 master partition), torch's fused AdamW
+(zero_allow_untested_optimizer; the Trainer's adamw_torch_fused) and the bucket sizes Hugging Face's integration
+fills in for "auto" (transformers/integrations/deepspeed.py: reduce_bucket_size hidden², stage3_prefetch_bucket_size
+0.9·hidden², stage3_param_persistence_threshold 10·hidden), the sizes hfmem assumes. The second step's peak comes
+from LiveBytes (tests/live_peak.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+import torch  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+from live_peak import LiveBytes  # noqa: E402
+from saved_activations import build_model  # noqa: E402
+from step_peak import LORA_TARGETS, cpu_prediction, lora_model  # noqa: E402
+from tiny_models import tiny_config  # noqa: E402
+
+from hfmem.memory.settings import TrainingSettings  # noqa: E402
+
+MODEL = "meta-llama/Meta-Llama-3-8B"
+WORLD, B, S = 2, 2, 128
+CASES = [(stage, method) for method in ("full", "lora") for stage in (1, 2, 3)]
+TERMS = ("weights", "gradients", "master_weights", "optimizer_states", "sharding_buffers", "activations",
+         "optimizer_step_transient", "allocated_peak")
+
+
+def _config(hidden: int, stage: int) -> dict[str, Any]:
+    """A DeepSpeed config with Hugging Face's "auto" bucket sizes for this hidden size."""
+    zero: dict[str, Any] = {"stage": stage, "reduce_bucket_size": hidden * hidden}
+    if stage == 3:
+        zero |= {"stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
+                 "stage3_param_persistence_threshold": 10 * hidden}
+    return {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+            "zero_optimization": zero, "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
+
+
+def _rank(rank: int, port: int, case: tuple[int, str], out: str) -> None:
+    """One rank: initialise DeepSpeed, train two steps under LiveBytes, write its peak and what was alive then."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(WORLD),
+                      LOCAL_RANK=str(rank))
+    import deepspeed
+
+    stage, method = case
+    torch.set_num_threads(1)
+    # no JIT build of DeepSpeed's shared-memory all-reduce (a C++ compile per machine): gloo carries every collective
+    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+    deepspeed.init_distributed(dist_backend="gloo")
+    model = lora_model(MODEL, 2, "sdpa", 0.0) if method == "lora" else build_model(tiny_config(MODEL, 2), "sdpa",
+                                                                                     torch.float32)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=1e-4, fused=True)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer,
+                                      config=_config(model.config.hidden_size, stage))
+    ids = torch.randint(0, model.config.vocab_size, (B, S), generator=torch.Generator().manual_seed(rank))
+    live = LiveBytes()
+    with live:
+        live.adopt(list(engine.module.parameters()) + list(engine.module.buffers()), "weights")
+        for step in range(2):
+            if step == 1:
+                live.reset_peak()
+            with live.phase("forward"):
+                loss = engine(input_ids=ids, labels=ids, use_cache=False).loss
+            with live.phase("backward"):
+                engine.backward(loss)
+            del loss
+            with live.phase("step"):
+                engine.step()
+    Path(f"{out}.{rank}").write_text(json.dumps({"peak": live.peak, "when": live.peak_op,
+                                                 "breakdown": list(live.breakdown().items())}))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def measure(case: tuple[int, str]) -> list[dict[str, Any]]:
+    """Every rank's peak for the case."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rank")
+        mp.spawn(_rank, args=(_free_port(), case, out), nprocs=WORLD)
+        return [json.loads(Path(f"{out}.{rank}").read_text()) for rank in range(WORLD)]
+
+
+def predicted(case: tuple[int, str]) -> dict[str, int]:
+    """hfmem's per-GPU terms for the case (ZeRO-`stage` over WORLD GPUs, bf16 mixed precision)."""
+    stage, method = case
+    lora = {"lora_rank": 8, "lora_targets": LORA_TARGETS} if method == "lora" else {}
+    settings = TrainingSettings(method=method, dtype="bf16", optimizer="adamw", micro_batch_size=B, seq_len=S,
+                                attention="sdpa", sharding=f"zero{stage}", num_gpus=WORLD, **lora)
+    return cpu_prediction(tiny_config(MODEL, 2), settings).to_dict()
