@@ -17,6 +17,8 @@ from github_server import Fault, GitHubServer, GitHubState
 from hfmem.github import action
 from hfmem.hub.client import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
+from hfmem.memory.record import COMPACT_COLUMNS
+from hfmem.model.load import SCHEMA_VERSION
 from hfmem.reporting.plan import build_report
 from tiny_models import tiny_config
 
@@ -293,10 +295,10 @@ def fake_report_fn(ref) -> dict:
     """Reports without the meta build: fits everywhere up to 3 layers, nowhere above (configs), fits (models)."""
     layers = json.loads(ref.path.read_text())["num_hidden_layers"] if ref.path else 2
     fits = layers <= 3
-    return {"model": ref.name, "architecture": {"num_layers": layers}, "parameters": {"total": 1000 * layers},
-            "estimates": [{"method": "qlora", "per_gpu_bytes": {"total": layers * 2**30}}],
-            "fit": [{"method": "qlora", "gpu": {"name": "RTX 4090"}, "status": "fits" if fits else "does_not_fit",
-                     "asked": {"fits": fits}}]}
+    row = ["qlora", "RTX 4090", "fits" if fits else "does_not_fit", layers * 2**30, int(fits), None, None]
+    return {"schema_version": SCHEMA_VERSION, "model": ref.name, "architecture": {"num_layers": layers},
+            "parameters": {"total": 1000 * layers}, "gpus": {"RTX 4090": {"usable_gib": 23.99}},
+            "fit": {"columns": list(COMPACT_COLUMNS), "rows": [row]}}
 
 
 def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 import hfmem
 from hfmem.cli.main import run
 from hfmem.errors import InvalidInputError
+from hfmem.memory.record import cells, estimates
 
 
 @pytest.fixture(autouse=True)
@@ -25,16 +26,25 @@ def test_estimate_is_the_clis_estimate(capsys):
     est = hfmem.estimate("example:Qwen2.5-0.5B", method="lora", seq_len=1024, micro_batch_size=2, lora_rank=8)
     cli = cli_report(capsys, "example:Qwen2.5-0.5B", "-m", "lora", "--seq-len", "1024", "-b", "2", "--lora-rank", "8",
                      "-g", "h100")
-    assert est.to_dict() == cli["estimates"][0]
-    assert est.per_gpu_bytes.total == cli["estimates"][0]["per_gpu_bytes"]["total"]
+    want, (read,) = est.to_dict(), estimates(cli)
+    assert {k: v for k, v in want.items() if k not in ("per_gpu_gib", "assumptions")} == {
+        k: v for k, v in read.items() if k != "assumptions"}
+    assert want["assumptions"].items() <= read["assumptions"].items()
+    assert est.per_gpu_bytes.total == read["per_gpu_bytes"]["total"]
 
 
 def test_fit_is_the_clis_matrix(capsys):
     fits = hfmem.fit("example:gpt2", ["lora", "qlora"], gpus=["t4", "h100"], gradient_checkpointing="full")
     cli = cli_report(capsys, "example:gpt2", "-m", "lora,qlora", "-g", "t4", "-g", "h100", "--gradient-checkpointing",
                      "full")
-    assert [f.to_dict() for f in fits] == [{k: v for k, v in cell.items() if k != "time"} for cell in cli["fit"]]
-    assert all("time" in cell for cell in cli["fit"])  # the report adds each fitting cell's step time
+    read = cells(cli)
+    assert len(read) == len(fits)
+    for fit, cell in zip(fits, read):
+        want = fit.to_dict()
+        assert want["gpu"]["name"] == cell["gpu"]["name"] and want["assumptions"].items() <= cell["assumptions"].items()
+        assert {k: v for k, v in want.items() if k not in ("gpu", "assumptions")} == {
+            k: cell[k] for k in want if k not in ("gpu", "assumptions")}
+    assert all("time" in cell for cell in read)  # the report adds each fitting cell's step time
 
 
 def test_report_is_what_the_cli_prints(capsys):

@@ -8,6 +8,7 @@ import pytest
 from hfmem.model.guard import guard_config
 from hfmem.model.architecture import read_architecture
 from hfmem.errors import AbsurdConfigError, MalformedConfigError
+from hfmem.memory.record import estimates
 
 EXAMPLES = Path(__file__).parent.parent / "hfmem" / "examples"
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -104,7 +105,7 @@ def test_unknown_architecture_is_counted_from_its_headers(tmp_path, capsys, monk
     assert data["parameters"]["total"] == 2 * 1000 * 256 + 2 * (4 * 256 * 256 + 3 * 512 * 256 + 256)
     assert data["parameters"]["by_component"]["mlp"] == 2 * 3 * 512 * 256
     assert any("not in transformers" in note and "headers" in note for note in data["notes"])
-    assert data["estimates"][0]["per_gpu_bytes"]["total"] > 0
+    assert estimates(data)[0]["per_gpu_bytes"]["total"] > 0
 
 
 def test_moe_defaults_of_a_dense_model_are_not_shown(tmp_path, capsys, monkeypatch):

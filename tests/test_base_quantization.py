@@ -18,6 +18,7 @@ from tiny_models import tiny_config
 from hfmem.errors import MalformedConfigError
 from hfmem.memory.estimate import estimate
 from hfmem.memory.quantization import BaseFormat
+from hfmem.memory.record import estimates
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import StoredQuantization, read_architecture
 from hfmem.model.meta import build_inventory
@@ -219,6 +220,6 @@ def test_a_quantized_checkpoint_on_disk(fmt: str, quantization_config: dict, tmp
     assert report["parameters"]["total"] == logical
     assert report["architecture"]["quantization"] == {"format": fmt, "bits": 4, "group_size": 128}
     assert report["crosscheck"]["status"] == "explained"
-    lora = report["estimates"][0]
+    lora = estimates(report)[0]
     adapters = lora["parameters"]["trainable"] * 4  # PEFT's fp32 adapters
     assert lora["per_gpu_bytes"]["weights"] - adapters == stored

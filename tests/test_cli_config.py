@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from hfmem.cli.main import run
+from hfmem.memory.record import cells, estimates
 
 CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "training_configs"
 TORCHTUNE_LORA = CONFIGS / "torchtune" / "8B_lora_single_device.yaml"
@@ -37,7 +38,7 @@ def _report(capsys, *args: str) -> dict:
 def test_a_torchtune_recipe_sets_what_it_says_and_a_flag_wins(capsys) -> None:
     recipe = yaml.safe_load(TORCHTUNE_LORA.read_text())
     report = _report(capsys, "example:Meta-Llama-3-8B", "--config", str(TORCHTUNE_LORA))
-    plan, est = report["plan"], report["estimates"]
+    plan, est = report["plan"], estimates(report)
     assert plan["config"]["format"] == "torchtune" and [e["method"] for e in est] == ["lora"]
     settings = est[0]["settings"]
     assert settings["lora_rank"] == recipe["model"]["lora_rank"]
@@ -45,7 +46,7 @@ def test_a_torchtune_recipe_sets_what_it_says_and_a_flag_wins(capsys) -> None:
     assert settings["dtype"] == "bf16-pure"  # torchtune's dtype: bf16 trains bf16 weights, no fp32 master copy
     assert plan["sources"]["lora_rank"].startswith(f"config {TORCHTUNE_LORA}")
     flagged = _report(capsys, "example:Meta-Llama-3-8B", "--config", str(TORCHTUNE_LORA), "--lora-rank", "4")
-    assert flagged["estimates"][0]["settings"]["lora_rank"] == 4 and flagged["plan"]["sources"]["lora_rank"] == "flag"
+    assert estimates(flagged)[0]["settings"]["lora_rank"] == 4 and flagged["plan"]["sources"]["lora_rank"] == "flag"
     code, out, _ = hfmem(capsys, "example:Meta-Llama-3-8B", "--config", str(TORCHTUNE_LORA), "-g", "a100")
     assert code == 0 and f"torchtune config {TORCHTUNE_LORA}" in " ".join(out.split())
 
@@ -67,7 +68,7 @@ def test_the_model_comes_from_the_file_unless_given(capsys, tmp_path: Path) -> N
     assert code == 0, err
     report = json.loads(out)
     assert report["model"] == "example:Qwen2.5-0.5B"
-    assert report["estimates"][0]["settings"]["micro_batch_size"] == 2
+    assert estimates(report)[0]["settings"]["micro_batch_size"] == 2
     assert _report(capsys, "example:Meta-Llama-3-8B", "--config", str(path))["model"] == "example:Meta-Llama-3-8B"
     no_model = tmp_path / "no_model.yaml"
     no_model.write_text("per_device_train_batch_size: 2\nbf16: true\n")
@@ -83,19 +84,19 @@ def test_a_framework_profile_sets_its_defaults_per_method_and_a_flag_wins(capsys
     plan = report["plan"]
     assert plan["framework"]["name"] == "torchtune"
     assert all(d["source"].startswith("https://github.com/") for d in plan["framework"]["defaults"])
-    by_method = {e["method"]: e["settings"] for e in report["estimates"]}
+    by_method = {e["method"]: e["settings"] for e in estimates(report)}
     for method, settings in by_method.items():
         for field, value in profile.values(method).items():
             shown = settings[field]
             assert (list(value) if isinstance(value, tuple) else value) == shown, (method, field)
     for d in profile.defaults:
         assert plan["sources"][d.field] == "framework torchtune"
-    cells = {f["method"]: f for f in report["fit"]}
-    assert cells["full"]["settings"]["optimizer"] == profile.values("full")["optimizer"]
+    by_method = {f["method"]: f for f in cells(report)}
+    assert by_method["full"]["settings"]["optimizer"] == profile.values("full")["optimizer"]
     flagged = _report(capsys, "example:Meta-Llama-3-8B", "--framework", "torchtune", "--optimizer", "adamw",
                       "--lora-rank", "4")
-    assert {e["settings"]["optimizer"] for e in flagged["estimates"]} == {"adamw"}
-    assert {e["settings"]["lora_rank"] for e in flagged["estimates"]} == {4}
+    assert {e["settings"]["optimizer"] for e in estimates(flagged)} == {"adamw"}
+    assert {e["settings"]["lora_rank"] for e in estimates(flagged)} == {4}
     assert flagged["plan"]["sources"]["lora_rank"] == "flag"
     code, out, _ = hfmem(capsys, "example:Meta-Llama-3-8B", "--framework", "torchtune", "-g", "a100")
     assert code == 0 and profile.title in " ".join(out.split())
@@ -105,7 +106,7 @@ def test_a_config_file_applies_its_framework_under_what_it_says(capsys) -> None:
     recipe = yaml.safe_load(TORCHTUNE_LORA.read_text())
     report = _report(capsys, "example:Meta-Llama-3-8B", "--config", str(TORCHTUNE_LORA))
     assert report["plan"]["framework"]["name"] == "torchtune"
-    assert report["estimates"][0]["settings"]["lora_rank"] == recipe["model"]["lora_rank"]
+    assert estimates(report)[0]["settings"]["lora_rank"] == recipe["model"]["lora_rank"]
     assert report["plan"]["sources"]["lora_rank"].startswith("config")
 
 

@@ -8,6 +8,7 @@ from dataclasses import fields
 import pytest
 
 from hfmem.cli.main import run
+from hfmem.memory.record import cells, estimates
 
 PER_GPU_KEYS = {"weights", "gradients", "optimizer", "activations", "overhead", "total"}
 
@@ -29,16 +30,16 @@ def test_json_carries_every_method_and_gpu(capsys):
     code, out, err = hfmem(capsys, "example:Llama-2-70b-hf", "--format", "json")
     assert code == 0, err
     data = json.loads(out)
-    assert [e["method"] for e in data["estimates"]] == ["full", "lora", "qlora"]
-    for est in data["estimates"]:
+    assert [e["method"] for e in estimates(data)] == ["full", "lora", "qlora"]
+    for est in estimates(data):
         assert PER_GPU_KEYS <= est["per_gpu_bytes"].keys()
         parts = sum(est["per_gpu_bytes"][k] for k in PER_GPU_KEYS - {"total"})
         assert parts >= est["per_gpu_bytes"]["total"] > 0
         for key in ("dtype", "optimizer", "micro_batch_size", "seq_len", "gradient_checkpointing", "attention", "overhead"):
             assert key in est["assumptions"]
-    assert len(data["fit"]) == 3 * len({f["gpu"]["name"] for f in data["fit"]}) >= 3 * 15
+    assert len(cells(data)) == 3 * len({f["gpu"]["name"] for f in cells(data)}) >= 3 * 15
     # mixed-precision AdamW: 16 bytes per parameter of model state (ZeRO paper), not the 6 GB/B rule
-    full = data["estimates"][0]
+    full = estimates(data)[0]
     state = sum(full["per_gpu_bytes"][k] for k in ("weights", "gradients", "optimizer"))
     assert state == 16 * data["parameters"]["total"]
 
@@ -50,7 +51,7 @@ def test_flags_reach_the_estimate(capsys):
                            "--gpu", "h100", "--cuda-context-gib", "1", "--fragmentation", "0.2")
     assert code == 0, err
     data = json.loads(out)
-    (est,) = data["estimates"]
+    (est,) = estimates(data)
     a = est["assumptions"]
     assert (a["method"], a["seq_len"], a["micro_batch_size"], a["gradient_checkpointing"], a["optimizer"]) == (
         "lora", 4096, 2, "full", "adamw_8bit")
@@ -58,8 +59,8 @@ def test_flags_reach_the_estimate(capsys):
     assert a["overhead"]["cuda_context_gib"] == 1 and a["overhead"]["fragmentation"] == 0.2
     # LoRA r=8 on q_proj and v_proj of Llama-3-8B: 32 layers x 8 x ((4096+4096) + (4096+1024))
     assert est["parameters"]["trainable"] == 32 * 8 * (8192 + 5120)
-    assert [f["gpu"]["name"] for f in data["fit"]] == ["mycard", "H100 80GB"]
-    assert data["fit"][0]["gpu"]["usable_gib"] == 40
+    assert [f["gpu"]["name"] for f in cells(data)] == ["mycard", "H100 80GB"]
+    assert cells(data)[0]["gpu"]["usable_gib"] == 40
 
 
 # Every estimate flag's spelling, as users and scripts type them.
@@ -92,13 +93,13 @@ def test_the_new_flags_reach_the_estimate(capsys):
                            "--lora-dropout", "0.05", "--adapter-dtype", "bf16", "--previous-step-alive",
                            "--qlora-kernel", "bitsandbytes-legacy", "--attention", "flash")
     assert code == 0, err
-    (est,) = json.loads(out)["estimates"]
+    (est,) = estimates(json.loads(out))
     a = est["assumptions"]
     assert a["lora"]["dropout"] == 0.05 and a["lora"]["adapter_dtype"] == "compute"
     assert a["quantization"]["previous_step_alive"] is True and a["attention"] == "flash_attention_2"
     code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "qlora", "-g", "h100",
                            "--qlora-kernel", "bitsandbytes-legacy")
-    (plain,) = json.loads(out)["estimates"]
+    (plain,) = estimates(json.loads(out))
     assert est["activations"]["peak"] > plain["activations"]["peak"]  # dropout masks and the previous step's inputs
 
 
@@ -106,9 +107,9 @@ def test_compile_layers_flag_shrinks_the_layers(capsys):
     base = ("example:Meta-Llama-3-8B", "-f", "json", "-m", "full", "--attention", "sdpa")
     code, out, err = hfmem(capsys, *base, "--compile-layers")
     assert code == 0, err
-    (on,) = json.loads(out)["estimates"]
+    (on,) = estimates(json.loads(out))
     code, out, err = hfmem(capsys, *base)
-    (off,) = json.loads(out)["estimates"]
+    (off,) = estimates(json.loads(out))
     assert on["assumptions"]["compile_layers"] is True and off["assumptions"]["compile_layers"] is False
     assert on["activations"]["per_layer"][0]["bytes"] < off["activations"]["per_layer"][0]["bytes"]
 
@@ -117,7 +118,7 @@ def test_sharding_divides_model_state(capsys):
     one = json.loads(hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "full")[1])
     eight = json.loads(hfmem(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-m", "full", "--zero", "3",
                              "--num-gpus", "8")[1])
-    state = lambda d: sum(d["estimates"][0]["per_gpu_bytes"][k] for k in ("weights", "gradients", "optimizer"))
+    state = lambda d: sum(estimates(d)[0]["per_gpu_bytes"][k] for k in ("weights", "gradients", "optimizer"))
     assert state(eight) < state(one) / 7  # ZeRO-3 shards all of it (plus gather buffers)
 
 
@@ -157,7 +158,7 @@ def test_details_add_the_breakdown(capsys):
 
 def test_multi_gpu_count_also_with_checkpointing(capsys):
     data = json.loads(hfmem(capsys, "example:Llama-2-70b-hf", "-f", "json", "-m", "full", "-g", "h100")[1])
-    (fit,) = data["fit"]
+    (fit,) = cells(data)
     plain, ckpt = fit["multi_gpu"], fit["multi_gpu_with_checkpointing"]
     assert ckpt["gradient_checkpointing"] == "full" and plain["gradient_checkpointing"] == "off"
     assert 8 < ckpt["num_gpus"] < plain["num_gpus"]  # 16 B/param of 69B params alone need > 8 x 80 GB
@@ -175,8 +176,8 @@ def test_markdown_carries_the_fit_matrix(capsys):
 
 def test_qlora_without_double_quantization_costs_the_fp32_absmax(capsys):
     args = ["example:Meta-Llama-3-8B", "-f", "json", "-m", "qlora", "-g", "rtx4090"]
-    with_dq = json.loads(hfmem(capsys, *args)[1])["estimates"][0]
-    without = json.loads(hfmem(capsys, *args, "--no-qlora-double-quant")[1])["estimates"][0]
+    with_dq = estimates(json.loads(hfmem(capsys, *args)[1]))[0]
+    without = estimates(json.loads(hfmem(capsys, *args, "--no-qlora-double-quant")[1]))[0]
     quantized = with_dq["parameters"]["frozen_quantized"]
     # QLoRA paper: 4 bytes of fp32 absmax per 64 weights, versus 8-bit absmax + fp32 per 256 blocks with DQ
     extra = without["per_gpu_bytes"]["weights"] - with_dq["per_gpu_bytes"]["weights"]
@@ -190,7 +191,7 @@ def test_the_table_answers_for_the_setup_asked_with_one_total(capsys):
     code, out, err = hfmem(capsys, *args, "--format", "json")
     assert code == 0, err
     data = json.loads(out)
-    fit, est = data["fit"][0], data["estimates"][0]
+    fit, est = cells(data)[0], estimates(data)[0]
     assert (fit["settings"]["sharding"], fit["settings"]["num_gpus"]) == ("zero3", 2)
     assert fit["asked"]["total_bytes"] == est["per_gpu_bytes"]["total"]
     figure = f"{est['per_gpu_bytes']['total'] / 2**30:.1f}"
@@ -207,7 +208,7 @@ def test_qlora_cell_and_details_show_the_same_total(capsys):
     code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-m", "qlora", "-g", "rtx4090", "--format", "json")
     assert code == 0, err
     data = json.loads(out)
-    fit, est = data["fit"][0], data["estimates"][0]
+    fit, est = cells(data)[0], estimates(data)[0]
     assert est["per_gpu_bytes"]["paged_optimizer"] > 0
     assert fit["asked"]["total_bytes"] == est["per_gpu_bytes"]["total"] > fit["asked"]["required_bytes"]
 
@@ -218,7 +219,7 @@ def test_a_figure_above_the_card_that_fits_is_explained(capsys):
 
     code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-g", "a100", "-f", "json")
     data = json.loads(out)
-    full = next(f for f in data["fit"] if f["method"] == "full")
+    full = next(f for f in cells(data) if f["method"] == "full")
     change = full["mitigation"]
     assert change["total_bytes"] > full["gpu"]["usable_bytes"] >= change["required_bytes"]
     for fmt in ("table", "markdown"):

@@ -13,6 +13,7 @@ from hfmem.hardware.gpus import catalogue
 from hfmem.memory.curves import doublings, memory_curves
 from hfmem.memory.estimate import estimate
 from hfmem.memory.fit import asked_settings, fit_matrix
+from hfmem.memory.record import cells
 from hfmem.memory.settings import METHODS, TrainingSettings
 
 LLAMA3 = reference_model("meta-llama/Meta-Llama-3-8B")
@@ -97,5 +98,5 @@ def test_a_frameworks_per_method_settings_reach_the_curves(tmp_path, capsys, mon
     assert report["plan"]["method_settings"]["full"]["optimizer"] == "paged_adamw_8bit"
     seq, batch = report["curves"]["seq_len"], report["curves"]["micro_batch_size"]
     at = seq["points"].index(batch["seq_len"])
-    for fit in report["fit"]:
+    for fit in cells(report):
         assert seq["required_bytes"][fit["method"]][at] == fit["asked"]["required_bytes"], fit["method"]

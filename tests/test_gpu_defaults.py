@@ -7,6 +7,7 @@ import json
 from hfmem.cli.main import run
 from hfmem.hardware.capabilities import ARCHS, capabilities
 from hfmem.hardware.gpus import catalogue
+from hfmem.memory.record import cells
 
 
 def _report(capsys, *args: str) -> dict:
@@ -15,7 +16,7 @@ def _report(capsys, *args: str) -> dict:
 
 
 def _cells(report: dict, gpu: str) -> list[dict]:
-    return [c for c in report["fit"] if c["gpu"]["name"] == gpu]
+    return [c for c in cells(report) if c["gpu"]["name"] == gpu]
 
 
 def test_every_catalogue_gpu_has_a_known_generation():
@@ -48,7 +49,7 @@ def test_a_stated_setting_stands_with_a_warning(capsys):
 
 def test_a_user_defined_gpu_keeps_the_defaults(capsys):
     report = _report(capsys, "-g", "mycard=40")
-    assert all(c["gpu_defaults"] is None and c["settings"]["dtype"] == "bf16" for c in report["fit"])
+    assert all(c["gpu_defaults"] is None and c["settings"]["dtype"] == "bf16" for c in cells(report))
 
 
 def test_the_catalogue_says_what_each_gpu_runs(capsys):

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from hfmem.cli.main import run
+from hfmem.memory.record import cells, path
 from hfmem.render.common import visible
 from hfmem.scan.runner import iter_records
 from hfmem.units import GIB
@@ -140,7 +141,7 @@ def test_every_figure_on_the_page_is_the_jsons(llama):
     report, page = llama
     root = parse(page)
     seen = check_figures(root, report)
-    fits = {f"fit.{i}.asked.total_bytes" for i in range(len(report["fit"]))}
+    fits = {path(c, "total_bytes") for c in cells(report)}
     assert seen.count(next(iter(fits))) == 2 and fits <= set(seen)  # each cell in the grid and in its table
     grid = {n.attrs["data-src"] for n in root.by_id("chart-fit").iter() if "data-src" in n.attrs}
     assert grid == fits
@@ -150,7 +151,7 @@ def test_every_figure_on_the_page_is_the_jsons(llama):
                 assert seen.count(f"curves.{axis}.required_bytes.{method}.{k}") == 2  # a dot and a table cell
     for i, est in enumerate(report["estimates"]):
         assert f"estimates.{i}.per_gpu_bytes.total" in seen and f"estimates.{i}.per_gpu_bytes.required" in seen
-    assert {f"fit.{i}.max_seq_len" for i in range(len(report["fit"]))} <= set(seen)
+    assert {path(c, "max_seq_len") for c in cells(report)} <= set(seen)
     assert "parameters.total" in seen and root.all("h1")[0].text() == "example:Meta-Llama-3-8B"
 
 
@@ -198,11 +199,12 @@ def test_curves_are_drawn_on_log_axes_from_the_json(llama):
 
 def test_grid_colours_follow_the_fit_and_name_the_change(llama):
     report, page = llama
-    cells = [g for g in parse(page).by_id("chart-fit").all("g") if g.attrs.get("class") == "cell"]
-    assert len(cells) == len(report["fit"])
+    drawn = [g for g in parse(page).by_id("chart-fit").all("g") if g.attrs.get("class") == "cell"]
+    decoded = cells(report)
+    assert len(drawn) == len(decoded)
     kinds = set()
-    for cell in cells:
-        fit = resolve(report, cell.all("tspan")[0].attrs["data-src"].rsplit(".", 2)[0])
+    for cell in drawn:
+        fit = decoded[int(cell.all("tspan")[0].attrs["data-src"].split(".")[2])]  # fit.rows.N.column
         kind = cell.attrs["data-verdict"]
         kinds.add(kind)
         assert cell.all("rect")[0].attrs["class"] == f"v-{kind}"
@@ -281,9 +283,11 @@ def hostile_report(report: dict[str, Any]) -> dict[str, Any]:
     bad["architecture"]["model_type"] = HOSTILE
     bad["architecture"]["attention_kind"] = HOSTILE
     bad["parameters"]["by_component"][HOSTILE] = 1
-    for fit in bad["fit"]:
-        if fit["gpu"]["name"] == "T4":
-            fit["gpu"]["name"] = HOSTILE
+    bad["gpus"][HOSTILE] = bad["gpus"].pop("T4")
+    gpu = bad["fit"]["columns"].index("gpu")
+    for row in bad["fit"]["rows"]:
+        if row[gpu] == "T4":
+            row[gpu] = HOSTILE
     for est in bad["estimates"]:
         est["notes"].append(HOSTILE)
         est["assumptions"]["attention"] = HOSTILE

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from hfmem.cli.main import run
 from hfmem.memory.advice import short_gib
+from hfmem.memory.record import cells, estimates
 from hfmem.render.common import napkin_line
 from hfmem.render.table import render
 from hfmem.units import GIB
@@ -27,7 +28,7 @@ def report(capsys, tmp_path, monkeypatch) -> dict:
 def test_napkin_line_is_in_gib_beside_each_methods_table_figure(report):
     line = napkin_line(report)
     assert " GB;" not in line and line.endswith(" GiB") and "napkin: 44.9 GiB" in line
-    for fit in report["fit"]:
+    for fit in cells(report):
         assert short_gib(fit["asked"]["total_bytes"]) in line
     out = io.StringIO()
     render(report, Console(file=out, width=80))
@@ -36,12 +37,12 @@ def test_napkin_line_is_in_gib_beside_each_methods_table_figure(report):
 
 def test_napkin_is_the_models_own_count_for_every_method(report):
     params = report["parameters"]["total"]
-    napkins = {e["rule_of_thumb"]["napkin_gib"] for e in report["estimates"]}
+    napkins = {e["rule_of_thumb"]["napkin_gib"] for e in estimates(report)}
     assert napkins == {round(6 * params / GIB, 2)}
 
 
 def test_explanation_fits_the_method(report):
-    by_method = {e["method"]: e["rule_of_thumb"] for e in report["estimates"]}
+    by_method = {e["method"]: e["rule_of_thumb"] for e in estimates(report)}
     assert "16 bytes per parameter" in by_method["full"]["explanation"]
     for method in ("lora", "qlora"):
         rule = by_method[method]

@@ -21,23 +21,33 @@ from hfmem.scan.runner import (
     settings_digest,
     shard_of,
 )
+from hfmem.memory.record import COMPACT_COLUMNS, cells
+from hfmem.model.load import SCHEMA_VERSION
 from hfmem.scan.export import matches_fits, parse_fit_filter, summarise, to_csv, to_markdown
 
 SETTINGS = {"endpoint": "http://hub.test", "offline": False}
 
 
-def fake_report(model: str, total: int, fit: list[dict] | None = None) -> dict:
-    """The keys of build_report's dict the exports read."""
-    return {"model": model, "source": "hub", "revision": None, "sha": "a" * 40,
+def fake_report(model: str, total: int, fit: list | None = None) -> dict:
+    """The keys of a compact record (hfmem.memory.record `compact_report`) the exports read; `fit`: fit_entry
+    dicts, or anything else as a raw row."""
+    gpus, rows = {}, []
+    for entry in fit or []:
+        if isinstance(entry, dict):
+            gpus.setdefault(entry["gpu"], {"usable_gib": entry["usable_gib"]})
+            entry = [entry[k] for k in COMPACT_COLUMNS]
+        rows.append(entry)
+    return {"schema_version": SCHEMA_VERSION, "model": model, "source": "hub", "revision": None, "sha": "a" * 40,
             "architecture": {"model_type": "llama", "model_class": "LlamaForCausalLM"},
             "parameters": {"total": total, "checkpoint_total": total, "checkpoint_bytes": 2 * total},
-            "crosscheck": {"status": "exact"}, "fit": fit or []}
+            "crosscheck": {"status": "exact"}, "gpus": gpus, "fit": {"columns": list(COMPACT_COLUMNS), "rows": rows}}
 
 
-def fit_entry(method: str, gpu: str, usable_gib: float, fits: bool, aliases: tuple[str, ...] = ()) -> dict:
-    """The keys of a fit[] entry (hfmem/memory/fit.py Fit.to_dict) the filters read."""
-    return {"gpu": {"name": gpu, "aliases": list(aliases), "usable_gib": usable_gib}, "method": method,
-            "status": "fits" if fits else "does_not_fit", "asked": {"fits": fits}}
+def fit_entry(method: str, gpu: str, usable_gib: float, fits: bool, gpus_needed: int | None = None) -> dict:
+    """One cell as the exports read it: method, GPU, its usable GiB, the verdict and the fewest GPUs needed."""
+    return {"method": method, "gpu": gpu, "usable_gib": usable_gib, "status": "fits" if fits else "multi_gpu",
+            "total_bytes": 10 * 2**30, "max_micro_batch_size": 1 if fits else 0, "gpus_needed": gpus_needed,
+            "suggestion": None}
 
 
 RTX4090 = ("RTX 4090", 23.99, ("4090", "rtx4090", "rtx-4090"))
@@ -132,8 +142,8 @@ def test_fit_filter_parses_and_matches():
     for bad in ("qlora", "qlora:", ":rtx4090", "dora:rtx4090", "q lora:x"):
         with pytest.raises(errors.InvalidInputError):
             parse_fit_filter(bad)
-    fit = [fit_entry("qlora", RTX4090[0], RTX4090[1], True, RTX4090[2]),
-           fit_entry("lora", RTX4090[0], RTX4090[1], False, RTX4090[2]),
+    fit = [fit_entry("qlora", RTX4090[0], RTX4090[1], True),
+           fit_entry("lora", RTX4090[0], RTX4090[1], False),
            fit_entry("lora", "my card", 40.0, True)]
     record = ok_record("org/a", SETTINGS, fake_report("org/a", 10, fit))
     assert matches_fits(record, [parse_fit_filter("qlora:4090")])
@@ -145,8 +155,8 @@ def test_fit_filter_parses_and_matches():
 
 
 def test_exports_deduplicate_and_filter():
-    fit = [fit_entry("qlora", *RTX4090[:2], True, RTX4090[2]), fit_entry("qlora", *H100[:2], True, H100[2]),
-           fit_entry("full", *RTX4090[:2], False, RTX4090[2]), fit_entry("full", *H100[:2], True, H100[2])]
+    fit = [fit_entry("qlora", *RTX4090[:2], True), fit_entry("qlora", *H100[:2], True),
+           fit_entry("full", *RTX4090[:2], False), fit_entry("full", *H100[:2], True)]
     records = [ok_record("org/big", SETTINGS, fake_report("org/big", 70_000_000_000)),
                ok_record("org/small", SETTINGS, fake_report("org/small", 1_000_000, fit)),
                ok_record("org/small", SETTINGS, fake_report("org/small", 1_000_000, fit)),
@@ -264,7 +274,7 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
     rows = {r["model"]: r for r in csv.DictReader(io.StringIO(csv_path.read_text()))}
     reports = {r["model"]: r["report"] for r in iter_records(out)}
     for model, row in rows.items():
-        for fit in reports[model]["fit"]:
+        for fit in cells(reports[model]):
             assert float(row[f"{fit['method']}_gib_per_gpu"]) == round(fit["asked"]["total_bytes"] / 2**30, 2)
         assert row["settings"].startswith("bf16 · adamw · seq 1024 · micro-batch 1")
     assert rows["example:gpt2"]["qlora_fits_on"] == "RTX 4090"
@@ -275,11 +285,11 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
 
 
 def test_exports_survive_malformed_fit_entries():
-    """Records in a JSONL file the user hands to --csv may be edited or foreign: odd fit entries are skipped."""
-    fit = [fit_entry("qlora", *RTX4090[:2], True, RTX4090[2]), "not an entry", {"method": "full", "gpu": "H100"},
-           {"method": "full", "gpu": {"name": "H100", "usable_gib": "x"}, "asked": {"fits": False},
-            "multi_gpu": {"num_gpus": 2}},
-           {"method": "lora", "gpu": {"name": "A100"}, "asked": {}, "multi_gpu": {"num_gpus": "two"}}]
+    """Records in a JSONL file the user hands to --csv may be edited or foreign: odd fit rows are skipped."""
+    fit = [fit_entry("qlora", *RTX4090[:2], True), "not a row", ["full", "H100"],
+           fit_entry("full", "H100", "x", False, 2), ["lora", "A100", "multi_gpu", 1, 0, "two", None]]
     row = next(row for row, _ in summarise([ok_record("org/x", SETTINGS, fake_report("org/x", 10, fit))], []))
     assert (row["qlora_fits_on"], row["full_fits_on"], row["lora_fits_on"]) == ("RTX 4090", "2× H100", "no fit")
     assert "org/x" in to_csv([row])
+
+

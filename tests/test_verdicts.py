@@ -15,6 +15,7 @@ from hfmem.render.common import EMOJI, MARKS, legend
 from hfmem.render.diff import verdict as diff_cell
 from hfmem.render.markdown import render as render_markdown
 from hfmem.render.table import fit_cell, render as render_table
+from hfmem.memory.record import cells
 
 
 def _report(capsys, tmp_path, monkeypatch) -> dict:
@@ -25,15 +26,15 @@ def _report(capsys, tmp_path, monkeypatch) -> dict:
 
 def test_each_cell_has_the_same_verdict_everywhere(capsys, tmp_path, monkeypatch):
     report = _report(capsys, tmp_path, monkeypatch)
-    kinds = {verdict(fit) for fit in report["fit"]}
+    kinds = {verdict(fit) for fit in cells(report)}
     assert {"fits", "change", "gpus"} <= kinds  # LoRA on an RTX 4090 needs checkpointing; full needs several GPUs
-    for fit in report["fit"]:
+    for fit in cells(report):
         kind = verdict(fit)
         assert kind in VERDICTS
         assert fit_cell(fit).plain.startswith(MARKS[kind] + " ")
         assert diff_cell(fit).startswith(EMOJI[kind])
     markdown = render_markdown(report)
-    for fit in report["fit"]:
+    for fit in cells(report):
         assert f"| {MARKS[verdict(fit)]} " in markdown
     assert legend() in markdown
 

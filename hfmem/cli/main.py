@@ -85,7 +85,7 @@ def model(
 
 def emit(report: dict, output: OutputFormat, details: bool) -> None:
     if output is OutputFormat.json:
-        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
     elif output is OutputFormat.markdown:
         from hfmem.render.markdown import render
 

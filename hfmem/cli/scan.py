@@ -60,6 +60,8 @@ def scan(
     token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
+    compact: Annotated[bool, typer.Option("--compact", help="Record only the fit table per model (verdict, total, "
+                                                            "suggestion), no breakdowns: a few kB a model.")] = False,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
     from hfmem.hub.settings import HubSettings
@@ -69,7 +71,7 @@ def scan(
     shard_k_n = engine.parse_shard(shard) if shard else None
     filters = [parse_fit_filter(f) for f in fits or []]
     hub = dataclasses.replace(HubSettings.from_env(token=token, timeout=timeout), max_retry_wait=RATE_LIMIT_WAIT_S)
-    settings = scan_settings(hub, plan)
+    settings = scan_settings(hub, plan, compact)
     wanted: set[tuple[str, str]] | None = None
     if file or author or search or limit is not None:
         _check_filters(filters, plan)
@@ -79,7 +81,7 @@ def scan(
             return
         digest = engine.settings_digest(settings)
         wanted = {(m, digest) for m in models}
-        stats = _scan(models, hub, plan, settings, out, resume, concurrency)
+        stats = _scan(models, hub, plan, settings, out, resume, concurrency, compact)
     elif not (csv_path or markdown_path or html_path):
         raise errors.InvalidInputError("nothing to scan: give a FILE, --author, --search or --limit "
                                        "(or --csv/--markdown/--html to export an existing --out).")
@@ -97,9 +99,17 @@ def scan(
         raise errors.ScanFailuresError(f"{failed} of {len(rows)} models failed; their records in {out} say why.")
 
 
-def scan_settings(hub: HubSettings, plan: Plan) -> dict[str, Any]:
-    """What a record's results depend on, stored in each record and digested for --resume; never the token."""
-    return {"hfmem": __version__, "endpoint": hub.shown_endpoint, "offline": hub.offline, "plan": plan.to_dict()}
+def scan_settings(hub: HubSettings, plan: Plan, compact: bool = False) -> dict[str, Any]:
+    """What a record's results depend on, stored in each record and digested for --resume; never the token.
+    A compact record's plan keeps only the training settings that differ from hfmem's defaults."""
+    from hfmem.memory.record import changed
+    from hfmem.memory.settings import TrainingSettings
+
+    shown = plan.to_dict()
+    if compact:
+        shown["training"] = changed(TrainingSettings().to_dict(), shown["training"])
+    return {"hfmem": __version__, "endpoint": hub.shown_endpoint, "offline": hub.offline, "compact": compact,
+            "plan": shown}
 
 
 def _check_filters(filters: list[FitFilter], plan: Plan) -> None:
@@ -116,13 +126,18 @@ def _check_filters(filters: list[FitFilter], plan: Plan) -> None:
 
 
 def _scan(models: list[str], hub: HubSettings, plan: Plan, settings: dict[str, Any], out: Path, resume: bool,
-          concurrency: int) -> ScanStats:
+          concurrency: int, compact: bool) -> ScanStats:
     """Run the scan behind a progress bar on stderr and print a one-line summary."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from hfmem.memory.record import compact_report
     from hfmem.reporting.plan import build_report
     from hfmem.scan import runner as engine
+
+    def report(ref: Any) -> dict[str, Any]:
+        full = build_report(ref, hub, plan)
+        return compact_report(full) if compact else full
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     store = engine.ResultStore(out, resume)
@@ -135,7 +150,7 @@ def _scan(models: list[str], hub: HubSettings, plan: Plan, settings: dict[str, A
             def show(stats: ScanStats) -> None:
                 bar.update(task, completed=stats.done + stats.skipped, counts=_counts(stats))
 
-            stats = engine.run_scan(models, lambda ref: build_report(ref, hub, plan), settings, store, concurrency, show)
+            stats = engine.run_scan(models, report, settings, store, concurrency, show)
     except KeyboardInterrupt:
         raise errors.ScanInterruptedError(
             f"interrupted; finished models are recorded in {out}, rerun with --resume.") from None

@@ -97,9 +97,13 @@ def verdict_parts(fit: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def fit_grid(report: dict[str, Any]) -> tuple[list[str], list[tuple[str, float, dict[str, dict[str, Any]]]]]:
-    """The fit matrix as rows: methods (column order), then per GPU its name, usable GiB and fits by method."""
-    methods = list(dict.fromkeys(f["method"] for f in report["fit"]))
+    """The fit matrix as rows: methods (column order), then per GPU its name, usable GiB and cells (each in full,
+    hfmem.memory.record) by method."""
+    from hfmem.memory.record import cells
+
+    found = cells(report)
+    methods = list(dict.fromkeys(f["method"] for f in found))
     rows: dict[str, dict[str, dict[str, Any]]] = {}
-    for fit in report["fit"]:
+    for fit in found:
         rows.setdefault(fit["gpu"]["name"], {})[fit["method"]] = fit
     return methods, [(name, next(iter(by.values()))["gpu"]["usable_gib"], by) for name, by in rows.items()]

@@ -8,7 +8,7 @@ Public API (pure, no torch):
 
 Each value is what must stay resident per GPU (`MemoryBreakdown.required`, the figure the fit search compares
 with a GPU's usable memory) for the setup a fit cell judges (`fit.asked_settings`, a method's own settings from
-`per_method` as fit_matrix takes them), so each curve passes through that method's `fit[].asked.required_bytes`
+`per_method` as fit_matrix takes them), so each curve passes through that method's cells' `asked.required_bytes`
 at the set length and batch, and crosses a GPU's usable memory where `max_seq_len` / `max_micro_batch_size` end.
 """
 

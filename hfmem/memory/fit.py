@@ -61,6 +61,8 @@ OFFLOAD_LADDER: tuple[tuple[str, bool, bool], ...] = (
     ("zero3", True, False),
     ("zero3", True, True),
 )
+EQUIVALENT = {"zero3": "FSDP full shard", "zero2": "FSDP shard-grad-op"}
+"""The FSDP strategy in a DeepSpeed sharding's memory class (a multi-GPU suggestion's `equivalent`)."""
 MAX_MICRO_BATCH = 1 << 16
 MAX_SEQ = 1 << 21
 
@@ -236,7 +238,7 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
                 "offload_optimizer": off_opt, "offload_params": off_par,
                 "gradient_checkpointing": single.gradient_checkpointing,
                 "total_bytes": found_at.total, "required_bytes": found_at.required,
-                "equivalent": {"zero3": "FSDP full shard", "zero2": "FSDP shard-grad-op"}.get(sharding)}
+                "equivalent": EQUIVALENT.get(sharding)}
     return None
 
 
@@ -322,8 +324,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     setup = {"num_gpus": asked.num_gpus, "sharding": asked.resolved_sharding,
              "offload_optimizer": asked.offload_optimizer, "offload_params": asked.offload_params}
     host = per_gpu.host_per_node
-    reason = None if ok else "GPU memory" if per_gpu.required > limit else (
-        f"host RAM: {host / GIB:,.1f} GiB per machine needed, host_ram_gib is {asked.host_ram_gib:g}")
+    reason = shortfall(ok, per_gpu.required, host, limit, asked.host_ram_gib)
     return Fit(
         gpu=gpu, method=method, status=status,
         asked={"fits": ok, **setup, "total_bytes": per_gpu.total, "required_bytes": per_gpu.required,
@@ -334,6 +335,15 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
         mitigation=mitigations[0] if mitigations else None, mitigations=tuple(mitigations),
         settings=settings_dict, assumptions=assumptions,
     )
+
+
+def shortfall(fits: bool, required: int, host_per_node: int, limit: int, host_ram_gib: float | None) -> str | None:
+    """What a setup that does not fit runs short of: "GPU memory", or the host RAM it needs per machine."""
+    if fits:
+        return None
+    if required > limit:
+        return "GPU memory"
+    return f"host RAM: {host_per_node / GIB:,.1f} GiB per machine needed, host_ram_gib is {host_ram_gib:g}"
 
 
 def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpus: tuple[Gpu, ...] | list[Gpu],

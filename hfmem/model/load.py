@@ -27,7 +27,7 @@ from hfmem.model.inventory import Inventory
 SettingsSource = HubSettings | Callable[[], HubSettings] | None
 
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass

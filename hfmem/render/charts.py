@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from hfmem.memory.advice import fit_grid, recommended, verdict_parts
+from hfmem.memory.record import estimates as all_estimates
+from hfmem.memory.record import path
 from hfmem.render.common import MARKS, METHOD_TITLES, setup_text
 from hfmem.render.markup import escape, tag, text
 from hfmem.render.svg import Scale, chart, legend, reference_lines, x_axis, y_axis
@@ -66,7 +68,6 @@ def cell_title(fit: dict[str, Any], gpu: str, usable: float) -> str:
 def fit_grid_chart(report: dict[str, Any]) -> str:
     """GPU rows by method columns, each cell coloured by its verdict, with the GiB it needs and what follows."""
     methods, rows = fit_grid(report)
-    index = {id(f): i for i, f in enumerate(report["fit"])}
     label_w, col_w, row_h, head_h = 190, 200, 24, 26
     width, height = label_w + col_w * len(methods), head_h + row_h * len(rows) + 2
     parts = [text("text", method_title(m), x=label_w + col_w * c + col_w / 2, y=17, class_="col-head",
@@ -80,7 +81,7 @@ def fit_grid_chart(report: dict[str, Any]) -> str:
             if fit is None:
                 continue
             kind, total, rest = verdict_parts(fit)
-            src = f"fit.{index[id(fit)]}.asked.total_bytes"
+            src = path(fit, "total_bytes")
             figure = tag("tspan", escape(total), **figure_attrs(src, fit["asked"]["total_bytes"]), data_unit="GiB")
             x = label_w + col_w * c
             parts.append(tag("g", text("title", cell_title(fit, name, usable)),
@@ -88,7 +89,7 @@ def fit_grid_chart(report: dict[str, Any]) -> str:
                              tag("text", f"{MARKS[kind]} ", figure, f" {escape(rest)}", x=x + 8, y=y + 16,
                                  class_="cell-text"),
                              class_="cell", data_verdict=kind))
-    counts = {k: sum(verdict_parts(f)[0] == k for f in report["fit"]) for k in VERDICT_WORDS}
+    counts = {k: sum(verdict_parts(f)[0] == k for _, _, by in rows for f in by.values()) for k in VERDICT_WORDS}
     desc = (f"{len(rows)} GPUs by {len(methods)} methods; cells: "
             + ", ".join(f"{n} {VERDICT_WORDS[k]}" for k, n in counts.items() if n)
             + ". Each cell gives the GiB one GPU needs; the table below has the same cells in text.")
@@ -99,7 +100,7 @@ def terms_chart(report: dict[str, Any]) -> str:
     """One stacked bar per method of the estimates' per-GPU terms in GiB, the overlap as a strip beside the top of
     the stack down to the training step's total, a mark where loading the model needs more, and each GPU's usable
     memory as a line."""
-    estimates = report["estimates"]
+    estimates = all_estimates(report)
     limits = gpu_limits(report)
     tops = [max(sum(e["per_gpu_bytes"][t] for t, _ in TERMS), e["per_gpu_bytes"][LOAD]) / GIB for e in estimates]
     y = Scale(0, max(tops + [v for _, v in limits] + [1]) * 1.06, 330, 30)

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from hfmem.memory.advice import SHARDING_NAMES, fewest_gpus, fit_grid, multi_gpu_text, short_gib
+from hfmem.memory.record import cells, estimates
 from hfmem.units import count
 
 # Control, zero-width and bidi-override characters: they could hide or reorder what a reader sees.
@@ -50,7 +51,7 @@ PAGED_HINT = "a figure above the card fits: paged optimizer states page out to t
 
 def paged_hint(report: dict[str, Any]) -> str:
     """A line for cells whose figure is above the card yet fit: paged optimizer states page out instead of failing."""
-    for fit in report.get("fit", []):
+    for fit in cells(report):
         usable = fit["gpu"]["usable_bytes"]
         shown = [fit["asked"]] if fit["asked"]["fits"] else list(fit.get("mitigations") or [])
         if any(c.get("total_bytes", 0) > usable >= c.get("required_bytes", 0) for c in shown):
@@ -69,7 +70,7 @@ def setup_text(a: dict[str, Any]) -> str:
 
 def settings_line(report: dict[str, Any]) -> str:
     """The assumptions every cell shares, in one line."""
-    a = report["estimates"][0]["assumptions"]
+    a = estimates(report)[0]["assumptions"]
     overhead = a["overhead"]
     lora = a.get("lora") or {}
     lora_text = f" · LoRA r={lora['rank']} on {','.join(lora['targets'])}" if lora else ""
@@ -88,7 +89,7 @@ def gpu_defaults_text(report: dict[str, Any]) -> str:
     """Where GPUs run other defaults (they lack bf16 or FlashAttention-2: `hfmem gpus`, the JSON's gpu_defaults),
     e.g. " · fp16, sdpa on T4, V100 32GB"."""
     groups: dict[tuple, list[str]] = {}
-    for fit in report.get("fit", []):
+    for fit in cells(report):
         if found := fit.get("gpu_defaults"):
             names = groups.setdefault(tuple(found["changes"].values()), [])
             if fit["gpu"]["name"] not in names:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hfmem.memory.advice import recommendation, verdict as advice_verdict
+from hfmem.memory.record import cells
 from hfmem.render.markdown import escape, table
 from hfmem.render.common import ARCH_ROWS, EMOJI
 from hfmem.units import count, gib
@@ -43,9 +44,9 @@ def gpu_name(entry: dict[str, Any]) -> str:
 
 
 def fit_entries(report: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
-    """(method, GPU name) -> the report's `fit[]` entry."""
+    """(method, GPU name) -> the report's fit cell in full (hfmem.memory.record `cells`)."""
     found = {}
-    for entry in (report or {}).get("fit") or []:
+    for entry in cells(report) if isinstance((report or {}).get("fit"), dict) else []:
         if isinstance(entry, dict) and isinstance(entry.get("method"), str) and entry.get("gpu"):
             found[(entry["method"], gpu_name(entry))] = entry
     return found

@@ -12,6 +12,8 @@ from typing import Any
 
 from hfmem import __version__
 from hfmem.memory.advice import fit_grid, recommended, verdict_parts
+from hfmem.memory.record import estimates as all_estimates
+from hfmem.memory.record import path
 from hfmem.render.charts import (
     CURVE_AXES,
     LOAD,
@@ -96,10 +98,10 @@ def messages(report: dict[str, Any]) -> str:
     return tag("ul", *items, class_="messages") if items else ""
 
 
-def fit_cell_text(report_index: int, fit: dict[str, Any]) -> str:
+def fit_cell_text(fit: dict[str, Any]) -> str:
     """A fit cell as text: mark, GiB, and the batch room or the change, named in full."""
     kind, _, rest = verdict_parts(fit)
-    figure = gib_number(fit["asked"]["total_bytes"], f"fit.{report_index}.asked.total_bytes")
+    figure = gib_number(fit["asked"]["total_bytes"], path(fit, "total_bytes"))
     out = [f"{MARKS[kind]} ", figure, " GiB ", escape(rest)]
     mitigation = recommended(fit)[1] if kind != "fits" else None
     if mitigation:
@@ -112,11 +114,10 @@ def fit_cell_text(report_index: int, fit: dict[str, Any]) -> str:
 def fit_section(report: dict[str, Any]) -> str:
     """The grid, its legend and the same cells in a table; then the largest length and batch that fit."""
     methods, rows = fit_grid(report)
-    index = {id(f): i for i, f in enumerate(report["fit"])}
     head = ["GPU (usable GiB)"] + [method_title(m) for m in methods]
-    cells = [[escape(f"{name} ({usable:g})")] + [fit_cell_text(index[id(by[m])], by[m]) if m in by else "-"
+    cells = [[escape(f"{name} ({usable:g})")] + [fit_cell_text(by[m]) if m in by else "-"
                                                   for m in methods] for name, usable, by in rows]
-    limits = [[escape(name)] + [limit_text(index[id(by[m])], by[m]) if m in by else "-" for m in methods]
+    limits = [[escape(name)] + [limit_text(by[m]) if m in by else "-" for m in methods]
               for name, _, by in rows]
     caption = " · ".join(x for x in (legend(), paged_hint(report)) if x)
     return section("fit", "Fit per GPU", tag("figure", fit_grid_chart(report), text("figcaption", caption)),
@@ -126,18 +127,18 @@ def fit_section(report: dict[str, Any]) -> str:
                               "micro-batch) that fit as asked", ["GPU"] + [method_title(m) for m in methods], limits))
 
 
-def limit_text(i: int, fit: dict[str, Any]) -> str:
+def limit_text(fit: dict[str, Any]) -> str:
     """The largest micro-batch and sequence length a fit cell found, as text."""
-    batch = number(f"{fit['max_micro_batch_size']:,}", fit["max_micro_batch_size"], f"fit.{i}.max_micro_batch_size",
+    batch = number(f"{fit['max_micro_batch_size']:,}", fit["max_micro_batch_size"], path(fit, "max_micro_batch_size"),
                    "count")
-    seq = number(f"{fit['max_seq_len']:,}", fit["max_seq_len"], f"fit.{i}.max_seq_len", "count")
+    seq = number(f"{fit['max_seq_len']:,}", fit["max_seq_len"], path(fit, "max_seq_len"), "count")
     capped = " (the model's maximum)" if fit["max_seq_len_capped"] else ""
     return tag("span", "batch ≤ ", batch, " · seq ≤ ", seq, escape(capped))
 
 
 def terms_section(report: dict[str, Any]) -> str:
     """The stacked bars and every term of each estimate in GiB."""
-    estimates = report["estimates"]
+    estimates = all_estimates(report)
     names = dict(TERMS) | {OVERLAP: "minus: not alive at the peak (overlap)",
                            LOAD: "loading the model (the total where it needs more)", "total": "total",
                            "required": "must stay resident (the fit compares this)",
@@ -211,7 +212,7 @@ def shown(value: Any) -> str:
 
 def assumptions_section(report: dict[str, Any]) -> str:
     """Every assumption of each method's estimate, and the estimates' notes (a note shared by all, once)."""
-    estimates = report["estimates"]
+    estimates = all_estimates(report)
     by_method = [dict(flat("", e["assumptions"])) for e in estimates]
     keys = list(dict.fromkeys(k for d in by_method for k in d))
     rows = [[escape(k)] + [escape(shown(d.get(k))) for d in by_method] for k in keys]

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hfmem.memory.advice import fit_grid, verdict_parts
+from hfmem.memory.record import estimates
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, napkin_line, origin_line, paged_hint,
                                  parameter_count, settings_line, time_cell, time_line)
 from hfmem.units import count, gib, size
@@ -122,13 +123,14 @@ def breakdown_table(report: dict[str, Any]) -> Table:
     """Per-GPU bytes by term for each method's estimate."""
     table = Table(title="Memory per GPU by term", title_justify="left", box=None, pad_edge=False)
     table.add_column("term", style="dim")
-    for est in report["estimates"]:
+    ests = estimates(report)
+    for est in ests:
         table.add_column(METHOD_TITLES.get(est["method"], est["method"]), justify="right")
     terms = ["weights", "gradients", "optimizer", "activations", "overhead", "total"]
     for term in terms:
         table.add_row(Text(term, style="bold" if term == "total" else ""),
-                      *(gib(e["per_gpu_bytes"][term]) for e in report["estimates"]))
-    table.add_row("trainable params", *(count(e["parameters"]["trainable"]) for e in report["estimates"]))
+                      *(gib(e["per_gpu_bytes"][term]) for e in ests))
+    table.add_row("trainable params", *(count(e["parameters"]["trainable"]) for e in ests))
     return table
 
 

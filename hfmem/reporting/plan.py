@@ -72,8 +72,8 @@ def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = No
 
 
 def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> dict[str, Any]:
-    """The analysis as a dict, plus `warnings[]`, `estimates[]` (one per method) and `fit[]` (method x GPU);
-    with `curves`, also `curves` (memory against sequence length and micro-batch, hfmem.memory.curves).
+    """The analysis as a dict, plus `warnings[]`, `gpus{}`, `estimates[]` (one per method) and `fit` (method x GPU
+    as rows, hfmem.memory.record); with `curves`, also `curves` (memory against sequence length and micro-batch).
 
     The plan's part is computed once per model shape (`shape_key`) and shared by the reports of that shape:
     treat a report as read-only."""
@@ -85,9 +85,9 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     part = BY_SHAPE.get(shape_key(arch, inventory, plan), lambda: plan_part(arch, inventory, plan))
     warnings = [*plan.notes, *warnings_for(arch, result.config, training, part.fits),
                 *unsupported(training, part.gpus, plan.stated)]
-    report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "estimates": part.estimates,
-                                 "fit": part.cells, "fastest_and_cheapest": part.fastest_and_cheapest,
-                                 "fit_ranking": part.fit_ranking}
+    report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
+                                 "estimates": part.estimates, "fit": part.fit,
+                                 "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking}
     if curves:
         from hfmem.memory.curves import memory_curves
 
@@ -103,8 +103,11 @@ class PlanPart:
     gpus: tuple[Gpu, ...]
     fits: list[Any]
     plan: dict[str, Any]
+    gpu_entries: dict[str, Any]
     estimates: list[dict[str, Any]]
-    cells: list[dict[str, Any]]
+    """The compact estimates (hfmem.memory.record)."""
+    fit: dict[str, Any]
+    """The fit matrix as rows (hfmem.memory.record.fit_table)."""
     fastest_and_cheapest: dict[str, Any]
     fit_ranking: list[dict[str, Any]] | None
 
@@ -120,10 +123,12 @@ def shape_key(arch: Architecture, inventory: Inventory, plan: Plan) -> tuple[str
 
 def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
+    from hfmem.compute.roofline import DEFAULT_HFU
     from hfmem.hardware.gpus import catalogue
     from hfmem.memory.advice import fewest_gpus
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
+    from hfmem.memory.record import compact_estimates, fit_table, gpu_table
     from hfmem.reporting.timing import budget, flops_of, step_for
 
     training = plan.training.validated()
@@ -157,8 +162,13 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             step = step_for(est, flops, fit.gpu) | {"setup": "asked" if fit.fits else "suggested GPUs"}
             cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
         cells.append(cell)
-    return PlanPart(gpus=gpus, fits=fits, plan=plan.to_dict(), estimates=[e.to_dict() for e in estimates.values()],
-                    cells=cells, fastest_and_cheapest=fastest_and_cheapest(cells), fit_ranking=ranking(cells, plan.rank))
+    full = [e.to_dict() for e in estimates.values()]
+    plan_dict = plan.to_dict()
+    gpu_entries = gpu_table(cells)
+    return PlanPart(gpus=gpus, fits=fits, plan=plan_dict, gpu_entries=gpu_entries,
+                    estimates=compact_estimates(full, plan_dict["training"]),
+                    fit=fit_table(cells, full, gpu_entries, DEFAULT_HFU),
+                    fastest_and_cheapest=fastest_and_cheapest(cells), fit_ranking=ranking(cells, plan.rank))
 
 
 SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")

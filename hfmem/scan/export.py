@@ -1,7 +1,7 @@
 """Turn scan records (JSONL) into a CSV table, a markdown summary or the dashboard's data, optionally filtered by fit.
 
 Filters work on the record shape `hfmem/scan/runner.py` writes; `--fits METHOD:GPU` keeps models whose
-report's `fit[]` says that method fits on one such GPU with the scan's settings (see `fit_cells`).
+report's fit table says that method fits on one such GPU with the scan's settings (see `fit_cells`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple
 
 from hfmem import errors
-from hfmem.memory.settings import METHODS
+from hfmem.memory.record import cells
+from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.model.load import SCHEMA_VERSION
 from hfmem.scan.runner import record_key
 from hfmem.units import GIB, count
 
@@ -47,7 +49,7 @@ class FitFilter:
 
 
 class FitCell(NamedTuple):
-    """One entry of a report's `fit[]`, as the filters and exports read it."""
+    """One cell of a report's fit table, as the filters and exports read it."""
 
     method: str
     gpu: str
@@ -72,21 +74,36 @@ def parse_fit_filter(text: str) -> FitFilter:
 
 
 def fit_cells(record: dict[str, Any]) -> list[FitCell]:
-    """The record's `report.fit[]` entries (shape: hfmem/memory/fit.py `Fit.to_dict`); none for failed records.
+    """The record's fit cells (hfmem.memory.record `cells`, full or `--compact`); none for failed records.
 
-    Read: `method`, `gpu.name`, `gpu.aliases`, `gpu.usable_gib` and `asked.fits` (fits as asked
-    with the scan's settings, no mitigation). Entries missing any of them are skipped.
+    Read: `method`, the GPU's name and usable GiB (the record's `gpus` table) and whether it fits as asked with
+    the scan's settings, no mitigation. Cells missing any of them are skipped.
     """
-    cells = []
-    for entry in (record.get("report") or {}).get("fit") or []:
+    found = []
+    for entry in _cells(record):
         try:
             gpu = entry["gpu"]
-            names = [gpu["name"], *gpu.get("aliases", ())]
-            cells.append(FitCell(entry["method"], gpu["name"], frozenset(gpu_key(n) for n in names),
+            found.append(FitCell(entry["method"], gpu["name"], frozenset({gpu_key(gpu["name"])}),
                                  float(gpu["usable_gib"]), entry["asked"]["fits"] is True))
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
-    return cells
+    return found
+
+
+def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's fit cells in full, row by row: none where the report is missing or of another schema, and no
+    row that does not read (a file handed to --csv may be edited or foreign)."""
+    report = record.get("report")
+    table = report.get("fit") if isinstance(report, dict) else None
+    if not isinstance(table, dict) or report.get("schema_version") != SCHEMA_VERSION:
+        return []
+    found = []
+    for row in table.get("rows") or []:
+        try:
+            found += cells(report | {"fit": table | {"rows": [row]}})
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            continue
+    return found
 
 
 def matches_fits(record: dict[str, Any], filters: Iterable[FitFilter]) -> bool:
@@ -107,9 +124,8 @@ def smallest_fits(record: dict[str, Any]) -> dict[str, str]:
 def method_figures(record: dict[str, Any]) -> dict[str, tuple[float | None, str]]:
     """Per method of the record's fit matrix: (GiB per GPU as set, where it fits: "RTX 4090", "4× H100 80GB")."""
     by_method: dict[str, list[dict[str, Any]]] = {}
-    for entry in (record.get("report") or {}).get("fit") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("method"), str) and isinstance(entry.get("gpu"), dict):
-            by_method.setdefault(entry["method"], []).append(entry)
+    for entry in _cells(record):
+        by_method.setdefault(entry["method"], []).append(entry)
     smallest = smallest_fits(record)
     return {method: (_gib(entries), smallest.get(method) or _fewest_gpus(entries))
             for method, entries in by_method.items()}
@@ -122,21 +138,21 @@ def _gib(entries: list[dict[str, Any]]) -> float | None:
 
 def _fewest_gpus(entries: list[dict[str, Any]]) -> str:
     """Where one GPU is not enough: the fewest GPUs of any kind (the larger card on a tie), else "no fit"."""
-    multi = [e for e in entries
-             if isinstance(e.get("multi_gpu"), dict) and isinstance(e["multi_gpu"].get("num_gpus"), int)]
+    multi = [e for e in entries if isinstance(e.get("gpus_needed"), int)]
     if not multi:
         return "no fit"
     usable = {id(e): e["gpu"].get("usable_gib") for e in multi}
-    best = min(multi, key=lambda e: (e["multi_gpu"]["num_gpus"],
+    best = min(multi, key=lambda e: (e["gpus_needed"],
                                      -usable[id(e)] if isinstance(usable[id(e)], (int, float)) else 0))
-    return f"{best['multi_gpu']['num_gpus']}× {best['gpu'].get('name')}"
+    return f"{best['gpus_needed']}× {best['gpu'].get('name')}"
 
 
 def settings_text(record: dict[str, Any]) -> str:
     """The training settings a record was estimated with, in one short line (its `settings.plan.training`)."""
-    training = ((record.get("settings") or {}).get("plan") or {}).get("training") or {}
-    if not training:
+    training = ((record.get("settings") or {}).get("plan") or {}).get("training")
+    if not isinstance(training, dict):
         return ""
+    training = TrainingSettings().to_dict() | training  # a compact record keeps what differs from the defaults
     seq = training.get("seq_len") or "default"
     return (f"{training.get('dtype')} · {training.get('resolved_optimizer') or training.get('optimizer')} · "
             f"seq {seq} · micro-batch {training.get('micro_batch_size')} · checkpointing "

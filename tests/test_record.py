@@ -1,0 +1,133 @@
+"""The JSON record (hfmem.memory.record): every output kind against hfmem/report.schema.json, its size, and that
+reading it back gives each fit cell exactly as the fit search found it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from hfmem.cli.main import run
+from hfmem.hardware.gpus import catalogue
+from hfmem.hub.modelref import parse_model_ref
+from hfmem.memory.breakdown import MemoryBreakdown
+from hfmem.memory.fit import fit_matrix
+from hfmem.memory.record import COMPACT_COLUMNS, FIT_COLUMNS, cells, estimates
+from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.model.load import SCHEMA_VERSION, analyse
+from hfmem.scan.runner import iter_records
+
+EXAMPLES = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "hfmem" / "examples").iterdir())
+SCHEMA = json.loads(resources.files("hfmem").joinpath("report.schema.json").read_text(encoding="utf-8"))
+FULL_LIMIT = 36_000
+"""Bytes of `hfmem example:NAME -f json` at most (schema_version 2 wrote 346-420 kB per example)."""
+COMPACT_LIMIT = 7_000
+"""Bytes of one `hfmem scan --compact` JSONL line at most."""
+
+
+def check(kind: str, value: dict) -> None:
+    """`value` is valid as the schema's `$defs[kind]`."""
+    validator = Draft202012Validator({"$defs": SCHEMA["$defs"], "$ref": f"#/$defs/{kind}"})
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+    assert not errors, [f"{list(e.path)}: {e.message}"[:300] for e in errors[:5]]
+
+
+def hfmem_json(capsys, *args: str) -> tuple[str, dict]:
+    capsys.readouterr()
+    assert run(list(args)) == 0
+    out = capsys.readouterr().out
+    return out, json.loads(out)
+
+
+def test_the_schema_is_valid_and_names_the_code_s_columns():
+    Draft202012Validator.check_schema(SCHEMA)
+    d = SCHEMA["$defs"]
+    assert d["fit"]["properties"]["columns"]["const"] == list(FIT_COLUMNS)
+    assert d["compact_report"]["properties"]["fit"]["properties"]["columns"]["const"] == list(COMPACT_COLUMNS)
+    assert d["breakdown"]["required"] == [f.name for f in fields(MemoryBreakdown)]
+    assert d["report"]["properties"]["schema_version"]["const"] == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_example_s_record_is_valid_and_small(capsys, name):
+    out, report = hfmem_json(capsys, f"example:{name}", "-f", "json")
+    check("report", report)
+    assert len(out.encode()) <= FULL_LIMIT, len(out.encode())
+    assert len(cells(report)) == len(METHODS) * len(catalogue())
+
+
+def test_a_budget_and_prices_stay_valid(capsys):
+    _, report = hfmem_json(capsys, "example:Meta-Llama-3-8B", "-f", "json", "--tokens", "1e9", "--price",
+                           "h100=2.5", "--rank", "cost", "-g", "h100", "-g", "mycard=40", "-g", "t4")
+    check("report", report)
+    priced = [c["time"] for c in cells(report) if c["time"] and "cost_usd" in c["time"]]
+    assert priced and all(t["cost_usd"] == pytest.approx(t["gpu_hours"] * 2.5, rel=1e-5) for t in priced)
+
+
+def test_scan_records_full_and_compact_are_valid_and_agree(tmp_path, monkeypatch):
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+    models = tmp_path / "models.txt"
+    models.write_text("".join(f"example:{n}\n" for n in EXAMPLES))
+    full, compact = tmp_path / "full.jsonl", tmp_path / "compact.jsonl"
+    assert run(["scan", str(models), "-o", str(full)]) == 0
+    assert run(["scan", str(models), "-o", str(compact), "--compact"]) == 0
+    by_model = {r["model"]: r for r in iter_records(full)}
+    for line in compact.read_text().splitlines():
+        assert len(line.encode()) <= COMPACT_LIMIT, len(line.encode())
+        record = json.loads(line)
+        check("scan_record", record)
+        check("compact_report", record["report"])
+        other = by_model[record["model"]]
+        check("scan_record", other)
+        check("report", other["report"])
+        small, large = cells(record["report"]), cells(other["report"])
+        assert [(c["method"], c["gpu"]["name"], c["status"], c["asked"]["total_bytes"], c["gpus_needed"],
+                 c["suggestion"]) for c in small] == [
+            (c["method"], c["gpu"]["name"], c["status"], c["asked"]["total_bytes"], c["gpus_needed"],
+             c["suggestion"]) for c in large]
+
+
+def test_reading_the_record_back_gives_each_cell_as_the_search_found_it(capsys):
+    """The cells hfmem.memory.fit computes, against the record's rows read back: every figure and every
+    suggestion, on the GPUs that run other defaults (T4, V100) too."""
+    _, report = hfmem_json(capsys, "example:Mixtral-8x7B-v0.1", "-f", "json")
+    result = analyse(parse_model_ref("example:Mixtral-8x7B-v0.1"), None)
+    found = fit_matrix(result.architecture, result.inventory, TrainingSettings().validated(), catalogue())
+    read = cells(report)
+    assert len(read) == len(found)
+    for fit, cell in zip(found, read):
+        want = fit.to_dict()
+        assert (cell["method"], cell["gpu"]["name"]) == (want["method"], want["gpu"]["name"])
+        assert cell["gpu"]["usable_bytes"] == want["gpu"]["usable_bytes"]
+        for key in ("status", "asked", "max_micro_batch_size", "max_seq_len", "max_seq_len_capped", "multi_gpu",
+                    "multi_gpu_with_checkpointing", "mitigation", "mitigations", "settings", "gpu_defaults"):
+            assert cell[key] == want[key], (fit.method, fit.gpu.name, key)
+        assert want["assumptions"].items() <= cell["assumptions"].items()
+    assert {c["gpu"]["name"] for c in read if c["gpu_defaults"]} >= {"T4", "V100 32GB"}
+
+
+def test_one_total_per_cell(capsys):
+    """The total a cell's row shows is its breakdown's (the estimate's, or its variant's where the GPU differs)."""
+    _, report = hfmem_json(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-g", "t4", "-g", "h100")
+    by_method = {e["method"]: e for e in estimates(report)}
+    for cell in cells(report):
+        assert cell["asked"]["total_bytes"] == cell["asked"]["per_gpu_bytes"]["total"]
+        if cell["gpu_defaults"] is None:
+            assert cell["asked"]["per_gpu_bytes"] == by_method[cell["method"]]["per_gpu_bytes"]
+    t4 = [c for c in cells(report) if c["gpu"]["name"] == "T4"]
+    assert all(c["settings"]["dtype"] == "fp16" and c["settings"]["attention"] == "sdpa" for c in t4)
+    assert all(by_method[c["method"]]["settings"]["dtype"] == "bf16" for c in t4)
+
+
+def test_settings_are_written_once(capsys):
+    """The plan's settings are written once: estimates and cells name only what differs, and read back in full."""
+    _, report = hfmem_json(capsys, "example:gpt2", "-f", "json", "-m", "lora", "--lora-rank", "8")
+    assert report["plan"]["training"]["lora_rank"] == 8
+    assert "\"lora_rank\":" not in json.dumps([report["estimates"], report["fit"]])  # nor in any cell
+    (full,) = estimates(report)
+    assert full["settings"]["lora_rank"] == 8 and full["assumptions"]["lora"]["rank"] == 8
+    assert all(c["settings"]["lora_rank"] == 8 for c in cells(report))
