@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +22,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 from live_peak import LiveBytes  # noqa: E402
+from ranks import leave, spawn  # noqa: E402
 from rank_report import print_case  # noqa: E402
 from saved_activations import build_model  # noqa: E402
 from step_peak import LORA_TARGETS, cpu_prediction, lora_model  # noqa: E402
@@ -79,21 +77,13 @@ def _rank(rank: int, port: int, case: tuple[str, int, int, bool], out: str) -> N
             optimizer.zero_grad(set_to_none=True)
     Path(f"{out}.{rank}").write_text(json.dumps({"peak": live.peak, "when": live.peak_op,
                                                  "breakdown": list(live.breakdown().items())}))
-    dist.destroy_process_group()
+    leave()
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def measure(case: tuple[str, int, int, bool]) -> list[dict[str, Any]]:
     """Every rank's peak for the case."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "rank")
-        mp.spawn(_rank, args=(_free_port(), case, out), nprocs=WORLD)
-        return [json.loads(Path(f"{out}.{rank}").read_text()) for rank in range(WORLD)]
+    return spawn(_rank, WORLD, case)
 
 
 def predicted(case: tuple[str, int, int, bool]) -> dict[str, int]:

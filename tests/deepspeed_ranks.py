@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import torch  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 from live_peak import LiveBytes  # noqa: E402
+from ranks import leave, spawn  # noqa: E402
 from saved_activations import build_model  # noqa: E402
 from step_peak import LORA_TARGETS, cpu_prediction, lora_model  # noqa: E402
 from tiny_models import tiny_config  # noqa: E402
@@ -89,20 +87,13 @@ def _rank(rank: int, port: int, case: tuple[int, str, int], out: str) -> None:
                     engine.step()
     Path(f"{out}.{rank}").write_text(json.dumps({"peak": live.peak, "when": live.peak_op,
                                                  "breakdown": list(live.breakdown().items())}))
+    leave()
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def measure(case: tuple[int, str, int]) -> list[dict[str, Any]]:
     """Every rank's peak for the case."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "rank")
-        mp.spawn(_rank, args=(_free_port(), case, out), nprocs=WORLD)
-        return [json.loads(Path(f"{out}.{rank}").read_text()) for rank in range(WORLD)]
+    return spawn(_rank, WORLD, case)
 
 
 def predicted(case: tuple[int, str, int]) -> dict[str, int]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from ranks import free_port, leave
 
 HIDDEN, RANK, LAYERS, WORLD = 64, 8, 3, 2
 
@@ -57,7 +57,7 @@ def _rank(rank: int, port: int, layout: str, out: str) -> None:
         with open(out, "w") as f:
             json.dump({"gradient_bytes": [int(t) for t in totals], "frozen": frozen, "trainable": trainable,
                        "layer_parameters": frozen // LAYERS + trainable // LAYERS}, f)
-    dist.barrier()
+    leave()
 
 
 def _handles(module: torch.nn.Module) -> list:
@@ -68,10 +68,7 @@ def _handles(module: torch.nn.Module) -> list:
 
 def main() -> None:
     out, layout = sys.argv[1], sys.argv[2]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.start_processes(_rank, args=(port, layout, out), nprocs=WORLD, start_method="spawn")
+    mp.start_processes(_rank, args=(free_port(), layout, out), nprocs=WORLD, start_method="spawn")
 
 
 if __name__ == "__main__":

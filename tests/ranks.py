@@ -1,0 +1,44 @@
+"""Local multi-process runs on CPU (gloo): a free port, the spawn, and an exit that cannot abort.
+
+gloo and DeepSpeed keep C++ threads that are still joinable when the interpreter tears down; under load their
+destructors can abort the process ("terminate called without an active exception", SIGABRT) after every result is
+written. Each rank therefore waits for the others and leaves with os._exit, skipping that teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def leave() -> None:
+    """End a rank whose results are on disk: wait for every rank, then exit 0 without C++ teardown."""
+    if dist.is_initialized():
+        dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def spawn(rank_main: Callable[..., None], world: int, *args: Any) -> list[dict[str, Any]]:
+    """Run rank_main(rank, port, *args, out) on `world` processes; every rank's JSON result, by rank."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rank")
+        mp.spawn(rank_main, args=(free_port(), *args, out), nprocs=world)
+        return [json.loads(Path(f"{out}.{rank}").read_text()) for rank in range(world)]
