@@ -17,7 +17,7 @@ from github_server import Fault, GitHubServer, GitHubState
 from hfmem.github import action
 from hfmem.hub.client import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
-from hfmem.memory.record import COMPACT_COLUMNS
+from hfmem.memory.record import COMPACT_COLUMNS, compact_tables
 from hfmem.model.load import SCHEMA_VERSION
 from hfmem.reporting.plan import build_report
 from tiny_models import tiny_config
@@ -297,8 +297,7 @@ def fake_report_fn(ref) -> dict:
     fits = layers <= 3
     row = ["qlora", "RTX 4090", "fits" if fits else "does_not_fit", layers * 2**30, int(fits), None, None]
     return {"schema_version": SCHEMA_VERSION, "model": ref.name, "architecture": {"num_layers": layers},
-            "parameters": {"total": 1000 * layers}, "gpus": {"RTX 4090": {"usable_gib": 23.99}},
-            "fit": {"columns": list(COMPACT_COLUMNS), "rows": [row]}}
+            "parameters": {"total": 1000 * layers}, **compact_tables([row], {"RTX 4090": 23.99})}
 
 
 def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):

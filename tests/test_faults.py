@@ -8,7 +8,9 @@ within a bound derived from `--timeout` and the retry schedule (4 retries, backo
 
 from __future__ import annotations
 
+import re
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -102,9 +104,29 @@ def test_dropped_connections_forever(hub, capsys):
 
 
 def test_stalled_header_read_times_out(hub, capsys):
+    """The error names the host that did not answer (the CDN, not the Hub) and the time waited in all."""
     hub.inject(HEADER, host="cdn", stall=5, times=None)
     code, out, err, elapsed = hfmem(capsys, "--timeout", "0.5")
-    assert_clear_error(code, out, err, elapsed, "within 0.5s")
+    assert_clear_error(code, out, err, elapsed, f"no answer from {urlsplit(hub.cdn_url).netloc} after waiting",
+                       "--timeout 0.5s per read")
+    waited = float(re.search(r"after waiting ([0-9.]+)s", err)[1])
+    assert 0.5 * 2 <= waited <= elapsed  # retried at least once, and no more than the run took
+
+
+def test_a_stalled_request_says_which_request_waits(hub, capsys):
+    """A Hub that takes 3 s to answer gets a status line after 2 s naming the host and the request; the run goes on."""
+    hub.inject(API, latency=3.0, times=1)
+    code, out, err, _ = hfmem(capsys, "--timeout", "10")
+    assert code == 0, err
+    assert_counted(out)
+    assert err.count("\n") == 1, err
+    assert re.match(rf"hfmem: waiting [23]s for {re.escape(urlsplit(hub.url).netloc)} \(GET /api/models/{MODEL}", err), err
+
+
+def test_no_status_line_when_the_hub_answers_in_time(hub, capsys):
+    hub.inject(API, latency=1.0, times=1)
+    code, out, err, _ = hfmem(capsys, "--timeout", "10")
+    assert code == 0 and err == "", err
 
 
 def test_stalled_config_download_times_out(hub, capsys):

@@ -81,13 +81,13 @@ def test_a_field_without_declared_parts_is_in_every_key() -> None:
 
     @dataclass(frozen=True)
     class Sample:
-        declared: int = setting(1, Integer(1), affects=("state",))
-        undeclared: int = setting(1, Integer(1))
+        declared: int = setting(1, Integer(1), affects=("state",), panel="Training")
+        undeclared: int = setting(1, Integer(1), panel="Training")
 
     assert [key_fields(Sample, part) for part in PARTS] == [("undeclared",), ("undeclared",),
                                                           ("declared", "undeclared"), ("undeclared",)]
     with pytest.raises(ValueError, match="unknown estimate parts"):
-        setting(1, Integer(1), affects=("weights",))
+        setting(1, Integer(1), affects=("weights",), panel="Training")
 
 
 def test_a_new_field_reaches_the_keys_and_the_assumptions() -> None:
@@ -99,7 +99,7 @@ def test_a_new_field_reaches_the_keys_and_the_assumptions() -> None:
 
     @dataclass(frozen=True)
     class Extended(TrainingSettings):
-        example_knob: bool = setting(False, Boolean())
+        example_knob: bool = setting(False, Boolean(), panel="Training")
 
     with pytest.raises(InvalidInputError, match="example_knob must be true or false"):
         Extended(example_knob="yes").validated()

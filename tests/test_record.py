@@ -15,18 +15,18 @@ from hfmem.cli.main import run
 from hfmem.hardware.gpus import catalogue
 from hfmem.hub.modelref import parse_model_ref
 from hfmem.memory.breakdown import MemoryBreakdown
-from hfmem.memory.fit import fit_matrix
-from hfmem.memory.record import COMPACT_COLUMNS, FIT_COLUMNS, cells, estimates
+from hfmem.memory.fit import STATUSES, fit_matrix
+from hfmem.memory.record import COMPACT_ROW, FIT_COLUMNS, cells, estimates
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.model.load import SCHEMA_VERSION, analyse
 from hfmem.scan.runner import iter_records
 
 EXAMPLES = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "hfmem" / "examples").iterdir())
 SCHEMA = json.loads(resources.files("hfmem").joinpath("report.schema.json").read_text(encoding="utf-8"))
-FULL_LIMIT = 36_000
-"""Bytes of `hfmem example:NAME -f json` at most (schema_version 2 wrote 346-420 kB per example)."""
-COMPACT_LIMIT = 7_000
-"""Bytes of one `hfmem scan --compact` JSONL line at most."""
+FULL_LIMIT = 32_500
+"""Bytes of `hfmem example:NAME -f json` at most (schema_version 2 wrote 346-420 kB per example; 26-32 kB now)."""
+COMPACT_LIMIT = 4_000
+"""Bytes of one `hfmem scan --compact` JSONL line at most (3.8 kB for Meta-Llama-3-8B on the whole catalogue)."""
 
 
 def check(kind: str, value: dict) -> None:
@@ -47,7 +47,8 @@ def test_the_schema_is_valid_and_names_the_code_s_columns():
     Draft202012Validator.check_schema(SCHEMA)
     d = SCHEMA["$defs"]
     assert d["fit"]["properties"]["columns"]["const"] == list(FIT_COLUMNS)
-    assert d["compact_report"]["properties"]["fit"]["properties"]["columns"]["const"] == list(COMPACT_COLUMNS)
+    assert d["compact_report"]["properties"]["fit"]["properties"]["columns"]["const"] == list(COMPACT_ROW)
+    assert d["compact_report"]["properties"]["fit"]["properties"]["statuses"]["const"] == list(STATUSES)
     assert d["breakdown"]["required"] == [f.name for f in fields(MemoryBreakdown)]
     assert d["report"]["properties"]["schema_version"]["const"] == SCHEMA_VERSION
 
@@ -108,6 +109,20 @@ def test_reading_the_record_back_gives_each_cell_as_the_search_found_it(capsys):
             assert cell[key] == want[key], (fit.method, fit.gpu.name, key)
         assert want["assumptions"].items() <= cell["assumptions"].items()
     assert {c["gpu"]["name"] for c in read if c["gpu_defaults"]} >= {"T4", "V100 32GB"}
+
+
+def test_reading_the_estimates_back_gives_each_as_estimated(capsys):
+    """What the record leaves out of an estimate (plan settings, shared assumptions, the model) is put back."""
+    from hfmem.memory.estimate import estimate
+
+    _, report = hfmem_json(capsys, "example:Mixtral-8x7B-v0.1", "-f", "json")
+    result = analyse(parse_model_ref("example:Mixtral-8x7B-v0.1"), None)
+    for method, read in zip(METHODS, estimates(report)):
+        want = estimate(result.architecture, result.inventory, TrainingSettings(method=method)).to_dict()
+        want = json.loads(json.dumps(want))
+        assert want["assumptions"].items() <= read["assumptions"].items(), method  # settings are assumptions too
+        assert {k: v for k, v in want.items() if k not in ("per_gpu_gib", "assumptions")} == {
+            k: v for k, v in read.items() if k != "assumptions"}, method
 
 
 def test_one_total_per_cell(capsys):

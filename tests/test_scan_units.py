@@ -21,7 +21,7 @@ from hfmem.scan.runner import (
     settings_digest,
     shard_of,
 )
-from hfmem.memory.record import COMPACT_COLUMNS, cells
+from hfmem.memory.record import COMPACT_COLUMNS, cells, compact_tables
 from hfmem.model.load import SCHEMA_VERSION
 from hfmem.scan.export import matches_fits, parse_fit_filter, summarise, to_csv, to_markdown
 
@@ -30,17 +30,16 @@ SETTINGS = {"endpoint": "http://hub.test", "offline": False}
 
 def fake_report(model: str, total: int, fit: list | None = None) -> dict:
     """The keys of a compact record (hfmem.memory.record `compact_report`) the exports read; `fit`: fit_entry
-    dicts, or anything else as a raw row."""
-    gpus, rows = {}, []
-    for entry in fit or []:
-        if isinstance(entry, dict):
-            gpus.setdefault(entry["gpu"], {"usable_gib": entry["usable_gib"]})
-            entry = [entry[k] for k in COMPACT_COLUMNS]
-        rows.append(entry)
+    dicts, or (method, anything) as a raw row under that method."""
+    entries = [e for e in fit or [] if isinstance(e, dict)]
+    tables = compact_tables([[e[k] for k in COMPACT_COLUMNS] for e in entries],
+                            {e["gpu"]: e["usable_gib"] for e in entries})
+    for method, raw in (e for e in fit or [] if not isinstance(e, dict)):
+        tables["fit"]["methods"].setdefault(method, {"total_bytes": 1, "rows": []})["rows"].append(raw)
     return {"schema_version": SCHEMA_VERSION, "model": model, "source": "hub", "revision": None, "sha": "a" * 40,
             "architecture": {"model_type": "llama", "model_class": "LlamaForCausalLM"},
             "parameters": {"total": total, "checkpoint_total": total, "checkpoint_bytes": 2 * total},
-            "crosscheck": {"status": "exact"}, "gpus": gpus, "fit": {"columns": list(COMPACT_COLUMNS), "rows": rows}}
+            "crosscheck": {"status": "exact"}, **tables}
 
 
 def fit_entry(method: str, gpu: str, usable_gib: float, fits: bool, gpus_needed: int | None = None) -> dict:
@@ -286,8 +285,8 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
 
 def test_exports_survive_malformed_fit_entries():
     """Records in a JSONL file the user hands to --csv may be edited or foreign: odd fit rows are skipped."""
-    fit = [fit_entry("qlora", *RTX4090[:2], True), "not a row", ["full", "H100"],
-           fit_entry("full", "H100", "x", False, 2), ["lora", "A100", "multi_gpu", 1, 0, "two", None]]
+    fit = [fit_entry("qlora", *RTX4090[:2], True), ("qlora", "not a row"), ("full", [7]),
+           fit_entry("full", "H100", "x", False, 2), ("lora", [0, 2, 0, "two", None]), ("lora", [0, 99, 0])]
     row = next(row for row, _ in summarise([ok_record("org/x", SETTINGS, fake_report("org/x", 10, fit))], []))
     assert (row["qlora_fits_on"], row["full_fits_on"], row["lora_fits_on"]) == ("RTX 4090", "2× H100", "no fit")
     assert "org/x" in to_csv([row])

@@ -64,6 +64,7 @@ def model(
                                           help="Print hfmem's version and exit.")] = False,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
+    from hfmem.cli.waiting import stall_notices
     from hfmem.hub.modelref import parse_model_ref
     from hfmem.hub.settings import HubSettings
     from hfmem.reporting.plan import build_report
@@ -74,7 +75,8 @@ def model(
                                        "--config file that names one.")
     ref = parse_model_ref(model, revision)
     hub = partial(HubSettings.from_env, token=token, timeout=timeout)
-    report = build_report(ref, hub, plan, curves=html is not None)
+    with stall_notices():
+        report = build_report(ref, hub, plan, curves=html is not None)
     if html is not None:
         from hfmem.cli.files import write_output
         from hfmem.render.html import render

@@ -101,13 +101,14 @@ def scan(
 
 def scan_settings(hub: HubSettings, plan: Plan, compact: bool = False) -> dict[str, Any]:
     """What a record's results depend on, stored in each record and digested for --resume; never the token.
-    A compact record's plan keeps only the training settings that differ from hfmem's defaults."""
+    A compact record's plan keeps only the training settings that differ from hfmem's defaults, and no empty entry."""
     from hfmem.memory.record import changed
     from hfmem.memory.settings import TrainingSettings
 
     shown = plan.to_dict()
     if compact:
-        shown["training"] = changed(TrainingSettings().to_dict(), shown["training"])
+        shown = {k: v for k, v in shown.items() if v} | {
+            "training": changed(TrainingSettings().to_dict(), shown["training"])}
     return {"hfmem": __version__, "endpoint": hub.shown_endpoint, "offline": hub.offline, "compact": compact,
             "plan": shown}
 

@@ -36,6 +36,11 @@ class Gpu:
     def usable_bytes(self) -> int:
         return int(self.usable_gib * GIB)
 
+    @property
+    def spec(self) -> str:
+        """What names this GPU on the command line: its catalogue name, or `name=GiB` for a user-defined one."""
+        return f"{self.name}={self.usable_gib:g}" if self.user_defined else self.name
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["aliases"] = list(self.aliases)

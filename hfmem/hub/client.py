@@ -65,7 +65,8 @@ class HubClient:
     def __init__(self, settings: HubSettings, sleep: Callable[[float], None] = time.sleep) -> None:
         self.settings = settings
         self._sleep = sleep
-        self._deadline = time.monotonic() + settings.model_deadline
+        self._started = time.monotonic()
+        self._deadline = self._started + settings.model_deadline
         http.install()
         # The library logs each retry it makes on stderr, while hfmem's contract is one line per failure; its
         # public verbosity knob is process-wide, which suits a command-line tool.
@@ -245,12 +246,22 @@ class HubClient:
         except HfHubHTTPError as err:
             status = getattr(err.response, "status_code", "?")
             raise errors.NetworkError(f"{where}: the Hub answered HTTP {status} after retries.") from None
-        except httpx2.TimeoutException:
+        except httpx2.TimeoutException as err:
             raise errors.NetworkError(
-                f"{where}: no answer from {self.settings.shown_endpoint} within {self.settings.timeout:g}s after retries."
+                f"{where}: no answer from {_host_of(err) or self.settings.shown_endpoint} after waiting "
+                f"{time.monotonic() - self._started:.1f}s (--timeout "
+                f"{self.settings.timeout:g}s per read, with retries)."
             ) from None
         except httpx2.HTTPError as err:
             raise errors.NetworkError(f"{where}: cannot reach {self.settings.shown_endpoint} ({type(err).__name__}).") from None
+
+
+def _host_of(err: httpx2.HTTPError) -> str | None:
+    """The host a failed request went to (the CDN a download redirects to, say), where the error knows it."""
+    try:
+        return http.origin(err.request.url)
+    except RuntimeError:  # an error raised outside a request has none
+        return None
 
 
 def header_size_guesses(weight_map: dict[str, str]) -> dict[str, int]:

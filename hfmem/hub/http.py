@@ -6,7 +6,8 @@ reads through the one httpx2 client that `huggingface_hub.set_client_factory` (i
 PIECE_BYTES, and end after MAX_BODY_BYTES decoded bytes (a gzip bomb or an endless chunked answer stops there).
 A request made inside `bounded(...)` must be complete by its deadline: checked before it is sent, once its
 headers are in and after every chunk, so a server that trickles a byte per read is cut off at the deadline
-(plus at most one read timeout). Either failure is an `errors.NetworkError` naming the host.
+(plus at most one read timeout). Either failure is an `errors.NetworkError` naming the host. Each request is
+listed in hub.inflight while it runs, for a status line while the Hub is slow.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from huggingface_hub import set_client_factory
 from huggingface_hub.utils._http import default_client_factory
 
 from hfmem import errors
+from hfmem.hub import inflight
 from hfmem.hub.files import MAX_JSON_BYTES
 
 MAX_BODY_BYTES = MAX_JSON_BYTES + 1  # one byte past the largest JSON file, so a reader can tell it is larger
@@ -68,7 +70,14 @@ class BoundedTransport(httpx2.BaseTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         """Send the request; the answer's body is decoded and bounded as it streams."""
-        clock = _Clock(request.url.host)
+        clock = _Clock(origin(request.url), f"{request.method} {request.url.path}")
+        try:
+            return self._send(request, clock)
+        except BaseException:
+            clock.done()
+            raise
+
+    def _send(self, request: httpx2.Request, clock: _Clock) -> httpx2.Response:
         clock.check()
         request.headers["Accept-Encoding"] = ", ".join(ENCODINGS)
         response = self._inner.handle_request(request)
@@ -90,14 +99,24 @@ class BoundedTransport(httpx2.BaseTransport):
         self._inner.close()
 
 
-class _Clock:
-    """The deadline of one request, from the thread's `bounded` block (none outside one)."""
+def origin(url: httpx2.URL) -> str:
+    """The host a request goes to, with its port where the URL names one: what an error or status line shows."""
+    return url.host if url.port is None else f"{url.host}:{url.port}"
 
-    def __init__(self, host: str) -> None:
+
+class _Clock:
+    """One request in flight: what it asks, since when, and its deadline from the thread's `bounded` block."""
+
+    def __init__(self, host: str, what: str) -> None:
         self.host = host
         self.started = time.monotonic()
         bound = getattr(_local, "bound", None)
         self.due = None if bound is None else min(bound[0], self.started + bound[1])
+        inflight.begin(id(self), host, what)
+
+    def done(self) -> None:
+        """The request has its whole answer (or failed): no longer in flight."""
+        inflight.end(id(self))
 
     def check(self) -> None:
         """Raise NetworkError once the deadline has passed."""
@@ -135,6 +154,7 @@ class BoundedStream(httpx2.SyncByteStream):
             yield from _decode(self._decoders[depth - 1].flush(), self._decoders[:depth - 1])
 
     def close(self) -> None:
+        self._clock.done()
         self._raw.close()
 
 

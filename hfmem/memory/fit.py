@@ -50,6 +50,9 @@ from hfmem.memory.model_state import ModelState
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.units import GIB
 
+STATUSES = ("fits", "fits_with_mitigation", "multi_gpu", "does_not_fit")
+"""A cell's status: fits as asked, fits with a single-GPU change, needs more GPUs, fits nowhere."""
+
 # Cheapest first: each step shards or moves more and costs more communication.
 SHARDING_LADDER: tuple[tuple[str, bool, bool], ...] = (
     ("ddp", False, False),
@@ -315,8 +318,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
         multi_ckpt = _multi_gpu(planner, replace(single, gradient_checkpointing="full"), seq, limit, False, max_gpus)
 
     mitigations = [] if ok else _mitigations(planner, asked, seq, limit)
-    status = ("fits" if ok else "fits_with_mitigation" if mitigations else "multi_gpu" if multi is not None
-              else "does_not_fit")
+    status = STATUSES[0 if ok else 1 if mitigations else 2 if multi is not None else 3]
     akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once
     if akey not in planner.memo:
         planner.memo[akey] = estimate_in(ctx, asked).assumptions, asked.to_dict() | {"seq_len": seq}

@@ -59,7 +59,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"training": self.training.to_dict(), "methods": list(self.methods),
-                "gpus": [g.to_dict() for g in self.gpus] or "catalogue", "sources": dict(self.sources),
+                "gpus": [g.spec for g in self.gpus] or "catalogue", "sources": dict(self.sources),
                 "method_settings": {m: dict(v) for m, v in self.method_settings.items()},
                 "framework": self.framework, "config": self.config, "tokens": self.tokens,
                 "prices_usd_per_gpu_hour": dict(self.prices), "rank": self.rank}

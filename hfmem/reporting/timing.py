@@ -28,6 +28,11 @@ from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 
+FIGURE_DIGITS = 6
+"""Significant digits of a reported step time, throughput, utilisation, duration or cost: the same figure in every
+output (a roofline is good to a few percent; a cost is its GPU-hours times the price to 1e-5)."""
+HEADLINE = ("seconds", "tokens_per_s", "mfu", "hfu")
+"""The step's figures reported at FIGURE_DIGITS (its terms stay exact)."""
 
 def matmul_dtype(settings: TrainingSettings) -> str | None:
     """The tensor-core dtype a run's matmuls use: bf16 or fp16 (mixed, pure or autocast), None for fp32."""
@@ -75,7 +80,13 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float = DEFA
                          transfers=transfers)
     except InvalidInputError as err:
         return {"seconds": None, "reason": str(err)}
-    return step.to_dict() | {"dtype": dtype, "hfu_assumed": hfu}
+    terms = step.to_dict()
+    return terms | {k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu}
+
+
+def figure(value: float) -> float:
+    """A time, throughput or cost as reported: FIGURE_DIGITS significant digits."""
+    return float(f"{value:.{FIGURE_DIGITS}g}")
 
 
 def budget(step: dict[str, Any], num_gpus: int, tokens: float | None, usd_per_gpu_hour: float | None) -> dict[str, Any]:
@@ -83,7 +94,7 @@ def budget(step: dict[str, Any], num_gpus: int, tokens: float | None, usd_per_gp
     if not step.get("tokens_per_s") or tokens is None:
         return {}
     hours = tokens / step["tokens_per_s"] / 3600
-    out: dict[str, Any] = {"tokens": tokens, "hours": hours, "gpu_hours": hours * num_gpus}
+    out: dict[str, Any] = {"tokens": tokens, "hours": figure(hours), "gpu_hours": figure(hours * num_gpus)}
     if usd_per_gpu_hour is not None:
-        out |= {"usd_per_gpu_hour": usd_per_gpu_hour, "cost_usd": hours * num_gpus * usd_per_gpu_hour}
+        out |= {"usd_per_gpu_hour": usd_per_gpu_hour, "cost_usd": figure(hours * num_gpus * usd_per_gpu_hour)}
     return out

@@ -97,13 +97,10 @@ def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
     table = report.get("fit") if isinstance(report, dict) else None
     if not isinstance(table, dict) or report.get("schema_version") != SCHEMA_VERSION:
         return []
-    found = []
-    for row in table.get("rows") or []:
-        try:
-            found += cells(report | {"fit": table | {"rows": [row]}})
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
-            continue
-    return found
+    try:
+        return cells(report, skip_bad=True)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # the estimates or GPUs do not read
+        return []
 
 
 def matches_fits(record: dict[str, Any], filters: Iterable[FitFilter]) -> bool:
