@@ -282,6 +282,10 @@ def test_github_faults(hub_env, github, pr_repo, tmp_path):
     ({"INPUT_MODELS": "a/b", "INPUT_METHODS": "full, rlhf"}, "input methods: 'rlhf'; choose from full, lora, qlora."),
     ({"INPUT_MODELS_FILE": "missing.txt"}, "cannot read model list"),
     ({"INPUT_CONFIG_PATHS": "../*.json"}, "use a glob relative to the workspace"),
+    ({"INPUT_MODELS": "a/b", "INPUT_TOKENS": "lots"}, "input tokens: expected a positive number of tokens"),
+    ({"INPUT_MODELS": "a/b", "INPUT_TOKENS": "-1"}, "input tokens: expected a positive number of tokens"),
+    ({"INPUT_MODELS": "a/b", "INPUT_PRICES": "h100"}, "input prices: --price takes GPU=USD per GPU-hour"),
+    ({"INPUT_MODELS": "a/b", "INPUT_PRICES": "tpu9=2"}, "input prices: unknown GPU 'tpu9'"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, inputs, message):
     lines: list[str] = []
@@ -408,3 +412,26 @@ def test_github_failure_is_not_hidden_by_fail_on(github, pr_repo, tmp_path):
     lines: list[str] = []
     assert action.run(env, fake_report_fn, action.Log(write=lines.append)) == 13
     assert "answered HTTP 500 after retries" in lines[-2] and "fail-on (regression)" in lines[-1]
+
+
+def test_a_token_budget_and_prices_time_each_model_as_the_cli_does(github, pr_repo, tmp_path, capsys):
+    """With tokens and prices, the comment names each model's fastest and cheapest fitting setup: the CLI's line."""
+    from hfmem.cli.main import run as cli
+    from hfmem.render.common import time_line
+    from hfmem.render.diff import cell
+
+    state, url = github
+    repo, base = pr_repo
+    inputs = {"models": "example:Meta-Llama-3-8B", "tokens": "1e9", "prices": "h100=2.5, a100-40gb=1.2",
+              "fail-on": "none"}
+    done = run_step(make_env(tmp_path, repo, url, base), inputs)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [comment] = sticky(state)
+    capsys.readouterr()
+    assert cli(["example:Meta-Llama-3-8B", "-f", "json", "--tokens", "1e9", "--price", "h100=2.5", "--price",
+                "a100-40gb=1.2", *(a for g in action.DEFAULT_GPUS for a in ("-g", g))]) == 0
+    line = time_line(json.loads(capsys.readouterr().out))
+    assert "fastest:" in line and "cheapest:" in line and "$" in line
+    assert "### Time and cost" in comment["body"]
+    assert f"- **{cell('example:Meta-Llama-3-8B')}**: {cell(line)}" in comment["body"]
+    assert cell("timed for 1e+09 tokens · USD per GPU-hour: H100 80GB 2.5, A100 40GB 1.2") in comment["body"]

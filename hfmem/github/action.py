@@ -44,6 +44,10 @@ class Inputs:
     token: str
     hf_token: str
     fail_on: list[str]
+    tokens: float | None = None
+    """Training tokens to time and price each fitting setup for (the CLI's --tokens)."""
+    prices: dict[str, float] = field(default_factory=dict)
+    """USD per GPU-hour by catalogue GPU name (the CLI's --price)."""
 
 
 @dataclass(frozen=True)
@@ -129,13 +133,31 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
         elif condition != "none":
             raise errors.InvalidInputError(
                 f"input fail-on: {condition!r}; expected none, error, regression or METHOD:GPU (e.g. qlora:rtx4090).")
+    tokens, prices = read_budget(env)
     return Inputs(
-        models=models, config_globs=globs, gpus=gpus, methods=methods,
+        models=models, config_globs=globs, gpus=gpus, methods=methods, tokens=tokens, prices=prices,
         seq_len=positive_int("seq-len", get_input(env, "seq-len")),
         batch_size=positive_int("batch-size", get_input(env, "batch-size")) or 1,
         token=get_input(env, "token") or env.get("GITHUB_TOKEN", ""),
         hf_token=get_input(env, "hf-token"), fail_on=fail_on,
     )
+
+
+def read_budget(env: Mapping[str, str]) -> tuple[float | None, dict[str, float]]:
+    """The `tokens` and `prices` inputs, checked as the CLI checks --tokens and --price."""
+    from hfmem.cli.options import budget_tokens, parse_prices
+
+    text = get_input(env, "tokens").strip()
+    try:
+        tokens = budget_tokens(float(text) if text else None, None, None)
+    except (ValueError, errors.InvalidInputError):
+        raise errors.InvalidInputError(f"input tokens: expected a positive number of tokens below 1e16 (e.g. 2e9), "
+                                       f"got {text!r}.") from None
+    try:
+        prices = parse_prices(tuple(split_list(get_input(env, "prices"))))
+    except errors.InvalidInputError as err:
+        raise errors.InvalidInputError(f"input prices: {err}") from None
+    return tokens, prices
 
 
 def resolve_gpu_names(specs: list[str]) -> list[str]:
@@ -275,6 +297,10 @@ def settings_line(inputs: Inputs) -> str:
              f"(QLoRA: {replace(t, method='qlora').resolved_optimizer})", f"gradient checkpointing {t.gradient_checkpointing}",
              f"LoRA rank {t.lora_rank} on {', '.join(t.lora_targets)}",
              "one GPU each: " + ", ".join(g.split("=", 1)[0].strip() for g in inputs.gpus)]
+    if inputs.tokens:
+        parts.append(f"timed for {inputs.tokens:.3g} tokens")
+    if inputs.prices:
+        parts.append("USD per GPU-hour: " + ", ".join(f"{g} {usd:g}" for g, usd in inputs.prices.items()))
     return cell(" · ".join(parts), 1000)
 
 
@@ -377,7 +403,8 @@ def default_report_fn(inputs: Inputs) -> ReportFn:
 
     hub = HubSettings.from_env(token=inputs.hf_token or None)
     training = TrainingSettings(method=inputs.methods[0], seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)
-    plan = Plan(training=training.validated(), methods=tuple(inputs.methods), gpus=resolve_gpus(inputs.gpus))
+    plan = Plan(training=training.validated(), methods=tuple(inputs.methods), gpus=resolve_gpus(inputs.gpus),
+                tokens=inputs.tokens, prices=inputs.prices)
     return lambda ref: build_report(ref, hub, plan)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfmem.render.diff import cell, fit_entries, memory_by_method, render_diff, verdict
-from hfmem.render.common import EMOJI, legend, parameter_count
+from hfmem.render.common import EMOJI, legend, parameter_count, time_line
 from hfmem.render.markdown import table
 from hfmem.units import count, gib
 
@@ -114,6 +114,9 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
             out += [table(headers, visible), ""] if visible else []
             out += _fold(_plural(len(rows) - VISIBLE_MODELS, "more model"), [table(headers, folded)] if folded else [])
             out += [LEGEND, ""] if methods else []
+            timed = [(i.label, line) for i in shown_listed if (line := time_line(i.head))]
+            if timed:  # the CLI's time line per model: the fastest and, with prices, the cheapest fitting setup
+                out += ["### Time and cost", ""] + [f"- **{cell(label)}**: {cell(line)}" for label, line in timed] + [""]
         if failed:
             out += [f"### Could not analyse ({len(failed)})", ""]
             rows = [[cell(i.label), cell(i.head_error or "not analysed")] for i in shown_failed]
