@@ -32,6 +32,7 @@ from hfmem.memory.fields import (
     setting_of,
 )
 from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.reporting.budget import budget_tokens, parse_prices
 
 
 @dataclass(frozen=True)
@@ -215,42 +216,10 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, fra
                 prices=parse_prices(split_list(price)))
 
 
-def budget_tokens(tokens: float | None, epochs: float | None, dataset_tokens: float | None) -> float | None:
-    """The token budget: --tokens, or --epochs x --dataset-tokens (one way, not both)."""
-    if (epochs is None) != (dataset_tokens is None):
-        raise InvalidInputError("--epochs and --dataset-tokens go together (the budget is their product).")
-    if epochs is not None:
-        if tokens is not None:
-            raise InvalidInputError("give --tokens or --epochs with --dataset-tokens, not both.")
-        if not (0 < epochs < 1e6 and 0 < dataset_tokens < 1e16):
-            raise InvalidInputError("--epochs and --dataset-tokens must be positive (tokens below 1e16).")
-        tokens = epochs * dataset_tokens
-    if tokens is not None and not 0 < tokens < 1e16:
-        raise InvalidInputError(f"--tokens must be a positive number of tokens below 1e16; got {tokens!r}.")
-    return tokens
-
-
 def _ranking(rank: str | None) -> str | None:
     if rank is not None and rank.lower() not in RANKINGS:
         raise InvalidInputError(f"--rank must be one of {', '.join(RANKINGS)}; got {rank!r}.")
     return rank and rank.lower()
-
-
-def parse_prices(specs: tuple[str, ...]) -> dict[str, float]:
-    """--price GPU=USD (catalogue names or aliases) as {catalogue name: USD per GPU-hour}."""
-    from hfmem.hardware.gpus import find_gpu
-
-    prices = {}
-    for spec in specs:
-        name, sep, usd = spec.partition("=")
-        try:
-            value = float(usd)
-        except ValueError:
-            value = -1.0
-        if not sep or not 0 <= value < 1e6:
-            raise InvalidInputError(f"--price takes GPU=USD per GPU-hour (h100=2.5); got {spec!r}.")
-        prices[find_gpu(name.strip()).name] = value
-    return prices
 
 
 @dataclass(frozen=True)

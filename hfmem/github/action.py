@@ -145,7 +145,7 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
 
 def read_budget(env: Mapping[str, str]) -> tuple[float | None, dict[str, float]]:
     """The `tokens` and `prices` inputs, checked as the CLI checks --tokens and --price."""
-    from hfmem.cli.options import budget_tokens, parse_prices
+    from hfmem.reporting.budget import budget_tokens, parse_prices
 
     text = get_input(env, "tokens").strip()
     try:
