@@ -18,7 +18,7 @@ class Terminal(io.StringIO):
 
 def _stall(stream: io.StringIO, seconds: float) -> None:
     with stall_notices(stream, after=0.2):
-        inflight.begin(1, "hub.example:8080", "GET /api/models/org/x")
+        inflight.begin(1, "hub.example:8080", "GET /api/models/org/x", time.monotonic())
         time.sleep(seconds)
         inflight.end(1)
         time.sleep(0.4)

@@ -30,21 +30,26 @@ def stall_notices(stream: TextIO | None = None, after: float = STALL_AFTER_S) ->
     live = out.isatty()
     stop = threading.Event()
     said: set[tuple[str, str]] = set()
-    shown = [0]  # the width of the line on screen (terminal only)
+    shown = 0  # the width of the line on screen (terminal only)
+
+    def clear() -> None:
+        nonlocal shown
+        if shown:
+            out.write("\r" + " " * shown + "\r")
+            out.flush()
+            shown = 0
 
     def watch() -> None:
+        nonlocal shown
         while not stop.wait(POLL_S):
             found = oldest()
             if found is None or found[2] < after:
-                if shown[0]:
-                    out.write("\r" + " " * shown[0] + "\r")
-                    out.flush()
-                    shown[0] = 0
+                clear()
                 continue
             text = describe(*found)
             if live:
-                out.write("\r" + text.ljust(shown[0]))
-                shown[0] = len(text)
+                out.write("\r" + text.ljust(shown))
+                shown = len(text)
             elif found[:2] not in said:
                 said.add(found[:2])
                 out.write(text + "…\n")
@@ -57,6 +62,4 @@ def stall_notices(stream: TextIO | None = None, after: float = STALL_AFTER_S) ->
     finally:
         stop.set()
         thread.join()
-        if shown[0]:
-            out.write("\r" + " " * shown[0] + "\r")
-            out.flush()
+        clear()

@@ -112,7 +112,7 @@ class _Clock:
         self.started = time.monotonic()
         bound = getattr(_local, "bound", None)
         self.due = None if bound is None else min(bound[0], self.started + bound[1])
-        inflight.begin(id(self), host, what)
+        inflight.begin(id(self), host, what, self.started)
 
     def done(self) -> None:
         """The request has its whole answer (or failed): no longer in flight."""

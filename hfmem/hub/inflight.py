@@ -12,10 +12,10 @@ _started: dict[int, tuple[str, str, float]] = {}
 _lock = threading.Lock()
 
 
-def begin(key: int, host: str, what: str) -> None:
-    """A request to `host` ("METHOD /path" in `what`) is sent now."""
+def begin(key: int, host: str, what: str, started: float) -> None:
+    """A request to `host` ("METHOD /path" in `what`) was sent at `started` (time.monotonic)."""
     with _lock:
-        _started[key] = (host, what, time.monotonic())
+        _started[key] = (host, what, started)
 
 
 def end(key: int) -> None:

@@ -32,6 +32,8 @@ suggestion before it where there is none (a cell that fits)."""
 MULTI_FIELDS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "total_bytes", "required_bytes")
 """A multi-GPU suggestion as a list in this order; required_bytes left out where it equals total_bytes."""
 MITIGATION_FIELDS = ("name", "total_bytes", "required_bytes")
+MITIGATION_WORDS = ("description", "settings_changes")
+"""What a mitigation says in words, kept once in the `mitigations` table where every cell says the same."""
 """A working mitigation in a row: its name where the `mitigations` table's entry (description, settings changes and
 these figures, as the first cell that tried it found them) says it all; else a list in this order, required_bytes
 left out where it equals total_bytes, and its own {description, settings_changes} last where they differ."""
@@ -221,14 +223,13 @@ def _multi(multi: dict[str, Any] | None) -> list[Any] | None:
 
 def _mitigation(m: dict[str, Any], table: dict[str, dict[str, Any]]) -> str | list[Any]:
     """A mitigation as its name (all of it in `table`) or as MITIGATION_FIELDS with what differs from `table`."""
-    mine = {"description": m["description"], "settings_changes": m["settings_changes"],
-            "total_bytes": m["total_bytes"], "required_bytes": m["required_bytes"]}
+    mine = {k: m[k] for k in (*MITIGATION_WORDS, *MITIGATION_FIELDS[1:])}
     shared = table.setdefault(m["name"], mine)
     if mine == shared:
         return m["name"]
     own = [m[k] for k in MITIGATION_FIELDS]
     own = own[:-1] if m["required_bytes"] == m["total_bytes"] else own
-    words = {k: mine[k] for k in ("description", "settings_changes")}
+    words = {k: mine[k] for k in MITIGATION_WORDS}
     return own if words == {k: shared[k] for k in words} else [*own, words]
 
 
@@ -241,12 +242,12 @@ def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, A
     if not isinstance(table, dict):
         return []
     gpu_entries = gpus(report)
+    names = list(gpu_entries)
     by_method = {e["method"]: e for e in estimates(report)}
     out = []
     for i, (method, group, row) in enumerate(_rows(table)):
         try:
-            out.append(_cell(i, _row_values(table, list(gpu_entries), method, group, row), gpu_entries, by_method,
-                             table))
+            out.append(_cell(i, _row_values(table, names, method, group, row), gpu_entries, by_method, table))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError):
             if not skip_bad:
                 raise
@@ -308,6 +309,6 @@ def _mitigation_of(values: str | list[Any], shared: dict[str, dict[str, Any]]) -
     if isinstance(values, str):
         return {"name": values} | shared.get(values, {})
     own = values[-1] if isinstance(values[-1], dict) else {
-        k: v for k, v in shared.get(values[0], {}).items() if k in ("description", "settings_changes")}
+        k: v for k, v in shared.get(values[0], {}).items() if k in MITIGATION_WORDS}
     figures = [v for v in values[1:] if not isinstance(v, dict)]
     return dict(zip(MITIGATION_FIELDS, (values[0], figures[0], figures[-1]))) | own

@@ -34,6 +34,7 @@ output (a roofline is good to a few percent; a cost is its GPU-hours times the p
 HEADLINE = ("seconds", "tokens_per_s", "mfu", "hfu")
 """The step's figures reported at FIGURE_DIGITS (its terms stay exact)."""
 
+
 def matmul_dtype(settings: TrainingSettings) -> str | None:
     """The tensor-core dtype a run's matmuls use: bf16 or fp16 (mixed, pure or autocast), None for fp32."""
     if settings.precision.compute_bytes != 2:
