@@ -65,8 +65,12 @@ def test_a_budget_and_prices_stay_valid(capsys):
     _, report = hfmem_json(capsys, "example:Meta-Llama-3-8B", "-f", "json", "--tokens", "1e9", "--price",
                            "h100=2.5", "--rank", "cost", "-g", "h100", "-g", "mycard=40", "-g", "t4")
     check("report", report)
-    priced = [c["time"] for c in cells(report) if c["time"] and "cost_usd" in c["time"]]
-    assert priced and all(t["cost_usd"] == pytest.approx(t["gpu_hours"] * 2.5, rel=1e-5) for t in priced)
+    priced = [(c["gpu"]["name"], c["time"]) for c in cells(report) if c["time"] and "cost_usd" in c["time"]]
+    by_gpu = report["prices"]["by_gpu"]
+    assert {name for name, _ in priced} == {"H100 80GB", "T4"} and by_gpu["H100 80GB"] == [2.5, "given"]
+    assert "mycard" not in by_gpu and by_gpu["T4"][1] in report["prices"]["sources"]  # T4: the default table's
+    assert all(t["usd_per_gpu_hour"] == by_gpu[name][0] for name, t in priced)
+    assert all(t["cost_usd"] == pytest.approx(t["gpu_hours"] * t["usd_per_gpu_hour"], rel=1e-4) for _, t in priced)
 
 
 def test_scan_records_full_and_compact_are_valid_and_agree(tmp_path, monkeypatch):

@@ -4,8 +4,11 @@ own tokens and sharding, a budget scales as it must, a price is the user's, and 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
+import hfmem
 
 from hfmem.cli.main import run
 from hfmem.memory.record import cells, estimates
@@ -24,13 +27,21 @@ def _report(capsys, *args: str) -> dict:
     return json.loads(out)
 
 
-def test_a_budget_scales_with_tokens_and_the_price_is_the_users(capsys) -> None:
-    small = cells(_report(capsys, "-m", "lora", "-g", "h100", "--tokens", "1e9", "--price", "h100=2.5"))[0]["time"]
-    large = cells(_report(capsys, "-m", "lora", "-g", "h100", "--tokens", "4e9"))[0]["time"]
+def test_a_budget_scales_with_tokens_and_a_given_price_replaces_the_default(capsys) -> None:
+    given = _report(capsys, "-m", "lora", "-g", "h100", "--tokens", "1e9", "--price", "h100=2.5")
+    default = _report(capsys, "-m", "lora", "-g", "h100", "--tokens", "4e9")
+    small, large = cells(given)[0]["time"], cells(default)[0]["time"]
     assert small["tokens_per_s"] == large["tokens_per_s"] > 0
     assert large["hours"] == pytest.approx(4 * small["hours"], rel=1e-5)  # figures to 6 significant digits
     assert small["hours"] == pytest.approx(1e9 / small["tokens_per_s"] / 3600, rel=1e-5)
-    assert small["cost_usd"] == pytest.approx(small["gpu_hours"] * 2.5, rel=1e-5) and "cost_usd" not in large
+    assert small["cost_usd"] == pytest.approx(small["gpu_hours"] * 2.5, rel=1e-4)
+    assert given["prices"]["by_gpu"]["H100 80GB"] == [2.5, "given"] and given["prices"]["sources"] == {}
+    table = json.loads((Path(hfmem.__file__).parent / "hardware" / "prices.json").read_text())
+    shipped = table["prices"]["H100 80GB"]
+    assert default["prices"]["by_gpu"]["H100 80GB"] == [shipped["usd_per_gpu_hour"], shipped["source"]]
+    assert shipped["usd_per_gpu_hour"] == large["usd_per_gpu_hour"] and default["prices"]["default_as_of"] == table["as_of"]
+    assert default["prices"]["sources"][shipped["source"]]["url"] == table["sources"][shipped["source"]]["url"]
+    assert large["cost_usd"] == pytest.approx(large["gpu_hours"] * shipped["usd_per_gpu_hour"], rel=1e-4)
 
 
 def test_the_step_moves_the_tokens_the_settings_say(capsys) -> None:
@@ -53,7 +64,8 @@ def test_no_time_without_peaks_and_the_fastest_is_the_fastest(capsys) -> None:
     assert by_gpu["lab"]["seconds"] is None and by_gpu["lab"]["reason"]
     fastest = report["fastest_and_cheapest"]["fastest"]
     best = max((t for t in by_gpu.values() if t and t.get("tokens_per_s")), key=lambda t: t["tokens_per_s"])
-    assert best.items() <= fastest["time"].items() and report["fastest_and_cheapest"]["cheapest"] is None
+    assert best.items() <= fastest["time"].items()
+    assert report["fastest_and_cheapest"]["cheapest"] is None  # no token budget: no cost, so no cheapest
     fp32 = cells(_report(capsys, "-m", "lora", "-g", "h200", "--dtype", "fp32"))[0]["time"]
     assert fp32["seconds"] is None and "fp32" in fp32["reason"]
 
@@ -116,3 +128,32 @@ def test_a_gpu_without_a_host_link_figure_is_untimed_not_an_error(capsys) -> Non
     b200 = next(c for c in cells(report) if c["gpu"]["name"] == "B200 180GB")  # no PCIe generation in its datasheet
     assert b200["time"]["seconds"] is None and "PCIe" in b200["time"]["reason"]
     assert any(c["time"] and c["time"].get("seconds") for c in cells(report))  # the others are timed
+
+
+def test_a_cell_that_fits_with_a_change_is_timed_with_that_change(capsys, monkeypatch) -> None:
+    report = _report_of(capsys, "example:Llama-2-70b-hf", "-g", "h100", "-g", "a100", "--tokens", "1e9",
+                        "--price", "h100=2.5")
+    by = {(c["method"], c["gpu"]["name"]): c for c in cells(report)}
+    qlora = by[("qlora", "H100 80GB")]
+    assert qlora["status"] == "fits_with_mitigation" and qlora["mitigation"]["name"] == "gradient_checkpointing"
+    t = qlora["time"]
+    assert t["setup"] == "change" and t["tokens_per_s"] > 0 and t["cost_usd"] > 0
+    single = _report_of(capsys, "example:Llama-2-70b-hf", "-m", "qlora", "-g", "h100", "--tokens", "1e9",
+                        "--price", "h100=2.5", "--gradient-checkpointing", "full")
+    asked = cells(single)[0]
+    assert asked["status"] == "fits" and asked["time"]["setup"] == "asked"
+    assert {k: asked["time"][k] for k in ("seconds", "tokens_per_s", "cost_usd")} == {
+        k: t[k] for k in ("seconds", "tokens_per_s", "cost_usd")}  # the change, timed as if asked
+    assert by[("qlora", "A100 80GB")]["time"]["usd_per_gpu_hour"] == report["prices"]["by_gpu"]["A100 80GB"][0]
+    full = by[("full", "H100 80GB")]["time"]  # 19 GPUs: more than a node, and no network figure to time it by
+    assert full["seconds"] is None and "span nodes" in full["reason"]
+    monkeypatch.setenv("COLUMNS", "300")  # the time table's cells on one line each
+    capsys.readouterr()
+    assert run(["example:Llama-2-70b-hf", "-g", "h100", "-g", "a100", "--tokens", "1e9", "--price", "h100=2.5"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "+ckpt: " in out and "not timed: 19 GPUs span nodes of 8" in out
+    assert "H100 80GB 2.5 (--price)" in out and f"default table of {report['prices']['default_as_of']}" in out
+
+
+def _report_of(capsys, *args: str) -> dict:
+    return json.loads(_json_of(capsys, *args))

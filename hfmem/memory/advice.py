@@ -53,6 +53,35 @@ def fewest_gpus(fit: dict[str, Any]) -> dict[str, Any] | None:
     return min(options, key=lambda m: m["num_gpus"]) if options else None
 
 
+SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")
+"""The fields of a multi-GPU suggestion that make a setup of its own (a cell that needs more GPUs is timed on it)."""
+
+
+def timed_setup(fit: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The setup a cell is timed on and its setting changes: ("asked", {}) where it fits, ("change", the named
+    change's settings) where a change on the same GPUs makes it fit, ("suggested GPUs", the multi-GPU setup) where it
+    needs more; None where nothing fits. The same setup its verdict names, so a cell's time is its advice's."""
+    if fit["status"] == "fits":
+        return "asked", {}
+    advice, mitigation = recommended(fit)
+    if mitigation is not None:
+        return "change", dict(mitigation["settings_changes"])
+    multi = fewest_gpus(fit)
+    if not advice or multi is None or multi["num_gpus"] < 2:
+        return None
+    return "suggested GPUs", {k: multi[k] for k in SETUP_KEYS}
+
+
+def setup_label(fit: dict[str, Any]) -> str:
+    """The short name of the setup a cell is timed on where it is not the one asked: the change ("+ckpt",
+    "QLoRA+ckpt") or the GPUs ("3×ZeRO-3+ckpt"); "" where it fits as asked or nothing fits."""
+    found = timed_setup(fit)
+    if found is None or found[0] == "asked":
+        return ""
+    advice, mitigation = recommended(fit)
+    return (_SAME_METHOD | _OTHER)[mitigation["name"]] if mitigation else advice
+
+
 def recommended(fit: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """The least intrusive way to make a fit entry work, e.g. "+ckpt 21.3" (GiB) or "8×ZeRO-3+ckpt" ("" if none),
     and the `mitigations[]` entry it names (None when it asks for several GPUs)."""

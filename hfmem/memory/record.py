@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from hfmem.hardware.gpus import Gpu
-from hfmem.memory.advice import fewest_gpus, recommended
+from hfmem.memory.advice import fewest_gpus, recommended, timed_setup
 from hfmem.memory.breakdown import MemoryBreakdown
 from hfmem.memory.estimate import phases
 from hfmem.memory.fit import EQUIVALENT, STATUSES, shortfall
@@ -43,7 +43,8 @@ lists vendors, aliases and where each figure comes from)."""
 TIME_FIELDS = ("seconds", "tokens_per_s", "mfu", "hfu", "bound", "dtype", "tokens", "hours", "gpu_hours",
                "usd_per_gpu_hour", "cost_usd")
 """A cell's step time (reporting.timing) as a list in this order (tokens, hours and gpu_hours only with --tokens, the
-cost with a --price too); a string where there is none (why); the roofline terms are in `fastest_and_cheapest`."""
+cost where the GPU has a price too: the report's `prices`); a string where there is none (why); the roofline terms
+are in `fastest_and_cheapest`."""
 
 
 def changed(base: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
@@ -205,10 +206,12 @@ def _time(time: dict[str, Any] | None) -> list[Any] | str | None:
     return [time[k] for k in TIME_FIELDS if k in time]
 
 
-def _time_of(values: list[Any] | str | None, fits: bool, hfu_assumed: float | None) -> dict[str, Any] | None:
+def _time_of(values: list[Any] | str | None, cell: dict[str, Any], hfu_assumed: float | None) -> dict[str, Any] | None:
+    """A row's time in full: its figures by name, or its reason, and the setup it is for (memory.advice.timed_setup
+    of the cell, as when it was timed)."""
     if values is None:
         return None
-    setup = {"setup": "asked" if fits else "suggested GPUs"}
+    setup = {"setup": timed_setup(cell)[0]}
     if isinstance(values, str):
         return {"seconds": None, "reason": values} | setup
     return dict(zip(TIME_FIELDS, values)) | setup | {"hfu_assumed": hfu_assumed}
@@ -286,8 +289,8 @@ def _cell(i: int, c: dict[str, Any], gpu_entries: dict[str, dict[str, Any]], by_
         "mitigation": mitigations[0] if mitigations else None, "mitigations": mitigations,
         "settings": settings, "assumptions": assumptions,
         "gpu_defaults": gpu.get("gpu_defaults") if c.get("gpu_defaults") is True else c.get("gpu_defaults"),
-        "time": _time_of(c.get("time"), fits, table.get("hfu_assumed")),
     }
+    cell["time"] = _time_of(c.get("time"), cell, table.get("hfu_assumed"))
     return cell | {"suggestion": c["suggestion"] if "suggestion" in c else suggestion(cell),
                    "gpus_needed": c["gpus_needed"] if "gpus_needed" in c else (cell["multi_gpu"] or {}).get("num_gpus")}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hfmem.memory.advice import SHARDING_NAMES, fewest_gpus, fit_grid, multi_gpu_text, short_gib
+from hfmem.memory.advice import SHARDING_NAMES, fit_grid, setup_label, short_gib
 from hfmem.memory.record import cells, estimates
 from hfmem.units import count
 
@@ -82,7 +82,8 @@ def settings_line(report: dict[str, Any]) -> str:
     return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
-            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + gpu_defaults_text(report))
+            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + gpu_defaults_text(report)
+            + (f" · {prices}" if (prices := price_text(report)) else ""))
 
 
 def gpu_defaults_text(report: dict[str, Any]) -> str:
@@ -145,24 +146,43 @@ def time_line(report: dict[str, Any]) -> str:
 
 
 def time_cell(fit: dict[str, Any]) -> str:
-    """A fitting cell's speed and, with a budget, its hours and cost: "16.6k tok/s · 16.8 h · $42" (for a cell that
-    needs more GPUs, its suggested setup's: "3×ZeRO-3: 3.8k tok/s ..."); "" without a step time."""
+    """A fitting cell's speed and, with a budget, its hours and cost: "16.6k tok/s · 16.8 h · $42"; for a cell timed
+    with a change or more GPUs, that setup first ("+ckpt: ...", "3×ZeRO-3: 3.8k tok/s ..."); where it cannot be
+    timed, why ("3×ZeRO-3: not timed: ..."); "" where nothing fits."""
     t = fit.get("time") or {}
+    label = setup_label(fit)
+    prefix = f"{label}: " if label else ""
     if not t.get("tokens_per_s"):
-        return ""
+        return f"{prefix}not timed: {t['reason']}" if t.get("reason") else ""
     parts = [f"{t['tokens_per_s'] / 1000:,.1f}k tok/s"]
-    if t.get("setup") == "suggested GPUs":
-        parts[0] = f"{multi_gpu_text(fewest_gpus(fit))}: " + parts[0]
     if "hours" in t:
         parts.append(f"{t['hours']:,.1f} h")
     if "cost_usd" in t:
         parts.append(_usd(t))
-    return " · ".join(parts)
+    return prefix + " · ".join(parts)
 
 
 def _setup(pick: dict[str, Any], joint: str) -> str:
-    """A timed setup in words: "LoRA on 3× H100 80GB" (joint " on ") or "LoRA 3× H100 80GB" (joint " ")."""
-    return f"{METHOD_TITLES.get(pick['method'], pick['method'])}{joint}{pick['num_gpus']}× {pick['gpu']}"
+    """A timed setup in words: "LoRA on 3× H100 80GB" (joint " on ") or "LoRA 3× H100 80GB" (joint " "); a change
+    it is timed with in brackets: "QLoRA (+ckpt) on 1× H100 80GB"."""
+    change = f" ({pick['change']})" if pick.get("change") and pick["time"].get("setup") == "change" else ""
+    return f"{METHOD_TITLES.get(pick['method'], pick['method'])}{change}{joint}{pick['num_gpus']}× {pick['gpu']}"
+
+
+def price_text(report: dict[str, Any], given: str = "--price") -> str:
+    """Where the price of each costed GPU came from, e.g. "USD/GPU-h: H100 80GB 2.5 (--price), A100 80GB 2.79
+    (default table of 2026-09-20: lambda.ai/instances, read 2026-09-20)"; "" where no cell has a cost."""
+    costed = {fit["gpu"]["name"] for fit in cells(report) if "cost_usd" in (fit.get("time") or {})}
+    table = report.get("prices") or {}
+    parts = []
+    for name, (usd, origin) in (table.get("by_gpu") or {}).items():
+        if name not in costed:
+            continue
+        src = (table.get("sources") or {}).get(origin) or {}
+        where = given if origin == "given" else (f"default table of {table.get('default_as_of')}: "
+                                                 f"{str(src.get('url')).split('://', 1)[-1]}, read {src.get('read')}")
+        parts.append(f"{name} {usd:g} ({where})")
+    return "USD/GPU-h: " + ", ".join(parts) if parts else ""
 
 
 def _usd(time: dict[str, Any]) -> str:

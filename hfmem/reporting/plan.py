@@ -44,7 +44,8 @@ class Plan:
     tokens: float | None = None
     """Training tokens to time and price each fitting setup for (None: the step time only)."""
     prices: Mapping[str, float] = field(default_factory=dict)
-    """USD per GPU-hour by catalogue GPU name (--price GPU=USD); no built-in prices."""
+    """USD per GPU-hour by catalogue GPU name (--price GPU=USD): each replaces the default table's price
+    (hardware/prices.json) for its GPU."""
     rank: str | None = None
     """Order the timed setups by "cost", "time" or "gpus" (fit_ranking in the report); None: no ranking."""
 
@@ -87,7 +88,8 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
                 *unsupported(training, part.gpus, plan.stated)]
     report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
                                  "estimates": part.estimates, "fit": part.fit,
-                                 "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking}
+                                 "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking,
+                                 "prices": part.prices}
     if curves:
         from hfmem.memory.curves import memory_curves
 
@@ -110,6 +112,8 @@ class PlanPart:
     """The fit matrix as rows (hfmem.memory.record.fit_table)."""
     fastest_and_cheapest: dict[str, Any]
     fit_ranking: list[dict[str, Any]] | None
+    prices: dict[str, Any]
+    """The price of each GPU of the matrix that has one, and where it came from (`price_entry`)."""
 
 
 BY_SHAPE: Memo[PlanPart] = Memo(64)
@@ -125,7 +129,8 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
     from hfmem.compute.roofline import DEFAULT_HFU
     from hfmem.hardware.gpus import catalogue
-    from hfmem.memory.advice import fewest_gpus
+    from hfmem.hardware.prices import prices_for
+    from hfmem.memory.advice import timed_setup
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
     from hfmem.memory.record import compact_estimates, fit_table, gpu_table
@@ -136,20 +141,21 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     per_method = {m: plan.settings_for(m) for m in plan.method_settings}
     gpus = plan.gpus or catalogue()
     fits = fit_matrix(arch, inventory, training, gpus, plan.methods, per_method=per_method, stated=plan.stated)
-    setups: dict[tuple, tuple[Any, Any]] = {}  # (method, suggested setup) -> (estimate, FLOPs): GPU-independent
+    prices = prices_for([g.name for g in gpus], plan.prices)
+    setups: dict[tuple, tuple[Any, Any]] = {}  # (method, setup, changes) -> (estimate, FLOPs): GPU-independent
 
-    def timed(method: str, cell: dict[str, Any]) -> tuple[Any, Any] | None:
-        multi = None if cell["asked"]["fits"] else fewest_gpus(cell)
-        if not cell["asked"]["fits"] and (not multi or multi["num_gpus"] < 2):
+    def timed(method: str, cell: dict[str, Any]) -> tuple[str, Any, Any] | None:
+        found = timed_setup(cell)
+        if found is None:
             return None
-        changes = (cell["gpu_defaults"] or {}).get("changes", {})
-        key = (method, None if multi is None else tuple(multi[k] for k in SETUP_KEYS), tuple(sorted(changes.items())))
+        kind, setup = found
+        changes = (cell["gpu_defaults"] or {}).get("changes", {}) | setup
+        key = (method, tuple(sorted(changes.items())))
         if key not in setups:
-            setup = {k: multi[k] for k in SETUP_KEYS} if multi else {}
-            est = estimates[method] if not (setup or changes) else estimate(
-                arch, inventory, replace(plan.settings_for(method), **setup, **changes).validated())
+            est = estimates[method] if not changes else estimate(
+                arch, inventory, replace(plan.settings_for(method), **changes).validated())
             setups[key] = est, flops_of(arch, inventory, est)
-        return setups[key]
+        return kind, *setups[key]
 
     cells = []
     for fit in fits:
@@ -158,9 +164,11 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
         if found is None:
             cell["time"] = None
         else:
-            est, flops = found
-            step = step_for(est, flops, fit.gpu) | {"setup": "asked" if fit.fits else "suggested GPUs"}
-            cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens, plan.prices.get(fit.gpu.name))
+            kind, est, flops = found
+            step = step_for(est, flops, fit.gpu) | {"setup": kind}
+            price = prices.get(fit.gpu.name)
+            cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens,
+                                         None if price is None else price.usd_per_gpu_hour)
         cells.append(cell)
     full = [e.to_dict() for e in estimates.values()]
     plan_dict = plan.to_dict()
@@ -168,11 +176,18 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     return PlanPart(gpus=gpus, fits=fits, plan=plan_dict, gpu_entries=gpu_entries,
                     estimates=compact_estimates(full, plan_dict["training"]),
                     fit=fit_table(cells, full, gpu_entries, DEFAULT_HFU),
-                    fastest_and_cheapest=fastest_and_cheapest(cells), fit_ranking=ranking(cells, plan.rank))
+                    fastest_and_cheapest=fastest_and_cheapest(cells), fit_ranking=ranking(cells, plan.rank),
+                    prices=price_entry(prices))
 
 
-SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")
-"""The fields of a multi-GPU suggestion that make a setup of its own (the cell without a fit is timed on it)."""
+def price_entry(prices: dict[str, Any]) -> dict[str, Any]:
+    """The report's `prices`: each priced GPU's [USD per GPU-hour, origin] ("given" by --price, else its default's
+    source key), and the default table's date and the sources it used (url, date read)."""
+    from hfmem.hardware.prices import GIVEN, as_of, source
+
+    used = sorted({p.origin for p in prices.values()} - {GIVEN})
+    return {"by_gpu": {name: [p.usd_per_gpu_hour, p.origin] for name, p in prices.items()},
+            "default_as_of": as_of(), "sources": {k: {f: source(k)[f] for f in ("url", "read")} for k in used}}
 
 
 def ranking(cells: list[dict[str, Any]], by: str | None) -> list[dict[str, Any]] | None:
@@ -189,11 +204,13 @@ def ranking(cells: list[dict[str, Any]], by: str | None) -> list[dict[str, Any]]
 
 
 def _pick(c: dict[str, Any]) -> dict[str, Any]:
-    """A timed cell as a setup: method, GPU, GPU count (the suggestion's where it needs more) and its time."""
-    from hfmem.memory.advice import fewest_gpus
+    """A timed cell as a setup: method, GPU, GPU count (the suggestion's where it needs more), the change or GPUs it
+    is timed with where not as asked (memory.advice.setup_label) and its time."""
+    from hfmem.memory.advice import fewest_gpus, setup_label
 
-    gpus = c["asked"]["num_gpus"] if c["time"]["setup"] == "asked" else fewest_gpus(c)["num_gpus"]
-    return {"method": c["method"], "gpu": c["gpu"]["name"], "num_gpus": gpus, "time": c["time"]}
+    gpus = fewest_gpus(c)["num_gpus"] if c["time"]["setup"] == "suggested GPUs" else c["asked"]["num_gpus"]
+    return {"method": c["method"], "gpu": c["gpu"]["name"], "num_gpus": gpus, "change": setup_label(c) or None,
+            "time": c["time"]}
 
 
 def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, Any]:
