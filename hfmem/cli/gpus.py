@@ -10,16 +10,19 @@ import typer
 
 from hfmem.cli.formats import OutputFormat
 from hfmem.cli.help import MARKUP, PlainHelpCommand
+from hfmem.hardware.prices import Price
 
 gpus_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=MARKUP)
 
 
 @gpus_app.command(help="The GPU catalogue: names and aliases for --gpu, vendor memory and the usable GiB fitted "
-                       "against (a custom GPU is --gpu name=GiB).", cls=PlainHelpCommand)
+                       "against (a custom GPU is --gpu name=GiB), and the dated default price per GPU-hour.",
+                  cls=PlainHelpCommand)
 def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
          ) -> None:
     from hfmem.hardware.capabilities import capabilities
     from hfmem.hardware.gpus import catalogue, catalogue_units
+    from hfmem.hardware.prices import as_of, default_price, price_data, source
     from hfmem.hardware.specs import gpu_specs
 
     def peak(specs, dtype: str) -> str:
@@ -31,21 +34,28 @@ def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Ou
         specs = gpu_specs(g)
         rows.append((g.name, g.vendor or "", f"{g.vendor_memory:g} {g.vendor_unit}" if g.vendor_memory else "",
                      f"{g.usable_gib:g}", capabilities(g).runs, peak(specs, "bf16"), peak(specs, "fp8"),
-                     f"{specs.memory_gbps:g}" if specs.memory_gbps else "–", ", ".join(g.aliases)))
+                     f"{specs.memory_gbps:g}" if specs.memory_gbps else "–", price_cell(default_price(g.name)),
+                     ", ".join(g.aliases)))
     header = ("GPU", "vendor", "memory (vendor)", "usable GiB", "runs", "bf16 TFLOP/s", "fp8 TFLOP/s", "GB/s",
-              "--gpu aliases")
+              "USD/GPU-h", "--gpu aliases")
     short = {"memory (vendor)": "mem", "usable GiB": "GiB", "bf16 TFLOP/s": "bf16 TF/s", "fp8 TFLOP/s": "fp8 TF/s",
-             "--gpu aliases": "aliases"}
+             "USD/GPU-h": "$/h", "--gpu aliases": "aliases"}
     """Headers of the terminal table, narrow enough for 80 columns (GiB: usable; TF/s: dense TFLOP/s)."""
+    used = sorted({price_data()["prices"][g.name]["source"] for g in catalogue() if default_price(g.name)})
+    prices_note = (f"USD/GPU-h: default on-demand price per GPU-hour, table of {as_of()} ("
+                   + "; ".join(f"{source(k)['title']}, {source(k)['url']}, read {source(k)['read']}" for k in used)
+                   + "); – : none published there. --price GPU=USD replaces it; every cost names its price's origin.")
     if output is OutputFormat.json:
-        sys.stdout.write(json.dumps({"units": catalogue_units(), "gpus": [
-            g.to_dict() | {"specs": gpu_specs(g).to_dict(), "capabilities": capabilities(g).to_dict()}
+        sys.stdout.write(json.dumps({"units": catalogue_units(), "prices": {
+            k: price_data()[k] for k in ("description", "as_of", "sources")}, "gpus": [
+            g.to_dict() | {"specs": gpu_specs(g).to_dict(), "capabilities": capabilities(g).to_dict(),
+                           "price": price_data()["prices"].get(g.name)}
             for g in catalogue()]}, indent=2) + "\n")
     elif output is OutputFormat.markdown:
         from hfmem.render.markdown import escape, table
 
         sys.stdout.write(table(list(header), [[escape(c) for c in row] for row in rows]) + "\n\n"
-                         + escape(catalogue_units()) + "\n")
+                         + escape(catalogue_units()) + "\n\n" + escape(prices_note) + "\n")
     else:
         from rich import box
         from rich.console import Console
@@ -53,18 +63,24 @@ def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Ou
 
         console = Console()
         wide = console.width >= 120
-        keep = [i for i, name in enumerate(header) if wide or name not in {"vendor", "--gpu aliases"}]
+        hidden = set() if wide else {"vendor", "--gpu aliases"} | (set() if console.width >= 100 else {"memory (vendor)"})
+        keep = [i for i, name in enumerate(header) if name not in hidden]
         grid = Table(title="GPU catalogue", title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
         for i in keep:
             name = header[i]
-            grid.add_column(short.get(name, name), justify="right" if any(u in name for u in ("GiB", "memory", "/s"))
+            grid.add_column(short.get(name, name), justify="right" if any(u in name for u in ("GiB", "memory", "/s", "/GPU"))
                             else "left", no_wrap=name in {"GPU", "runs"})
         for row in rows:
             grid.add_row(*(row[i] for i in keep))
         console.print(grid)
         console.print(catalogue_units() + " GiB: usable; TF/s: dense vendor TFLOP/s (no sparsity); GB/s: memory bandwidth; "
                       "sources in --format json. runs: what the chip trains with (bf16 or fp16 only, fp8, "
-                      "FlashAttention-2/3, else SDPA, -mem: its memory-efficient kernel); hfmem's defaults follow it per GPU. "
-                      "No prices: give --price GPU=USD."
-                      + ("" if wide else " Vendors and --gpu aliases: --format markdown, or 120 columns."),
+                      "FlashAttention-2/3, else SDPA, -mem: its memory-efficient kernel); hfmem's defaults follow it per GPU."
+                      + ("" if wide else " Vendors, vendor memory and --gpu aliases: --format markdown, or 120 columns."),
                       style="dim", markup=False, highlight=False)
+        console.print(prices_note.replace("USD/GPU-h:", "$/h:", 1), style="dim", markup=False, highlight=False)
+
+
+def price_cell(price: Price | None) -> str:
+    """A default price as the table shows it: "3.99" (USD per GPU-hour), "–" where the table has none."""
+    return "–" if price is None else f"{price.usd_per_gpu_hour:g}"

@@ -90,8 +90,9 @@ RANK_FLAG = Flag("rank", ("--rank",), str, None, TIME_PANEL,
                  "best first (fit_ranking in the JSON, the first few under the table).",
                  lambda code: ", ".join(map(code, RANKINGS)), shown="none")
 PRICE_FLAG = Flag("price", ("--price",), list[str], None, TIME_PANEL,
-                  "USD per GPU-hour of a catalogue GPU, GPU=USD (repeatable; hfmem ships no prices).",
-                  lambda code: f"{code('h100=2.5')}, {code('a100-80gb=1.6')}...", shown="none")
+                  "USD per GPU-hour of a catalogue GPU, GPU=USD (repeatable): replaces its dated default price "
+                  "(`hfmem gpus` lists them with their sources).",
+                  lambda code: f"{code('h100=2.5')}, {code('a100-80gb=1.6')}...", shown="the default table")
 
 
 def _frameworks(code: Code) -> str:
