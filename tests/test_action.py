@@ -417,7 +417,8 @@ def test_github_failure_is_not_hidden_by_fail_on(github, pr_repo, tmp_path):
 def test_a_token_budget_and_prices_time_each_model_as_the_cli_does(github, pr_repo, tmp_path, capsys):
     """With tokens and prices, the comment names each model's fastest and cheapest fitting setup: the CLI's line."""
     from hfmem.cli.main import run as cli
-    from hfmem.render.common import time_line
+    from hfmem.memory.record import cells
+    from hfmem.render.common import time_cell, time_line
     from hfmem.render.diff import cell
 
     state, url = github
@@ -430,8 +431,24 @@ def test_a_token_budget_and_prices_time_each_model_as_the_cli_does(github, pr_re
     capsys.readouterr()
     assert cli(["example:Meta-Llama-3-8B", "-f", "json", "--tokens", "1e9", "--price", "h100=2.5", "--price",
                 "a100-40gb=1.2", *(a for g in action.DEFAULT_GPUS for a in ("-g", g))]) == 0
-    line = time_line(json.loads(capsys.readouterr().out))
+    report = json.loads(capsys.readouterr().out)
+    line = time_line(report)
     assert "fastest:" in line and "cheapest:" in line and "$" in line
-    assert "### Time and cost" in comment["body"]
-    assert f"- **{cell('example:Meta-Llama-3-8B')}**: {cell(line)}" in comment["body"]
-    assert cell("timed for 1e+09 tokens · USD per GPU-hour: H100 80GB 2.5, A100 40GB 1.2") in comment["body"]
+    body = comment["body"]
+    assert "### Time and cost" in body
+    assert f"- **{cell('example:Meta-Llama-3-8B')}**: {cell(line)}" in body
+    assert cell("timed for 1e+09 tokens · USD/GPU-h: A100 40GB 1.2, H100 80GB 2.5 (prices input)") in body
+    if report["prices"]["sources"]:  # a GPU the inputs give no price keeps the default table's
+        assert cell(f"(default table of {report['prices']['default_as_of']}:") in body
+    section = body.split("### Time and cost", 1)[1]
+    rows = [r for r in section.splitlines() if r.startswith("| ")]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    timed = {(c["method"], c["gpu"]["name"]): c for c in cells(report)}
+    seen = 0
+    for row in rows[2:]:  # per method, each GPU's tokens/s, hours and cost: the CLI's time table cells
+        values = [c.strip() for c in row.strip("|").split("|")]
+        for gpu, value in zip(header[2:], values[2:]):
+            entry = timed[(values[1], gpu)]
+            assert value == (cell(time_cell(entry)) if time_cell(entry) else "—")
+            seen += "tok/s" in value and "$" in value
+    assert seen and len(body) < 65_536

@@ -136,3 +136,27 @@ def test_extra_diffs_fold_into_details():
     body = render(items, "s", LIMIT)
     visible, folded = body.split("<details><summary>2 more changed configs</summary>")
     assert visible.count("#### configs/") == 3 and folded.split("</details>")[0].count("#### configs/") == 2
+
+
+def test_many_timed_models_carry_each_cell_s_time_and_stay_under_githubs_limit(capsys, tmp_path, monkeypatch):
+    """With a token budget every model gets the time grid (tokens/s, hours, cost per fitting cell), folded past the
+    first few models like the fit matrix, and the whole comment stays under the limit."""
+    import json
+
+    from hfmem.cli.main import run
+
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path))
+    capsys.readouterr()
+    assert run(["example:Meta-Llama-3-8B", "-f", "json", "--tokens", "1e9", "--price", "h100=2.5",
+                *(a for g in GPUS for a in ("-g", g))]) == 0
+    timed = json.loads(capsys.readouterr().out)
+    items = [Item(f"org/model-{i:04d}", "model", head=timed) for i in range(400)]
+    body = render(items, "settings", LIMIT)
+    assert len(body) <= LIMIT and "more entries left out" in body
+    section = body.split("### Time and cost", 1)[1]
+    assert "<details><summary>" in section and "more timed models" in section
+    assert "tok/s" in section and "$" in section and "h ·" in section
+    one = render(items[:1], "settings", LIMIT)
+    assert "### Time and cost" in one and "<details>" not in one
+    untimed = dict(timed, plan=dict(timed["plan"], tokens=None, prices_usd_per_gpu_hour={}))
+    assert "tok/s" not in render([Item("a/b", "model", head=untimed)], "settings", LIMIT).split("Time and cost")[-1]

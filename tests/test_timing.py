@@ -152,7 +152,7 @@ def test_a_cell_that_fits_with_a_change_is_timed_with_that_change(capsys, monkey
     assert run(["example:Llama-2-70b-hf", "-g", "h100", "-g", "a100", "--tokens", "1e9", "--price", "h100=2.5"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "+ckpt: " in out and "not timed: 19 GPUs span nodes of 8" in out
-    assert "H100 80GB 2.5 (--price)" in out and f"default table of {report['prices']['default_as_of']}" in out
+    assert "H100 80GB 2.5 (--price); A100 80GB" in out and f"default table of {report['prices']['default_as_of']}" in out
 
 
 def _report_of(capsys, *args: str) -> dict:

@@ -287,10 +287,15 @@ def failures(items: list[Item], fail_on: list[str]) -> list[str]:
 # -- outputs -----------------------------------------------------------------------------------------
 def settings_line(inputs: Inputs) -> str:
     """What the estimates assume, in one line above the tables."""
-    from hfmem.render.diff import cell
+    from hfmem.hardware.gpus import resolve_gpus
+    from hfmem.hardware.prices import prices_for
     from hfmem.memory.settings import TrainingSettings
+    from hfmem.render.common import price_words
+    from hfmem.render.diff import cell
+    from hfmem.reporting.plan import price_entry
 
     t = TrainingSettings().validated()
+    gpus = resolve_gpus(inputs.gpus)
     seq = (f"sequence length {inputs.seq_len:,}" if inputs.seq_len
            else f"sequence length {DEFAULT_SEQ_LEN:,} (or the model's maximum)")
     parts = [seq, f"micro-batch {inputs.batch_size}", t.precision.label, f"{t.resolved_optimizer} "
@@ -299,8 +304,9 @@ def settings_line(inputs: Inputs) -> str:
              "one GPU each: " + ", ".join(g.split("=", 1)[0].strip() for g in inputs.gpus)]
     if inputs.tokens:
         parts.append(f"timed for {inputs.tokens:.3g} tokens")
-    if inputs.prices:
-        parts.append("USD per GPU-hour: " + ", ".join(f"{g} {usd:g}" for g, usd in inputs.prices.items()))
+        if prices := price_words(price_entry(prices_for([g.name for g in gpus], inputs.prices)),
+                                 [g.name for g in gpus], "prices input"):
+            parts.append(prices)
     return cell(" · ".join(parts), 1000)
 
 

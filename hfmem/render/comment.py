@@ -1,7 +1,8 @@
 """The Action's markdown: the pull-request comment and the job summary, from one list of report items.
 
 Sections: base vs head for each changed config file, the fit matrix (one row per model and method,
-one column per GPU), then what could not be analysed. Rows past the first few are folded into
+one column per GPU), with a token budget or prices the time and cost of each fitting cell in the same grid and each
+model's fastest and cheapest setup, then what could not be analysed. Rows past the first few are folded into
 `<details>`; if the text still exceeds the budget (GitHub refuses comments over 65,536 characters),
 trailing rows are left out with a note. Only fixed text goes inside HTML tags; every value from
 outside is escaped.
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfmem.render.diff import cell, fit_entries, memory_by_method, render_diff, verdict
-from hfmem.render.common import EMOJI, legend, parameter_count, time_line
+from hfmem.render.common import EMOJI, legend, parameter_count, time_cell, time_line, wants_time_table
 from hfmem.render.markdown import table
 from hfmem.units import count, gib
 
@@ -69,6 +70,19 @@ def matrix_rows(item: Item, methods: list[str], gpus: list[str]) -> list[list[st
     return rows
 
 
+def time_rows(item: Item, methods: list[str], gpus: list[str]) -> list[list[str]]:
+    """One row per method the model has: its tokens/s, wall time and cost per GPU where it fits (with the change or
+    GPUs it is timed on), why not where it cannot be timed, "—" where nothing fits (render.common.time_cell)."""
+    entries = fit_entries(item.head)
+    rows = []
+    for method in methods:
+        found = [entries.get((method, g)) for g in gpus]
+        if any(found):
+            rows.append([cell(item.label) if not rows else "", cell(method)]
+                        + [cell(time_cell(e)) if e and time_cell(e) else "—" for e in found])
+    return rows
+
+
 def _fold(summary: str, blocks: list[str]) -> list[str]:
     """`blocks` inside <details>; blank lines around so GitHub renders the markdown within."""
     return ["<details><summary>" + summary + "</summary>", "", *blocks, "", "</details>", ""] if blocks else []
@@ -114,9 +128,16 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
             out += [table(headers, visible), ""] if visible else []
             out += _fold(_plural(len(rows) - VISIBLE_MODELS, "more model"), [table(headers, folded)] if folded else [])
             out += [LEGEND, ""] if methods else []
-            timed = [(i.label, line) for i in shown_listed if (line := time_line(i.head))]
-            if timed:  # the CLI's time line per model: the fastest and, with prices, the cheapest fitting setup
-                out += ["### Time and cost", ""] + [f"- **{cell(label)}**: {cell(line)}" for label, line in timed] + [""]
+            timed = [(i, line) for i in shown_listed if (line := time_line(i.head))]
+            if timed:  # the CLI's time table and line per model: each fitting cell, the fastest and the cheapest
+                out += ["### Time and cost", ""]
+                grids = [time_rows(i, methods, gpus) for i, _ in timed if wants_time_table(i.head)]
+                shown = [r for group in grids[:VISIBLE_MODELS] for r in group]
+                more = [r for group in grids[VISIBLE_MODELS:] for r in group]
+                heads = ["model", "method"] + [cell(g) for g in gpus]
+                out += [table(heads, shown), ""] if shown else []
+                out += _fold(_plural(len(grids) - VISIBLE_MODELS, "more timed model"), [table(heads, more)] if more else [])
+                out += [f"- **{cell(i.label)}**: {cell(line)}" for i, line in timed] + [""]
         if failed:
             out += [f"### Could not analyse ({len(failed)})", ""]
             rows = [[cell(i.label), cell(i.head_error or "not analysed")] for i in shown_failed]

@@ -4,6 +4,7 @@ one-line settings summary, the napkin-rule contrast, and untrusted text made vis
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any
 
 from hfmem.memory.advice import SHARDING_NAMES, fit_grid, setup_label, short_gib
@@ -169,20 +170,33 @@ def _setup(pick: dict[str, Any], joint: str) -> str:
     return f"{METHOD_TITLES.get(pick['method'], pick['method'])}{change}{joint}{pick['num_gpus']}× {pick['gpu']}"
 
 
+def wants_time_table(report: dict[str, Any]) -> bool:
+    """Whether a report asks for the time per fitting cell: a token budget or a price was given."""
+    plan = report.get("plan") or {}
+    return bool(plan.get("tokens") or plan.get("prices_usd_per_gpu_hour"))
+
+
 def price_text(report: dict[str, Any], given: str = "--price") -> str:
-    """Where the price of each costed GPU came from, e.g. "USD/GPU-h: H100 80GB 2.5 (--price), A100 80GB 2.79
+    """Where the price of each costed GPU came from, e.g. "USD/GPU-h: H100 80GB 2.5 (--price); A100 80GB 2.79
     (default table of 2026-09-20: lambda.ai/instances, read 2026-09-20)"; "" where no cell has a cost."""
     costed = {fit["gpu"]["name"] for fit in cells(report) if "cost_usd" in (fit.get("time") or {})}
-    table = report.get("prices") or {}
+    return price_words(report.get("prices") or {}, costed, given)
+
+
+def price_words(prices: dict[str, Any], names: Collection[str], given: str) -> str:
+    """A report's `prices` entry in words for the GPUs `names`, grouped by origin (`price_text`); `given` names a
+    given price's origin."""
+    groups: dict[str, list[str]] = {}
+    for name, (usd, origin) in (prices.get("by_gpu") or {}).items():
+        if name in names:
+            groups.setdefault(origin, []).append(f"{name} {usd:g}")
     parts = []
-    for name, (usd, origin) in (table.get("by_gpu") or {}).items():
-        if name not in costed:
-            continue
-        src = (table.get("sources") or {}).get(origin) or {}
-        where = given if origin == "given" else (f"default table of {table.get('default_as_of')}: "
+    for origin, listed in sorted(groups.items(), key=lambda g: g[0] != "given"):  # the given prices first
+        src = (prices.get("sources") or {}).get(origin) or {}
+        where = given if origin == "given" else (f"default table of {prices.get('default_as_of')}: "
                                                  f"{str(src.get('url')).split('://', 1)[-1]}, read {src.get('read')}")
-        parts.append(f"{name} {usd:g} ({where})")
-    return "USD/GPU-h: " + ", ".join(parts) if parts else ""
+        parts.append(f"{', '.join(listed)} ({where})")
+    return "USD/GPU-h: " + "; ".join(parts) if parts else ""
 
 
 def _usd(time: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from rich.text import Text
 from hfmem.memory.advice import fit_grid, verdict_parts
 from hfmem.memory.record import estimates
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, napkin_line, origin_line, paged_hint,
-                                 parameter_count, settings_line, time_cell, time_line)
+                                 parameter_count, settings_line, time_cell, time_line, wants_time_table)
 from hfmem.units import count, gib, size
 
 
@@ -174,7 +174,7 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
         if origin := origin_line(report):
             parts.append(Text("from " + origin, style="dim"))
-        if (report.get("plan") or {}).get("tokens") or (report.get("plan") or {}).get("prices_usd_per_gpu_hour"):
+        if wants_time_table(report):
             parts.append(time_table(report))
         if timing := time_line(report):
             parts.append(Text(timing, style="dim"))
