@@ -39,7 +39,8 @@ def test_a_budget_scales_with_tokens_and_a_given_price_replaces_the_default(caps
     table = json.loads((Path(hfmem.__file__).parent / "hardware" / "prices.json").read_text())
     shipped = table["prices"]["H100 80GB"]
     assert default["prices"]["by_gpu"]["H100 80GB"] == [shipped["usd_per_gpu_hour"], shipped["source"]]
-    assert shipped["usd_per_gpu_hour"] == large["usd_per_gpu_hour"] and default["prices"]["default_as_of"] == table["as_of"]
+    assert shipped["usd_per_gpu_hour"] == large["usd_per_gpu_hour"]
+    assert default["prices"]["default_as_of"] == table["as_of"]
     assert default["prices"]["sources"][shipped["source"]]["url"] == table["sources"][shipped["source"]]["url"]
     assert large["cost_usd"] == pytest.approx(large["gpu_hours"] * shipped["usd_per_gpu_hour"], rel=1e-4)
 
@@ -152,7 +153,8 @@ def test_a_cell_that_fits_with_a_change_is_timed_with_that_change(capsys, monkey
     assert run(["example:Llama-2-70b-hf", "-g", "h100", "-g", "a100", "--tokens", "1e9", "--price", "h100=2.5"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "+ckpt: " in out and "not timed: 19 GPUs span nodes of 8" in out
-    assert "H100 80GB 2.5 (--price); A100 80GB" in out and f"default table of {report['prices']['default_as_of']}" in out
+    assert "H100 80GB 2.5 (--price); A100 80GB" in out
+    assert f"default table of {report['prices']['default_as_of']}" in out
 
 
 def _report_of(capsys, *args: str) -> dict:

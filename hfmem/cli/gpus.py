@@ -63,20 +63,23 @@ def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Ou
 
         console = Console()
         wide = console.width >= 120
-        hidden = set() if wide else {"vendor", "--gpu aliases"} | (set() if console.width >= 100 else {"memory (vendor)"})
+        hidden = set() if wide else {"vendor", "--gpu aliases"}
+        hidden |= set() if console.width >= 100 else {"memory (vendor)"}
         keep = [i for i, name in enumerate(header) if name not in hidden]
         grid = Table(title="GPU catalogue", title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
         for i in keep:
             name = header[i]
-            grid.add_column(short.get(name, name), justify="right" if any(u in name for u in ("GiB", "memory", "/s", "/GPU"))
-                            else "left", no_wrap=name in {"GPU", "runs"})
+            numeric = any(u in name for u in ("GiB", "memory", "/s", "/GPU"))
+            grid.add_column(short.get(name, name), justify="right" if numeric else "left",
+                            no_wrap=name in {"GPU", "runs"})
         for row in rows:
             grid.add_row(*(row[i] for i in keep))
         console.print(grid)
         console.print(catalogue_units() + " GiB: usable; TF/s: dense vendor TFLOP/s (no sparsity); GB/s: memory bandwidth; "
                       "sources in --format json. runs: what the chip trains with (bf16 or fp16 only, fp8, "
-                      "FlashAttention-2/3, else SDPA, -mem: its memory-efficient kernel); hfmem's defaults follow it per GPU."
-                      + ("" if wide else " Vendors, vendor memory and --gpu aliases: --format markdown, or 120 columns."),
+                      "FlashAttention-2/3, else SDPA, -mem: its memory-efficient kernel); hfmem's defaults follow it "
+                      "per GPU." + ("" if wide else " Vendors, vendor memory and --gpu aliases: --format markdown, "
+                                                    "or 120 columns."),
                       style="dim", markup=False, highlight=False)
         console.print(prices_note.replace("USD/GPU-h:", "$/h:", 1), style="dim", markup=False, highlight=False)
 

@@ -136,7 +136,8 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
                 more = [r for group in grids[VISIBLE_MODELS:] for r in group]
                 heads = ["model", "method"] + [cell(g) for g in gpus]
                 out += [table(heads, shown), ""] if shown else []
-                out += _fold(_plural(len(grids) - VISIBLE_MODELS, "more timed model"), [table(heads, more)] if more else [])
+                out += _fold(_plural(len(grids) - VISIBLE_MODELS, "more timed model"),
+                             [table(heads, more)] if more else [])
                 out += [f"- **{cell(i.label)}**: {cell(line)}" for i, line in timed] + [""]
         if failed:
             out += [f"### Could not analyse ({len(failed)})", ""]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hfmem.hardware.gpus import Gpu
+from hfmem.hardware.prices import Price
 from hfmem.hub.modelref import ModelRef
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.model.architecture import Architecture
@@ -180,7 +181,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
                     prices=price_entry(prices))
 
 
-def price_entry(prices: dict[str, Any]) -> dict[str, Any]:
+def price_entry(prices: Mapping[str, Price]) -> dict[str, Any]:
     """The report's `prices`: each priced GPU's [USD per GPU-hour, origin] ("given" by --price, else its default's
     source key), and the default table's date and the sources it used (url, date read)."""
     from hfmem.hardware.prices import GIVEN, as_of, source
