@@ -1,5 +1,5 @@
 """The report's four charts as SVG, drawn from the report dict: the fit grid, memory by term, memory against
-sequence length and against micro-batch.
+sequence length and against micro-batch; inline in the HTML report, or each as a file of its own (`chart_files`).
 
 Every mark that stands for a figure carries the figure's JSON path and value (`data-src`, `data-value`), so what is
 drawn can be traced to, and checked against, the JSON.
@@ -14,7 +14,7 @@ from hfmem.memory.record import estimates as all_estimates
 from hfmem.memory.record import path
 from hfmem.render.common import MARKS, METHOD_TITLES, setup_text
 from hfmem.render.markup import escape, tag, text
-from hfmem.render.svg import Scale, chart, legend, reference_lines, x_axis, y_axis
+from hfmem.render.svg import Scale, chart, frame, legend, reference_lines, standalone, x_axis, y_axis
 from hfmem.units import GIB
 
 TERMS = (
@@ -170,3 +170,21 @@ def curve_chart(report: dict[str, Any], axis: str) -> str:
             f"{', '.join(method_title(m) for m in by_method)}; both axes logarithmic; dashed lines: each GPU's "
             "usable memory, so a curve crosses a line at the largest value that fits. The table below has the points.")
     return chart(f"chart-{axis}", 800, 392, f"Memory against {label}", desc, *parts)
+
+
+def report_charts(report: dict[str, Any]) -> dict[str, str]:
+    """The charts the report has, by name, in the HTML report's order: the fit grid, memory by term, and the curves
+    when the report was built with them."""
+    drawn = {"fit": fit_grid_chart(report)} if report.get("fit") else {}
+    if report.get("estimates"):
+        drawn["terms"] = terms_chart(report)
+        if report.get("curves"):
+            drawn |= {axis.replace("_", "-"): curve_chart(report, axis) for axis in CURVE_AXES}
+    return drawn
+
+
+def chart_files(report: dict[str, Any]) -> dict[str, tuple[str, int, int]]:
+    """Each chart as a standalone SVG file's text named after the model it draws, with its width and height, by name
+    (`fit`, `terms`, `seq-len`, `micro-batch-size`)."""
+    return {name: (standalone(markup, f"hfmem · {report['model']}"), *frame(markup)[1:])
+            for name, markup in report_charts(report).items()}
