@@ -9,6 +9,7 @@ import shutil
 import struct
 import warnings
 import xml.etree.ElementTree as ET
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from hfmem.cli.main import run
 from hfmem.cli.plots import BROWSERS, PNG_SCALE
+from hfmem.cli.png import SIGNATURE, chunk, chunks, crop_height
 from hfmem.memory.record import cells, path
 from hfmem.render.common import visible
 from test_html import EXAMPLES, HOSTILE, hostile_report, resolve
@@ -92,11 +94,14 @@ def test_hostile_names_stay_text_in_the_svg(tmp_path, capsys):
     assert any(visible(HOSTILE) in (e.text or "") for e in ET.fromstring(files[-4].encode()).iter())  # a GPU row
 
 
-def png_size(png: Path) -> tuple[int, int]:
+def png_size_of(data: bytes) -> tuple[int, int]:
     """A PNG's width and height from its IHDR chunk, after checking the signature."""
-    head = png.read_bytes()[:24]
-    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR"
-    return struct.unpack(">II", head[16:24])
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def png_size(png: Path) -> tuple[int, int]:
+    return png_size_of(png.read_bytes()[:24])
 
 
 def test_png_export_draws_each_chart(tmp_path, capsys):
@@ -104,12 +109,23 @@ def test_png_export_draws_each_chart(tmp_path, capsys):
         message = f"none of {', '.join(BROWSERS)} is on PATH: the PNG export did not run"
         warnings.warn(message, stacklevel=1)
         pytest.skip(message)
-    _, out = export(tmp_path, capsys, "--plot-format", "png")
+    _, out = export(tmp_path, capsys, "--plot-format", "png", "-g", "h100", "-g", "a100", "-g", "rtx4090")
     for name in NAMES:
         root = ET.parse(out / f"{name}.svg").getroot()
         png = out / f"{name}.png"
         assert png_size(png) == (PNG_SCALE * int(root.get("width")), PNG_SCALE * int(root.get("height")))
-        assert png.stat().st_size > 40_000  # a blank image of this size compresses to a few KB
+        assert png.stat().st_size > 30_000  # blank, or cut short (the 100-pixel fit grid), it compresses to a few KB
+
+
+def test_a_png_cut_to_its_top_rows_is_those_rows():
+    rows = [bytes([0]) + bytes([r * 40 + c for c in range(12)]) for r in range(4)]  # 3 RGBA pixels, filter none
+    header = struct.pack(">IIBBBBB", 3, 4, 8, 6, 0, 0, 0)
+    image = SIGNATURE + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b"")
+    cut = crop_height(image, 2)
+    parts = chunks(cut)
+    assert [k for k, _ in parts] == [b"IHDR", b"IDAT", b"IEND"] and png_size_of(cut) == (3, 2)
+    assert zlib.decompress(parts[1][1]) == b"".join(rows[:2])
+    assert cut == crop_height(cut, 2)  # CRCs and lengths as written, so a second cut changes nothing
 
 
 def test_png_without_a_browser_keeps_the_svgs_and_says_so(tmp_path, capsys, monkeypatch):
@@ -123,10 +139,25 @@ def test_png_without_a_browser_keeps_the_svgs_and_says_so(tmp_path, capsys, monk
 
 def test_plot_format_without_a_folder_is_bad_input(capsys):
     assert run(["example:Meta-Llama-3-8B", "--plot-format", "svg"]) == 2
-    assert capsys.readouterr().err == "hfmem: error: --plot-format needs --plot-dir DIR, the folder to write the charts in.\n"
+    err = capsys.readouterr().err
+    assert err == "hfmem: error: --plot-format needs --plot-dir DIR, the folder to write the charts in.\n"
 
 
 def test_an_unwritable_plot_folder_is_one_line(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     assert run(["example:Meta-Llama-3-8B", "--plot-dir", str(tmp_path / "file" / "sub")]) == 14
     assert capsys.readouterr().err.startswith("hfmem: error: cannot create")
+
+
+def test_the_readme_charts_are_what_the_command_above_them_draws(tmp_path, capsys):
+    """The README's `--plot-dir docs/img` command, run again: every committed chart is byte for byte what it writes."""
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    (command,) = re.findall(r"^hfmem (example:\S+ .*) --plot-dir docs/img$", readme, re.M)
+    assert "](docs/img/terms.svg)" in readme
+    out = tmp_path / "img"
+    assert run([*command.split(), "--plot-dir", str(out)]) == 0
+    committed = sorted(p.name for p in (root / "docs" / "img").iterdir())
+    assert committed == sorted(p.name for p in out.iterdir()) == sorted(f"{n}.svg" for n in NAMES)
+    for name in committed:
+        assert (root / "docs" / "img" / name).read_bytes() == (out / name).read_bytes(), name

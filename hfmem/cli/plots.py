@@ -7,12 +7,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 from hfmem import errors
 from hfmem.cli.files import write_output
 from hfmem.cli.formats import PlotFormat
+from hfmem.cli.png import crop_height
 from hfmem.render.charts import chart_files
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -21,6 +23,8 @@ PNG_SCALE = 2
 """Device pixels per SVG pixel in a PNG: an 800 × 410 chart becomes 1600 × 820, sharp on high-density screens."""
 BROWSER_TIMEOUT_S = 120.0
 """Seconds one browser run may take to draw one chart."""
+WINDOW_MARGIN = 200
+"""Pixels the browser window is taller than the chart, cut off afterwards: Chromium draws short windows short."""
 
 
 def write_plots(report: dict[str, Any], directory: Path, plot_format: PlotFormat) -> list[Path]:
@@ -52,12 +56,13 @@ def find_browser(directory: Path) -> str:
 
 
 def screenshot(browser: str, svg: Path, png: Path, width: int, height: int) -> None:
-    """Draw one SVG file as a PNG of width × height SVG pixels, at PNG_SCALE, in a throwaway browser profile."""
+    """Draw one SVG file as a PNG of width × height SVG pixels, at PNG_SCALE, in a throwaway browser profile, in a
+    window WINDOW_MARGIN taller, cut to size."""
     png.unlink(missing_ok=True)  # a PNG left by an earlier run must not pass for this one
     with tempfile.TemporaryDirectory(prefix="hfmem-browser-") as profile:
         args = [browser, "--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run", "--disable-sync",
                 "--disable-background-networking", "--disable-component-update", f"--user-data-dir={profile}",
-                f"--force-device-scale-factor={PNG_SCALE}", f"--window-size={width},{height}",
+                f"--force-device-scale-factor={PNG_SCALE}", f"--window-size={width},{height + WINDOW_MARGIN}",
                 f"--screenshot={png.resolve()}", svg.resolve().as_uri()]
         if hasattr(os, "geteuid") and os.geteuid() == 0:  # Chromium refuses to start as root with its sandbox
             args.insert(2, "--no-sandbox")
@@ -68,3 +73,7 @@ def screenshot(browser: str, svg: Path, png: Path, width: int, height: int) -> N
     if done.returncode != 0 or not png.is_file():
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise errors.OutputError(f"cannot draw {png} with {browser} (exit {done.returncode}): {last}")
+    try:
+        png.write_bytes(crop_height(png.read_bytes(), height * PNG_SCALE))
+    except (OSError, ValueError, zlib.error) as err:
+        raise errors.OutputError(f"cannot cut {png} to the chart's size: {err}.") from None

@@ -92,7 +92,7 @@ def fit_grid_chart(report: dict[str, Any]) -> str:
     counts = {k: sum(verdict_parts(f)[0] == k for _, _, by in rows for f in by.values()) for k in VERDICT_WORDS}
     desc = (f"{len(rows)} GPUs by {len(methods)} methods; cells: "
             + ", ".join(f"{n} {VERDICT_WORDS[k]}" for k, n in counts.items() if n)
-            + ". Each cell gives the GiB one GPU needs; the table below has the same cells in text.")
+            + ". Each cell gives the GiB one GPU needs.")
     return chart("chart-fit", width, height, "Fit per GPU and method", desc, *parts)
 
 
@@ -141,7 +141,7 @@ def terms_chart(report: dict[str, Any]) -> str:
     parts.append(legend(entries, x0, 372, 700))
     desc = ("Per GPU, in GiB: " + "; ".join(f"{method_title(e['method'])} {e['per_gpu_bytes']['total'] / GIB:,.1f} "
                                             "in total" for e in estimates)
-            + ". Dashed lines: each GPU's usable memory. The table below lists every term.")
+            + ". Dashed lines: each GPU's usable memory.")
     return chart("chart-terms", 800, 410, "Memory per GPU by term", desc, *parts)
 
 
@@ -168,7 +168,7 @@ def curve_chart(report: dict[str, Any], axis: str) -> str:
     parts.append(legend([(f"m-{m} swatch", method_title(m)) for m in by_method], 70, 372, 480, swatch="line"))
     desc = (f"GiB one GPU must hold against {label}, at {fixed_name} {curve[fixed_key]:,}, for "
             f"{', '.join(method_title(m) for m in by_method)}; both axes logarithmic; dashed lines: each GPU's "
-            "usable memory, so a curve crosses a line at the largest value that fits. The table below has the points.")
+            "usable memory, so a curve crosses a line at the largest value that fits.")
     return chart(f"chart-{axis}", 800, 392, f"Memory against {label}", desc, *parts)
 
 

@@ -67,7 +67,8 @@ def asset(name: str) -> str:
 
 
 def document(title: str, body: str, script: str = "") -> str:
-    """A whole self-contained page: the stylesheets inline (the charts' colours, then the page's), then the body, then an optional inline script."""
+    """A whole self-contained page: the stylesheets inline (the charts' colours, then the page's), then the body,
+    then an optional inline script."""
     tail = f"<script>{script}</script>" if script else ""
     return ("<!DOCTYPE html>\n"
             f'<html lang="en"><head><meta charset="utf-8">'
