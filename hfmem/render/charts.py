@@ -65,8 +65,9 @@ def cell_title(fit: dict[str, Any], gpu: str, usable: float) -> str:
     return f"{head}: {label}" if label else head
 
 
-def fit_grid_chart(report: dict[str, Any]) -> str:
-    """GPU rows by method columns, each cell coloured by its verdict, with the GiB it needs and what follows."""
+def fit_grid_chart(report: dict[str, Any], scope: str = "") -> str:
+    """GPU rows by method columns, each cell coloured by its verdict, with the GiB it needs and what follows; `scope`
+    prefixes its ids (one page, several reports)."""
     methods, rows = fit_grid(report)
     label_w, col_w, row_h, head_h = 190, 200, 24, 26
     width, height = label_w + col_w * len(methods), head_h + row_h * len(rows) + 2
@@ -93,10 +94,10 @@ def fit_grid_chart(report: dict[str, Any]) -> str:
     desc = (f"{len(rows)} GPUs by {len(methods)} methods; cells: "
             + ", ".join(f"{n} {VERDICT_WORDS[k]}" for k, n in counts.items() if n)
             + ". Each cell gives the GiB one GPU needs.")
-    return chart("chart-fit", width, height, "Fit per GPU and method", desc, *parts)
+    return chart(f"{scope}chart-fit", width, height, "Fit per GPU and method", desc, *parts)
 
 
-def terms_chart(report: dict[str, Any]) -> str:
+def terms_chart(report: dict[str, Any], scope: str = "") -> str:
     """One stacked bar per method of the estimates' per-GPU terms in GiB, the overlap as a strip beside the top of
     the stack down to the training step's total, a mark where loading the model needs more, and each GPU's usable
     memory as a line."""
@@ -142,10 +143,10 @@ def terms_chart(report: dict[str, Any]) -> str:
     desc = ("Per GPU, in GiB: " + "; ".join(f"{method_title(e['method'])} {e['per_gpu_bytes']['total'] / GIB:,.1f} "
                                             "in total" for e in estimates)
             + ". Dashed lines: each GPU's usable memory.")
-    return chart("chart-terms", 800, 410, "Memory per GPU by term", desc, *parts)
+    return chart(f"{scope}chart-terms", 800, 410, "Memory per GPU by term", desc, *parts)
 
 
-def curve_chart(report: dict[str, Any], axis: str) -> str:
+def curve_chart(report: dict[str, Any], axis: str, scope: str = "") -> str:
     """Required GiB per method at each point of the report's `curves[axis]`, log-log, with each GPU's limit."""
     curve = report["curves"][axis]
     label, fixed_key, fixed_name = CURVE_AXES[axis]
@@ -169,7 +170,7 @@ def curve_chart(report: dict[str, Any], axis: str) -> str:
     desc = (f"GiB one GPU must hold against {label}, at {fixed_name} {curve[fixed_key]:,}, for "
             f"{', '.join(method_title(m) for m in by_method)}; both axes logarithmic; dashed lines: each GPU's "
             "usable memory, so a curve crosses a line at the largest value that fits.")
-    return chart(f"chart-{axis}", 800, 392, f"Memory against {label}", desc, *parts)
+    return chart(f"{scope}chart-{axis}", 800, 392, f"Memory against {label}", desc, *parts)
 
 
 def report_charts(report: dict[str, Any]) -> dict[str, str]:
