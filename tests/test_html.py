@@ -107,18 +107,21 @@ def check_figures(root: Node, report: dict[str, Any]) -> list[str]:
             continue
         value = float(node.attrs.get("value") or node.attrs["data-value"])
         assert float(resolve(report, src)) == value, src
-        if "data-unit" not in node.attrs:  # a drawn mark: its hover title gives the figure in GiB
-            assert f"{value / GIB:,.2f} GiB" in node.all("title")[0].text(), src
+        if "data-unit" not in node.attrs:  # a drawn mark: its hover title gives the figure (bytes in GiB)
+            unit = node.attrs.get("data-mark", "GiB")
+            shown = {"GiB": f"{value / GIB:,.2f} GiB", "USD": f"${value:,.2f}", "h": f"{value:,.2f} h"}[unit]
+            assert shown in node.all("title")[0].text(), src
         else:
             shown = node.text().strip()
             match = NUMBER.search(shown)
             assert match, (src, shown)
             figure = float(match.group().replace(",", ""))
-            if node.attrs["data-unit"] == "GiB":
-                decimals = len(match.group().partition(".")[2])
-                assert abs(figure - value / GIB) <= 0.5 * 10 ** -decimals + 1e-9, (src, shown, value / GIB)
-            else:
+            if node.attrs["data-unit"] == "count":
                 assert figure == value, (src, shown)
+            else:  # rounded to the decimals shown: GiB from bytes, the others as they are (h, USD, tokens/s)
+                decimals = len(match.group().partition(".")[2])
+                expected = value / GIB if node.attrs["data-unit"] == "GiB" else value
+                assert abs(figure - expected) <= 0.5 * 10 ** -decimals + 1e-9, (src, shown, expected)
         seen.append(src)
     return seen
 

@@ -20,7 +20,7 @@ from hfmem.cli.plots import BROWSERS, PNG_SCALE
 from hfmem.cli.png import SIGNATURE, chunk, chunks, crop_height
 from hfmem.memory.record import cells, path
 from hfmem.render.common import visible
-from test_html import EXAMPLES, HOSTILE, hostile_report, resolve
+from test_html import EXAMPLES, HOSTILE, check_figures, hostile_report, parse, resolve
 
 NS = "{http://www.w3.org/2000/svg}"
 NAMES = ("fit", "terms", "seq-len", "micro-batch-size")
@@ -72,6 +72,36 @@ def test_each_chart_is_a_standalone_svg_with_the_jsons_figures(tmp_path, capsys)
     curves = {f"curves.{a}.required_bytes.{m}.{k}" for a, c in report["curves"].items()
               for m, s in c["required_bytes"].items() for k in range(len(s))}
     assert fits | curves <= seen and any(".per_gpu_bytes.weights" in s for s in seen)
+
+
+PRICED = ("--tokens", "2e9", "--price", "h100=2.5", "--price", "a100-80gb=1.8", "--price", "rtx4090=0.4",
+          "-g", "h100", "-g", "a100", "-g", "rtx4090")
+
+
+def test_the_frontier_marks_the_setups_no_other_beats(tmp_path, capsys):
+    report, out = export(tmp_path, capsys, *PRICED, "--html", str(tmp_path / "r.html"))
+    assert sorted(p.stem for p in out.iterdir()) == sorted(NAMES + ("frontier",))
+    priced = {path(c, "time"): c["time"] for c in cells(report)
+              if isinstance(c.get("time"), dict) and c["time"].get("cost_usd") is not None}
+    beaten = {src for src, t in priced.items()
+              if any((o["hours"] <= t["hours"] and o["cost_usd"] < t["cost_usd"])
+                     or (o["hours"] < t["hours"] and o["cost_usd"] <= t["cost_usd"]) for o in priced.values())}
+    root = ET.parse(out / "frontier.svg").getroot()
+    dots = list(root.iter(f"{NS}circle"))
+    assert sorted(d.get("data-src").rsplit(".", 1)[0] for d in dots) == sorted(priced)  # one dot per priced setup
+    on = {d.get("data-src").rsplit(".", 1)[0] for d in dots if "on-frontier" in d.get("class")}
+    assert on == set(priced) - beaten and 1 < len(on) < len(priced)
+    assert figures(root, report) == {d.get("data-src") for d in dots}
+    desc = root.find(f"{NS}svg").find(f"{NS}desc").text
+    assert desc.count(" USD, ") == len(on) and f"for {len(priced)} priced setups" in desc
+    seen = check_figures(parse((tmp_path / "r.html").read_text(encoding="utf-8")), report)
+    # each setup: its dot, and its tokens/s, hours, GPU-hours and USD in the table
+    assert sum(s.rsplit(".", 1)[0] in priced for s in seen) == 5 * len(priced)
+
+
+def test_no_prices_no_frontier(tmp_path, capsys):
+    _, out = export(tmp_path, capsys, "--tokens", "2e9")
+    assert sorted(p.stem for p in out.iterdir()) == sorted(NAMES)
 
 
 def test_hostile_names_stay_text_in_the_svg(tmp_path, capsys):

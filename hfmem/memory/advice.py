@@ -53,6 +53,12 @@ def fewest_gpus(fit: dict[str, Any]) -> dict[str, Any] | None:
     return min(options, key=lambda m: m["num_gpus"]) if options else None
 
 
+def timed_setup(fit: dict[str, Any]) -> dict[str, Any]:
+    """A timed cell as a setup: method, GPU, GPU count (the suggestion's where it needs more) and its time."""
+    gpus = fit["asked"]["num_gpus"] if fit["time"]["setup"] == "asked" else fewest_gpus(fit)["num_gpus"]
+    return {"method": fit["method"], "gpu": fit["gpu"]["name"], "num_gpus": gpus, "time": fit["time"]}
+
+
 def recommended(fit: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """The least intrusive way to make a fit entry work, e.g. "+ckpt 21.3" (GiB) or "8×ZeRO-3+ckpt" ("" if none),
     and the `mitigations[]` entry it names (None when it asks for several GPUs)."""

@@ -1,5 +1,6 @@
 """One model's report as a self-contained HTML page: the fit grid, memory by term, memory against sequence length
-and micro-batch (when the report has `curves`), then the parameters, assumptions, notes and versions.
+and micro-batch (when the report has `curves`), cost against time (when setups are priced), then the parameters,
+assumptions, notes and versions.
 
 Charts are inline SVG (hfmem.render.charts), each followed by a table of its figures; no script, no network.
 Every value from outside is escaped (hfmem.render.markup.escape); every figure taken from the report is a
@@ -22,8 +23,13 @@ from hfmem.render.charts import (
     VERDICT_WORDS,
     curve_chart,
     fit_grid_chart,
+    frontier,
+    frontier_chart,
     method_title,
+    priced_setups,
+    setup_name,
     terms_chart,
+    time_src,
 )
 from hfmem.render.common import (
     ARCH_ROWS,
@@ -175,6 +181,24 @@ def curves_section(report: dict[str, Any], scope: str = "") -> str:
     return section(f"{scope}curves", "Memory against sequence length and micro-batch", *parts)
 
 
+def frontier_section(report: dict[str, Any], scope: str = "") -> str:
+    """Cost against time of the priced setups and their figures; absent without --tokens and --price."""
+    setups = priced_setups(report)
+    if not setups:
+        return ""
+    best = frontier(setups)
+    rows = [[escape(setup_name(setup))]
+            + [number(f"{setup['time'][f]:,.{d}f}", setup["time"][f], time_src(cell, f), unit)
+               for f, d, unit in (("tokens_per_s", 1, "tokens/s"), ("hours", 1, "h"), ("gpu_hours", 1, "GPU-h"),
+                                  ("cost_usd", 2, "USD"))]
+            + [escape(f"yes ({best.index(k) + 1})" if k in best else "no")]
+            for k, (cell, setup) in enumerate(setups)]
+    head = ["setup", "tokens/s", "wall hours", "GPU-hours", "USD", "on the frontier"]
+    return section(f"{scope}frontier", "Cost against time", tag("figure", frontier_chart(report, scope)),
+                   data_table("every priced setup, fastest first: throughput, hours and cost for the token budget",
+                              head, rows))
+
+
 def parameters_section(report: dict[str, Any], scope: str = "") -> str:
     """The architecture that decides memory and the exact parameter count by component."""
     arch, params = report["architecture"], report["parameters"]
@@ -247,6 +271,8 @@ def article(report: dict[str, Any], scope: str = "") -> list[str]:
         body.append(fit_section(report, scope))
     if report.get("estimates"):
         body += [terms_section(report, scope), curves_section(report, scope)]
+    if report.get("fit"):
+        body.append(frontier_section(report, scope))
     body.append(parameters_section(report, scope))
     if report.get("estimates"):
         body.append(assumptions_section(report, scope))
