@@ -147,7 +147,7 @@ def terms_chart(report: dict[str, Any], scope: str = "") -> str:
                           text_anchor="middle"))
         parts.append(text("text", method_title(est["method"]), x=bx + bar_w / 2, y=348, class_="col-head",
                           text_anchor="middle"))
-    overlap = "not alive at the peak: the bar's top less this is the training step's total (black line)"
+    overlap = "not alive at the peak: the bar's top less this is the training step's total (solid line)"
     entries = [(f"t-{t}", label) for t, label in used] + [("overlap", overlap)]
     parts.append(legend(entries, x0, 372, 700))
     desc = ("Per GPU, in GiB: " + "; ".join(f"{method_title(e['method'])} {e['per_gpu_bytes']['total'] / GIB:,.1f} "
