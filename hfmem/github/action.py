@@ -30,7 +30,8 @@ COMMENT_BUDGET = 60_000  # characters: GitHub refuses comments over 65,536; the 
 SUMMARY_BUDGET = 900_000  # $GITHUB_STEP_SUMMARY takes up to 1 MiB per step
 DEFAULT_GPUS = ("T4", "RTX 4090", "A100 40GB", "H100 80GB", "H200 141GB")  # 15 to 141 GiB, five columns
 HTML_REPORTS = 50
-"""Reports drawn in full on the HTML page (about 100 KB each); the rest are listed, and all are in report.json."""
+"""Reports drawn in full on the HTML page (about 70 KB each on the five default GPUs); the rest are listed, and all
+are in report.json."""
 _REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _ARTIFACT = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _SERVER = re.compile(r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?$")
