@@ -3,6 +3,7 @@ runner's environment), against the local GitHub API server and the test Hub, on 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -13,12 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from action_reports import qlora_on_4090
 from github_server import Fault, GitHubServer, GitHubState
+from hfmem import __version__
 from hfmem.github import action
 from hfmem.hub.client import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
-from hfmem.memory.record import COMPACT_COLUMNS, compact_tables
-from hfmem.model.load import SCHEMA_VERSION
 from hfmem.reporting.plan import build_report
 from tiny_models import tiny_config
 
@@ -30,6 +31,11 @@ HOSTILE_DIR = "x](http:"
 HOSTILE_FILE = "evil)<img src=x onerror=alert(1)> @everyone.json"
 HOSTILE = f"configs/{HOSTILE_DIR}/{HOSTILE_FILE}"
 LAYERS = (1, 2, 3, 4, 6)  # the tiny Llama configs these tests write
+RUN_LINK = ("Charts: the HTML report, artifact `hfmem-report` of "
+            "[this run](https://github.com/acme/models/actions/runs/4242)")
+OUTSIDE = re.compile(r"""\b(?:src|href|action|data|poster)\s*=\s*["']?\s*(?:https?:)?//"""
+                     r"""|url\(\s*["']?\s*(?:https?:)?//""", re.I)
+"""A reference a browser would fetch from outside the file."""
 
 
 def git(repo: Path, *args: str) -> str:
@@ -106,7 +112,8 @@ def make_env(tmp_path: Path, repo: Path, api_url: str, base: str | None, *, toke
         "GITHUB_REPOSITORY": "acme/models", "GITHUB_EVENT_NAME": "pull_request",
         "GITHUB_EVENT_PATH": str(tmp_path / "event.json"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
         "GITHUB_OUTPUT": str(tmp_path / "output"), "GITHUB_WORKSPACE": str(repo), "RUNNER_TEMP": str(tmp_path / "runner"),
-        "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567",
+        "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567", "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_RUN_ID": "4242",
     }
 
 
@@ -157,6 +164,7 @@ def test_two_runs_leave_one_updated_comment(hub_env, github, pr_repo, tmp_path):
     assert re.search(r"\| memory, qlora \| [\d.]+ GiB \| [\d.]+ GiB \| \+[\d.]+ GiB", body)
     assert "| fit |  |  | unchanged on every GPU |" in body
     assert "<sub>hfmem" in body and "for commit 0123456" in body
+    assert RUN_LINK in body  # the run page, which lists the artifact the next step uploads
 
     write_config(repo, "configs/llama/config.json", 6)  # a new push to the PR
     git(repo, "commit", "-qam", "more layers")
@@ -175,8 +183,16 @@ def test_two_runs_leave_one_updated_comment(hub_env, github, pr_repo, tmp_path):
     assert [i["label"] for i in data["items"]][0] == "hfmem-test/tiny-llama" and data["pull_request"] == 7
     summary = (tmp_path / "summary.md").read_text()
     assert summary.count("## hfmem: will it train?") == 2
+    page = Path(outputs["html"]).read_text(encoding="utf-8")
+    assert outputs["html"] == str(tmp_path / "runner" / "hfmem" / "report.html") and page.startswith("<!DOCTYPE html>")
+    assert not OUTSIDE.search(page)  # self-contained: nothing to fetch
+    labels = [i["label"] for i in data["items"]]
+    links = [f'<a href="#r{n}">{html.escape(label)}</a>' for n, label in enumerate(labels, 1)]
+    assert [link in page for link in links] == [True] * len(labels)
+    assert page.count("<article ") == len(labels) and page.count('<svg id="r1-chart-') == 4  # curves included
+    assert len(set(re.findall(r' id="([^"]+)"', page))) == len(re.findall(r' id="([^"]+)"', page))  # ids unique
     everything = first.stdout + first.stderr + second.stdout + second.stderr + summary + json.dumps(state.comments)
-    everything += Path(outputs["json"]).read_text()
+    everything += Path(outputs["json"]).read_text() + page
     assert TOKEN not in everything and HF_TOKEN not in everything
     assert all(auth == f"Bearer {TOKEN}" for _, _, auth in state.requests)
 
@@ -197,6 +213,10 @@ def test_hostile_names_cannot_inject(hub_env, github, pr_repo, tmp_path):
     assert "evil\\)&lt;img src=x onerror=alert\\(1\\)&gt; @&#8203;everyone.json" in visible
     assert "is not valid JSON" in visible and str(repo) not in visible  # errors name the file as in the repo
     assert set(re.findall(r"</?(\w+)", visible)) <= {"details", "summary", "sub"}
+    page = (tmp_path / "runner" / "hfmem" / "report.html").read_text(encoding="utf-8")
+    for bad in ("<img", "<script", "onerror=alert(1)>", "\u202e"):
+        assert bad not in page, bad
+    assert "evil)&lt;img src=x onerror=alert(1)&gt; @everyone.json" in page and "is not valid JSON" in page
 
 
 def test_fork_gets_summary_only(hub_env, github, pr_repo, tmp_path):
@@ -286,6 +306,7 @@ def test_github_faults(hub_env, github, pr_repo, tmp_path):
     ({"INPUT_MODELS": "a/b", "INPUT_TOKENS": "-1"}, "input tokens: expected a positive number of tokens"),
     ({"INPUT_MODELS": "a/b", "INPUT_PRICES": "h100"}, "input prices: --price takes GPU=USD per GPU-hour"),
     ({"INPUT_MODELS": "a/b", "INPUT_PRICES": "tpu9=2"}, "input prices: unknown GPU 'tpu9'"),
+    ({"INPUT_MODELS": "a/b", "INPUT_ARTIFACT_NAME": "a/b"}, "input artifact-name: 'a/b'; use letters, digits"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, inputs, message):
     lines: list[str] = []
@@ -296,12 +317,13 @@ def test_bad_input_is_one_line_exit_2(tmp_path, inputs, message):
 
 
 def fake_report_fn(ref) -> dict:
-    """Reports without the meta build: fits everywhere up to 3 layers, nowhere above (configs), fits (models)."""
+    """Reports without a build per model: a real report renamed, fitting an RTX 4090 up to 3 layers and not above
+    (configs; models have 2), with those layers and 1,000 parameters per layer."""
     layers = json.loads(ref.path.read_text())["num_hidden_layers"] if ref.path else 2
-    fits = layers <= 3
-    row = ["qlora", "RTX 4090", "fits" if fits else "does_not_fit", layers * 2**30, int(fits), None, None]
-    return {"schema_version": SCHEMA_VERSION, "model": ref.name, "architecture": {"num_layers": layers},
-            "parameters": {"total": 1000 * layers}, **compact_tables([row], {"RTX 4090": 23.99})}
+    report = qlora_on_4090("Meta-Llama-3-8B" if layers <= 3 else "Llama-2-70b-hf", ref.name)
+    report["architecture"]["num_layers"] = layers
+    report["parameters"]["total"] = 1000 * layers
+    return report
 
 
 def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):
@@ -312,7 +334,7 @@ def test_fail_on_regression_and_method_gpu(github, pr_repo, tmp_path):
     lines: list[str] = []
     assert action.run({**env, "INPUT_FAIL_ON": "regression"}, fake_report_fn, action.Log(write=lines.append)) == 12
     assert lines[-1] == "::error::hfmem: fail-on (regression): configs/llama/config.json: qlora no longer fits RTX 4090"
-    assert "| qlora on RTX 4090 | ✅ | ❌ | **no longer fits** |" in sticky(state)[0]["body"]
+    assert "| qlora on RTX 4090 | ✅ | ❌ 3×ZeRO\\-3\\+ckpt | **no longer fits** |" in sticky(state)[0]["body"]
     assert action.run({**env, "INPUT_FAIL_ON": "QLoRA:RTX4090"}, fake_report_fn, action.Log(write=lines.append)) == 12
     assert lines[-1].endswith("fail-on (qlora:RTX 4090): configs/llama/config.json: does not fit RTX 4090 with qlora")
     assert action.run({**env, "INPUT_FAIL_ON": "full:rtx4090"}, fake_report_fn, action.Log(write=lines.append)) == 12
@@ -326,11 +348,15 @@ def test_many_models_comment_stays_under_the_limit(github, tmp_path):
     env = make_env(tmp_path, tmp_path, url, None)
     models = "\n".join(f"org/model-{i}" for i in range(2500))
     lines: list[str] = []
-    assert action.run({**env, "INPUT_MODELS": models}, fake_report_fn, action.Log(write=lines.append)) == 0, lines
+    env |= {"INPUT_MODELS": models, "INPUT_ARTIFACT_NAME": "hfmem-report"}
+    assert action.run(env, fake_report_fn, action.Log(write=lines.append)) == 0, lines
     body = sticky(state)[0]["body"]
     assert len(body) < 65_536 and "<details><summary>" in body and "more entries left out" in body
+    assert body.endswith(f"{RUN_LINK}\n\n<sub>hfmem {__version__} for commit 0123456</sub>\n")  # kept in the budget
     summary = (tmp_path / "summary.md").read_text()
-    assert "org/model\\-2499" in summary and "left out" not in summary
+    assert "org/model\\-2499" in summary and "left out" not in summary and RUN_LINK in summary
+    page = (tmp_path / "runner" / "hfmem" / "report.html").read_text(encoding="utf-8")
+    assert page.count("<article ") == action.HTML_REPORTS and "org/model-2499: not drawn: the page draws" in page
 
 
 def test_action_yml_and_example_agree_with_the_entry_point():
@@ -339,7 +365,7 @@ def test_action_yml_and_example_agree_with_the_entry_point():
     step = next(s for s in spec["runs"]["steps"] if s.get("id") == "hfmem")
     for name in set(spec["inputs"]) - {"python-version", "torch-index-url"}:  # those two are for the install step
         assert step["env"]["INPUT_" + name.upper().replace("-", "_")] == f"${{{{ inputs.{name} }}}}"
-    assert set(spec["outputs"]) == {"markdown", "json"}
+    assert set(spec["outputs"]) == {"markdown", "json", "html"}
     example = yaml.safe_load((ROOT / "examples" / "workflow.yml").read_text())
     uses = next(s for s in example["jobs"]["fit"]["steps"] if s.get("id") == "hfmem")
     assert set(uses["with"]) <= set(spec["inputs"])
@@ -348,6 +374,19 @@ def test_action_yml_and_example_agree_with_the_entry_point():
     assert inputs.gpus == ["RTX 4090", "A100 80GB", "H100 80GB"] and inputs.fail_on[-1] == "qlora:RTX 4090"
     assert example["permissions"]["pull-requests"] == "write"
     assert not (ROOT / ".github" / "workflows" / "workflow.yml").exists()
+
+
+def test_the_upload_step_is_pinned_and_uploads_the_html_output():
+    spec = yaml.safe_load((ROOT / "action.yml").read_text())
+    steps = spec["runs"]["steps"]
+    (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert re.fullmatch(r"actions/upload-artifact@[0-9a-f]{40}", upload["uses"])
+    line = next(x for x in (ROOT / "action.yml").read_text().splitlines() if "actions/upload-artifact@" in x)
+    assert int(re.search(r"  # v(\d+)\.\d+\.\d+$", line)[1]) >= 4  # artifact-url and immutable artifacts: v4+
+    assert upload["with"]["path"] == spec["outputs"]["html"]["value"] == "${{ steps.hfmem.outputs.html }}"
+    assert upload["with"]["name"] == "${{ inputs.artifact-name }}" and spec["inputs"]["artifact-name"]["default"]
+    assert steps.index(upload) > steps.index(next(s for s in steps if s.get("id") == "hfmem"))
+    assert "!cancelled()" in upload["if"] and "steps.hfmem.outputs.html" in upload["if"]  # after a fail-on too
 
 
 def test_gpus_methods_and_fail_on_resolve_to_catalogue_names(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from action_reports import qlora_on_4090
 from fuzz_stats import record
 from github_server import Fault, GitHubServer, GitHubState
 from hypothesis import HealthCheck, given, settings
@@ -65,10 +66,8 @@ def github():
 
 
 def _report(ref: Any) -> dict[str, Any]:
-    """A report without the meta build (the event is what is fuzzed here)."""
-    return {"model": ref.name, "architecture": {"num_layers": 2}, "parameters": {"total": 2000},
-            "estimates": [{"method": "qlora", "per_gpu_bytes": {"total": 2**30}}],
-            "fit": [{"method": "qlora", "gpu": {"name": "RTX 4090"}, "status": "fits", "asked": {"fits": True}}]}
+    """A real report renamed, without a build per case (the event is what is fuzzed here)."""
+    return qlora_on_4090("Meta-Llama-3-8B", ref.name)
 
 
 @FUZZ

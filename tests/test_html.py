@@ -107,18 +107,21 @@ def check_figures(root: Node, report: dict[str, Any]) -> list[str]:
             continue
         value = float(node.attrs.get("value") or node.attrs["data-value"])
         assert float(resolve(report, src)) == value, src
-        if "data-unit" not in node.attrs:  # a drawn mark: its hover title gives the figure in GiB
-            assert f"{value / GIB:,.2f} GiB" in node.all("title")[0].text(), src
+        if "data-unit" not in node.attrs:  # a drawn mark: its hover title gives the figure (bytes in GiB)
+            unit = node.attrs.get("data-mark", "GiB")
+            shown = {"GiB": f"{value / GIB:,.2f} GiB", "USD": f"${value:,.2f}", "h": f"{value:,.2f} h"}[unit]
+            assert shown in node.all("title")[0].text(), src
         else:
             shown = node.text().strip()
             match = NUMBER.search(shown)
             assert match, (src, shown)
             figure = float(match.group().replace(",", ""))
-            if node.attrs["data-unit"] == "GiB":
-                decimals = len(match.group().partition(".")[2])
-                assert abs(figure - value / GIB) <= 0.5 * 10 ** -decimals + 1e-9, (src, shown, value / GIB)
-            else:
+            if node.attrs["data-unit"] == "count":
                 assert figure == value, (src, shown)
+            else:  # rounded to the decimals shown: GiB from bytes, the others as they are (h, USD, tokens/s)
+                decimals = len(match.group().partition(".")[2])
+                expected = value / GIB if node.attrs["data-unit"] == "GiB" else value
+                assert abs(figure - expected) <= 0.5 * 10 ** -decimals + 1e-9, (src, shown, expected)
         seen.append(src)
     return seen
 
@@ -496,3 +499,33 @@ def test_ten_thousand_models_load_in_chromium(chromium, scanned, tmp_path):
     ready_ms = int(root.all("body")[0].attrs["data-ready"].split()[0])
     print(f"10,000-model dashboard: {page.stat().st_size / 1e6:.2f} MB, rows drawn {ready_ms} ms after navigation")
     assert ready_ms < 20_000
+
+
+def test_several_reports_on_one_page_render_in_chromium(chromium, tmp_path, capsys):
+    """The Action's page: a priced report (with its cost/time frontier), a hostile one and an error, in one file that
+    loads with no console error and no request, every id once, the first article's figures its own report's."""
+    from hfmem.render.html import render_all
+
+    capsys.readouterr()
+    assert run(["example:Meta-Llama-3-8B", "--format", "json", "--html", str(tmp_path / "one.html"), "--tokens",
+                "2e9", "--price", "h100=2.5", "--price", "rtx4090=0.4", "-g", "h100", "-g", "rtx4090"]) == 0
+    priced = json.loads(capsys.readouterr().out)
+    assert run(["example:gpt2", "--format", "json", "--html", str(tmp_path / "two.html")]) == 0
+    other = json.loads(capsys.readouterr().out)
+    page = tmp_path / "all.html"
+    entries = [("priced", priced, None), (HOSTILE, hostile_report(other), None), ("broken", None, HOSTILE)]
+    page.write_text(render_all("hfmem: will it train?", entries), encoding="utf-8")
+    dom, console, requested = browse(chromium, tmp_path, page, screenshot=tmp_path / "all.png")
+    assert console == [] and requested == []
+    root = parse(dom)
+    ids = [n.attrs["id"] for n in root.iter() if "id" in n.attrs]
+    assert len(ids) == len(set(ids)) and root.all("img") == [] and root.all("script") == []
+    articles = root.all("article")
+    assert [a.attrs["id"] for a in articles] == ["r1", "r2"]
+    charts = ("fit", "terms", "seq_len", "micro_batch_size", "frontier")
+    assert [s.attrs["id"] for s in articles[0].all("svg")] == [f"r1-chart-{n}" for n in charts]
+    assert [s.attrs["id"] for s in articles[1].all("svg")] == [f"r2-chart-{n}" for n in charts[:4]]
+    assert all(len(list(svg.iter())) > 20 for svg in root.all("svg"))
+    assert len(check_figures(articles[0], priced)) > 100 and articles[1].all("h1")[0].text() == visible(HOSTILE)
+    items = root.all("nav")[0].all("li")
+    assert [li.text() for li in items] == ["priced", visible(HOSTILE), f"broken: {visible(HOSTILE)}"]

@@ -9,3 +9,10 @@ class OutputFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+
+
+class PlotFormat(str, Enum):
+    """`--plot-format`: each chart as SVG, or as SVG and PNG (drawn by headless Chromium)."""
+
+    svg = "svg"
+    png = "png"

@@ -16,7 +16,7 @@ import typer
 
 from hfmem import __version__, errors
 from hfmem.cli import options as opt
-from hfmem.cli.formats import OutputFormat
+from hfmem.cli.formats import OutputFormat, PlotFormat
 from hfmem.cli.help import MARKUP, PlainHelpCommand
 from hfmem.constants import HUB_TIMEOUT_S
 from hfmem.memory.fields import MODEL_PANEL, OUTPUT_PANEL
@@ -60,6 +60,15 @@ def model(
     html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
                                                  help="Also write a self-contained HTML report with charts (no network "
                                                       "needed to open it); adds `curves` to the JSON.")] = None,
+    plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", metavar="DIR", rich_help_panel=OUTPUT_PANEL,
+                                                     help="Also write each chart of the HTML report as a file of its "
+                                                          "own in DIR (created if missing): fit, terms, seq-len, "
+                                                          "micro-batch-size, and frontier with --tokens and --price; "
+                                                          "adds `curves` to the JSON.")] = None,
+    plot_format: Annotated[Optional[PlotFormat], typer.Option(
+        "--plot-format", rich_help_panel=OUTPUT_PANEL, show_default=False,
+        help="svg (default): standalone SVG files; png: also a PNG of each, drawn by headless Chromium or Chrome "
+             "(needs --plot-dir).")] = None,
     version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
                                           help="Print hfmem's version and exit.")] = False,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
@@ -73,15 +82,21 @@ def model(
     if not model:
         raise errors.InvalidInputError("give MODEL (a Hub id, a directory, a config.json or example:NAME), or a "
                                        "--config file that names one.")
+    if plot_format is not None and plot_dir is None:
+        raise errors.InvalidInputError("--plot-format needs --plot-dir DIR, the folder to write the charts in.")
     ref = parse_model_ref(model, revision)
     hub = partial(HubSettings.from_env, token=token, timeout=timeout)
     with stall_notices():
-        report = build_report(ref, hub, plan, curves=html is not None)
+        report = build_report(ref, hub, plan, curves=html is not None or plot_dir is not None)
     if html is not None:
         from hfmem.cli.files import write_output
         from hfmem.render.html import render
 
         write_output(html, render(report))
+    if plot_dir is not None:
+        from hfmem.cli.plots import write_plots
+
+        write_plots(report, plot_dir, plot_format or PlotFormat.svg)
     emit(report, output, details)
 
 

@@ -1,7 +1,8 @@
 """The GitHub Action's entry point (`python -m hfmem.action`, or the `hfmem-action` script).
 
 It reports on the listed Hub models and on the pull request's changed config.json files (base vs
-head), writes the table to `$GITHUB_STEP_SUMMARY`, the markdown and JSON files to the step outputs,
+head), writes the table to `$GITHUB_STEP_SUMMARY`, the markdown, JSON and HTML files to the step outputs
+(action.yml uploads the HTML page as an artifact; the comment links the run page that lists it),
 keeps one sticky comment on the pull request (found by a hidden marker, updated in place), and
 exits non-zero when a `fail-on` condition holds. Inputs arrive as the runner sets them: `INPUT_NAME`
 (a `docker://` step keeps hyphens, `INPUT_MODELS-FILE`; action.yml maps them to underscores).
@@ -28,7 +29,12 @@ MARKER = "<!-- hfmem-action: sticky fit table -->"
 COMMENT_BUDGET = 60_000  # characters: GitHub refuses comments over 65,536; the margin absorbs the footer
 SUMMARY_BUDGET = 900_000  # $GITHUB_STEP_SUMMARY takes up to 1 MiB per step
 DEFAULT_GPUS = ("T4", "RTX 4090", "A100 40GB", "H100 80GB", "H200 141GB")  # 15 to 141 GiB, five columns
+HTML_REPORTS = 50
+"""Reports drawn in full on the HTML page (about 70 KB each on the five default GPUs); the rest are listed, and all
+are in report.json."""
 _REPOSITORY = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_ARTIFACT = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+_SERVER = re.compile(r"^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?$")
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,8 @@ class Inputs:
     """Training tokens to time and price each fitting setup for (the CLI's --tokens)."""
     prices: dict[str, float] = field(default_factory=dict)
     """USD per GPU-hour by catalogue GPU name (the CLI's --price)."""
+    artifact: str = ""
+    """The name action.yml uploads report.html under (input artifact-name); empty: no upload, no link."""
 
 
 @dataclass(frozen=True)
@@ -134,8 +142,12 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
             raise errors.InvalidInputError(
                 f"input fail-on: {condition!r}; expected none, error, regression or METHOD:GPU (e.g. qlora:rtx4090).")
     tokens, prices = read_budget(env)
+    artifact = get_input(env, "artifact-name")
+    if artifact and not _ARTIFACT.match(artifact):
+        raise errors.InvalidInputError(f"input artifact-name: {artifact!r:.60}; use letters, digits, '.', '_' and '-' "
+                                       "(at most 100).")
     return Inputs(
-        models=models, config_globs=globs, gpus=gpus, methods=methods, tokens=tokens, prices=prices,
+        models=models, config_globs=globs, gpus=gpus, methods=methods, tokens=tokens, prices=prices, artifact=artifact,
         seq_len=positive_int("seq-len", get_input(env, "seq-len")),
         batch_size=positive_int("batch-size", get_input(env, "batch-size")) or 1,
         token=get_input(env, "token") or env.get("GITHUB_TOKEN", ""),
@@ -310,23 +322,50 @@ def settings_line(inputs: Inputs) -> str:
     return cell(" · ".join(parts), 1000)
 
 
-def footer(env: Mapping[str, str]) -> str:
+def footer(env: Mapping[str, str], artifact: str) -> str:
+    """hfmem's version and the commit; where the HTML page is uploaded, a link to the run page that lists it."""
     sha = env.get("GITHUB_SHA", "")
     at = f" for commit {sha[:7]}" if len(sha) == 40 and all(c in "0123456789abcdef" for c in sha) else ""
-    return f"<sub>hfmem {__version__}{at}</sub>"
+    run_url = run_page(env)
+    link = (f"Charts: the HTML report, artifact `{artifact}` of [this run]({run_url})\n\n"
+            if artifact and run_url else "")
+    return f"{link}<sub>hfmem {__version__}{at}</sub>"
 
 
-def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], log: Log) -> None:
-    """report.md and report.json under $RUNNER_TEMP/hfmem, the job summary, and the step outputs."""
+def run_page(env: Mapping[str, str]) -> str | None:
+    """`$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID`, the page that lists the run's artifacts;
+    None unless all three are well formed (they end up in a link)."""
+    server, repository, run_id = (env.get(k, "") for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    if _SERVER.match(server) and _REPOSITORY.match(repository) and run_id.isdigit():
+        return f"{server}/{repository}/actions/runs/{run_id}"
+    return None
+
+
+def html_page(items: list[Item]) -> str:
+    """Every item's report on one page (the first HTML_REPORTS drawn in full), each error listed."""
+    from hfmem.render.html import render_all
+
+    entries = []
+    for item in items:
+        drawn = sum(report is not None for _, report, _ in entries)
+        if item.head is not None and drawn >= HTML_REPORTS:
+            entries.append((item.label, None, f"not drawn: the page draws {HTML_REPORTS} reports; report.json has it"))
+        else:
+            entries.append((item.label, item.head, item.head_error))
+    return render_all("hfmem: will it train?", entries)
+
+
+def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], page: str, log: Log) -> None:
+    """report.md, report.json and report.html under $RUNNER_TEMP/hfmem, the job summary, and the step outputs."""
     out_dir = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "hfmem"
-    markdown, report = out_dir / "report.md", out_dir / "report.json"
-    writes = [(markdown, "w", summary), (report, "w", json.dumps(data, indent=2) + "\n")]
+    markdown, report, html = out_dir / "report.md", out_dir / "report.json", out_dir / "report.html"
+    writes = [(markdown, "w", summary), (report, "w", json.dumps(data, indent=2) + "\n"), (html, "w", page)]
     if env.get("GITHUB_STEP_SUMMARY"):
         writes.append((Path(env["GITHUB_STEP_SUMMARY"]), "a", summary + "\n"))
     else:
         log(f"GITHUB_STEP_SUMMARY is not set; the table is in {markdown}.")
     if env.get("GITHUB_OUTPUT"):
-        writes.append((Path(env["GITHUB_OUTPUT"]), "a", f"markdown={markdown}\njson={report}\n"))
+        writes.append((Path(env["GITHUB_OUTPUT"]), "a", f"markdown={markdown}\njson={report}\nhtml={html}\n"))
     for path, mode, text in writes:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -378,12 +417,13 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
         items = build_items(inputs, pr, workspace, report_fn, log)
         problems = failures(items, inputs.fail_on)
         settings = settings_line(inputs)
-        summary = log.redact(render(items, settings, SUMMARY_BUDGET, footer=footer(env), problems=problems))
-        body = log.redact(render(items, settings, COMMENT_BUDGET, header=MARKER, footer=footer(env), problems=problems))
+        end = footer(env, inputs.artifact)
+        summary = log.redact(render(items, settings, SUMMARY_BUDGET, footer=end, problems=problems))
+        body = log.redact(render(items, settings, COMMENT_BUDGET, header=MARKER, footer=end, problems=problems))
         data = {"hfmem_version": __version__, "pull_request": pr.number if pr else None,
                 "inputs": {k: v for k, v in inputs.__dict__.items() if k not in {"token", "hf_token"}},
                 "items": [item.to_dict() for item in items], "failures": problems}
-        write_outputs(env, summary, json.loads(log.redact(json.dumps(data))), log)
+        write_outputs(env, summary, json.loads(log.redact(json.dumps(data))), log.redact(html_page(items)), log)
         status = post_comment(env, inputs, pr, body, log)
         if problems:
             shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
@@ -411,7 +451,7 @@ def default_report_fn(inputs: Inputs) -> ReportFn:
     training = TrainingSettings(method=inputs.methods[0], seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)
     plan = Plan(training=training.validated(), methods=tuple(inputs.methods), gpus=resolve_gpus(inputs.gpus),
                 tokens=inputs.tokens, prices=inputs.prices)
-    return lambda ref: build_report(ref, hub, plan)
+    return lambda ref: build_report(ref, hub, plan, curves=True)  # the HTML page's curves
 
 
 def main() -> None:

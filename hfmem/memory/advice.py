@@ -82,6 +82,14 @@ def setup_label(fit: dict[str, Any]) -> str:
     return (_SAME_METHOD | _OTHER)[mitigation["name"]] if mitigation else advice
 
 
+def picked_setup(fit: dict[str, Any]) -> dict[str, Any]:
+    """A timed cell as a setup: method, GPU, GPU count (the suggestion's where it needs more), the change or GPUs it
+    is timed with where not as asked (setup_label) and its time."""
+    gpus = fewest_gpus(fit)["num_gpus"] if fit["time"]["setup"] == "suggested GPUs" else fit["asked"]["num_gpus"]
+    return {"method": fit["method"], "gpu": fit["gpu"]["name"], "num_gpus": gpus, "change": setup_label(fit) or None,
+            "time": fit["time"]}
+
+
 def recommended(fit: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     """The least intrusive way to make a fit entry work, e.g. "+ckpt 21.3" (GiB) or "8×ZeRO-3+ckpt" ("" if none),
     and the `mitigations[]` entry it names (None when it asks for several GPUs)."""

@@ -1,5 +1,6 @@
-"""The report's four charts as SVG, drawn from the report dict: the fit grid, memory by term, memory against
-sequence length and against micro-batch.
+"""The report's charts as SVG, drawn from the report dict: the fit grid, memory by term, memory against sequence
+length and against micro-batch, and cost against time where setups are priced; inline in the HTML report, or each as
+a file of its own (`chart_files`).
 
 Every mark that stands for a figure carries the figure's JSON path and value (`data-src`, `data-value`), so what is
 drawn can be traced to, and checked against, the JSON.
@@ -9,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.memory.advice import fit_grid, recommended, verdict_parts
+from hfmem.memory.advice import fit_grid, picked_setup, recommended, verdict_parts
+from hfmem.memory.record import TIME_FIELDS, cells, path
 from hfmem.memory.record import estimates as all_estimates
-from hfmem.memory.record import path
 from hfmem.render.common import MARKS, METHOD_TITLES, setup_text
 from hfmem.render.markup import escape, tag, text
-from hfmem.render.svg import Scale, chart, legend, reference_lines, x_axis, y_axis
+from hfmem.render.svg import Scale, chart, frame, legend, reference_lines, standalone, x_axis, y_axis
 from hfmem.units import GIB
 
 TERMS = (
@@ -47,9 +48,18 @@ def gpu_limits(report: dict[str, Any]) -> list[tuple[str, float]]:
     return [(f"{', '.join(names)} · {usable:g}", usable) for usable, names in sorted(by_usable.items(), reverse=True)]
 
 
-def figure_attrs(src: str, value: float) -> dict[str, Any]:
-    """The attributes that tie a drawn mark to its figure in the JSON."""
-    return {"data_src": src, "data_value": repr(value)}
+MARK_UNITS = {"GiB": "{:,.2f} GiB", "USD": "${:,.2f}", "h": "{:,.2f} h"}
+"""How a drawn mark's hover title writes its figure, by the unit it is drawn in (bytes are drawn in GiB)."""
+
+
+def figure_attrs(src: str, value: float, unit: str = "GiB") -> dict[str, Any]:
+    """The attributes that tie a drawn mark to its figure in the JSON (and the MARK_UNITS unit its title gives)."""
+    return {"data_src": src, "data_value": repr(value), "data_mark": None if unit == "GiB" else unit}
+
+
+def mark_text(value: float, unit: str) -> str:
+    """A drawn mark's figure as its hover title writes it: bytes in GiB, dollars, hours."""
+    return MARK_UNITS[unit].format(value / GIB if unit == "GiB" else value)
 
 
 def cell_title(fit: dict[str, Any], gpu: str, usable: float) -> str:
@@ -65,8 +75,9 @@ def cell_title(fit: dict[str, Any], gpu: str, usable: float) -> str:
     return f"{head}: {label}" if label else head
 
 
-def fit_grid_chart(report: dict[str, Any]) -> str:
-    """GPU rows by method columns, each cell coloured by its verdict, with the GiB it needs and what follows."""
+def fit_grid_chart(report: dict[str, Any], scope: str = "") -> str:
+    """GPU rows by method columns, each cell coloured by its verdict, with the GiB it needs and what follows; `scope`
+    prefixes its ids (one page, several reports)."""
     methods, rows = fit_grid(report)
     label_w, col_w, row_h, head_h = 190, 200, 24, 26
     width, height = label_w + col_w * len(methods), head_h + row_h * len(rows) + 2
@@ -92,11 +103,11 @@ def fit_grid_chart(report: dict[str, Any]) -> str:
     counts = {k: sum(verdict_parts(f)[0] == k for _, _, by in rows for f in by.values()) for k in VERDICT_WORDS}
     desc = (f"{len(rows)} GPUs by {len(methods)} methods; cells: "
             + ", ".join(f"{n} {VERDICT_WORDS[k]}" for k, n in counts.items() if n)
-            + ". Each cell gives the GiB one GPU needs; the table below has the same cells in text.")
-    return chart("chart-fit", width, height, "Fit per GPU and method", desc, *parts)
+            + ". Each cell gives the GiB one GPU needs.")
+    return chart(f"{scope}chart-fit", width, height, "Fit per GPU and method", desc, *parts)
 
 
-def terms_chart(report: dict[str, Any]) -> str:
+def terms_chart(report: dict[str, Any], scope: str = "") -> str:
     """One stacked bar per method of the estimates' per-GPU terms in GiB, the overlap as a strip beside the top of
     the stack down to the training step's total, a mark where loading the model needs more, and each GPU's usable
     memory as a line."""
@@ -136,16 +147,16 @@ def terms_chart(report: dict[str, Any]) -> str:
                           text_anchor="middle"))
         parts.append(text("text", method_title(est["method"]), x=bx + bar_w / 2, y=348, class_="col-head",
                           text_anchor="middle"))
-    overlap = "not alive at the peak: the bar's top less this is the training step's total (black line)"
+    overlap = "not alive at the peak: the bar's top less this is the training step's total (solid line)"
     entries = [(f"t-{t}", label) for t, label in used] + [("overlap", overlap)]
     parts.append(legend(entries, x0, 372, 700))
     desc = ("Per GPU, in GiB: " + "; ".join(f"{method_title(e['method'])} {e['per_gpu_bytes']['total'] / GIB:,.1f} "
                                             "in total" for e in estimates)
-            + ". Dashed lines: each GPU's usable memory. The table below lists every term.")
-    return chart("chart-terms", 800, 410, "Memory per GPU by term", desc, *parts)
+            + ". Dashed lines: each GPU's usable memory.")
+    return chart(f"{scope}chart-terms", 800, 410, "Memory per GPU by term", desc, *parts)
 
 
-def curve_chart(report: dict[str, Any], axis: str) -> str:
+def curve_chart(report: dict[str, Any], axis: str, scope: str = "") -> str:
     """Required GiB per method at each point of the report's `curves[axis]`, log-log, with each GPU's limit."""
     curve = report["curves"][axis]
     label, fixed_key, fixed_name = CURVE_AXES[axis]
@@ -168,5 +179,85 @@ def curve_chart(report: dict[str, Any], axis: str) -> str:
     parts.append(legend([(f"m-{m} swatch", method_title(m)) for m in by_method], 70, 372, 480, swatch="line"))
     desc = (f"GiB one GPU must hold against {label}, at {fixed_name} {curve[fixed_key]:,}, for "
             f"{', '.join(method_title(m) for m in by_method)}; both axes logarithmic; dashed lines: each GPU's "
-            "usable memory, so a curve crosses a line at the largest value that fits. The table below has the points.")
-    return chart(f"chart-{axis}", 800, 392, f"Memory against {label}", desc, *parts)
+            "usable memory, so a curve crosses a line at the largest value that fits.")
+    return chart(f"{scope}chart-{axis}", 800, 392, f"Memory against {label}", desc, *parts)
+
+
+def priced_setups(report: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(cell, setup) for each fit cell timed and priced for a token budget (--tokens and --price), fastest first."""
+    timed = [(c, picked_setup(c)) for c in cells(report)
+             if isinstance(c.get("time"), dict) and c["time"].get("cost_usd") is not None]
+    return sorted(timed, key=lambda pair: (pair[1]["time"]["hours"], pair[1]["time"]["cost_usd"]))
+
+
+def frontier(setups: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[int]:
+    """The indices (into `setups`, fastest first) of the setups no other is both as fast and cheaper than."""
+    kept: list[int] = []
+    for k, (_, setup) in enumerate(setups):
+        if not kept or setup["time"]["cost_usd"] < setups[kept[-1]][1]["time"]["cost_usd"]:
+            kept.append(k)
+    return kept
+
+
+def setup_name(setup: dict[str, Any]) -> str:
+    """"LoRA on 1× H100 80GB": the method, the GPU count and the GPU a setup was timed on."""
+    return f"{method_title(setup['method'])} on {setup['num_gpus']}× {setup['gpu']}"
+
+
+def time_src(cell: dict[str, Any], field: str) -> str:
+    """The JSON path of one TIME_FIELDS figure of a cell's step time."""
+    return f"{path(cell, 'time')}.{TIME_FIELDS.index(field)}"
+
+
+def frontier_chart(report: dict[str, Any], scope: str = "") -> str:
+    """Cost against wall hours of every priced setup, log-log, one dot per method and GPU; the frontier (no setup
+    both faster and cheaper) joined and numbered, the numbers named under the chart."""
+    setups = priced_setups(report)
+    hours = [s["time"]["hours"] for _, s in setups]
+    costs = [s["time"]["cost_usd"] for _, s in setups]
+    tokens = setups[0][1]["time"]["tokens"]
+    x = Scale(min(hours) / 1.3, max(hours) * 1.3, 70, 560, base=10)
+    y = Scale(min(costs) / 1.3, max(costs) * 1.3, 300, 24, base=10)
+    best = frontier(setups)
+    parts = [y_axis(y, 70, 560, "USD"), x_axis(x, 300, 24, f"wall hours for {tokens:.3g} tokens"),
+             tag("polyline", points=" ".join(f"{x(hours[k])},{y(costs[k])}" for k in best), class_="frontier")]
+    for k in sorted(range(len(setups)), key=lambda k: k in best):  # the frontier's dots drawn last, on top
+        cell, setup = setups[k]
+        t = setup["time"]
+        where = f", frontier {best.index(k) + 1}" if k in best else ""
+        title = (f"{setup_name(setup)}: {mark_text(t['cost_usd'], 'USD')}, {mark_text(t['hours'], 'h')}, "
+                 f"{t['tokens_per_s'] / 1000:,.1f}k tokens/s{where}")
+        parts.append(tag("circle", text("title", title), cx=x(t["hours"]), cy=y(t["cost_usd"]), r=5 if where else 3.5,
+                         class_=f"m-{setup['method']}" + (" on-frontier" if where else ""),
+                         **figure_attrs(time_src(cell, "cost_usd"), t["cost_usd"], "USD")))
+        if where:
+            parts.append(text("text", str(best.index(k) + 1), x=x(t["hours"]) + 7, y=y(t["cost_usd"]) - 6,
+                              class_="bar-value"))
+    methods = {s["method"] for _, s in setups}
+    parts.append(legend([(f"m-{m}", method_title(m)) for m in METHOD_TITLES if m in methods], 600, 40, 190))
+    named = [f"{n}. {setup_name(setups[k][1])}: {costs[k]:,.0f} USD, {hours[k]:,.1f} h" for n, k in enumerate(best, 1)]
+    parts += [text("text", line, x=70, y=352 + 16 * i, class_="legend-label") for i, line in enumerate(named)]
+    desc = (f"Cost in USD against wall hours for {tokens:.3g} training tokens, both axes logarithmic, for "
+            f"{len(setups)} priced setups; the frontier, where no setup is both faster and cheaper: "
+            + "; ".join(named) + ".")
+    return chart(f"{scope}chart-frontier", 800, 352 + 16 * len(named), "Cost against time", desc, *parts)
+
+
+def report_charts(report: dict[str, Any]) -> dict[str, str]:
+    """The charts the report has, by name, in the HTML report's order: the fit grid, memory by term, the curves
+    when the report was built with them, and the cost/time frontier when setups are timed and priced."""
+    drawn = {"fit": fit_grid_chart(report)} if report.get("fit") else {}
+    if report.get("estimates"):
+        drawn["terms"] = terms_chart(report)
+        if report.get("curves"):
+            drawn |= {axis.replace("_", "-"): curve_chart(report, axis) for axis in CURVE_AXES}
+    if report.get("fit") and priced_setups(report):
+        drawn["frontier"] = frontier_chart(report)
+    return drawn
+
+
+def chart_files(report: dict[str, Any]) -> dict[str, tuple[str, int, int]]:
+    """Each chart as a standalone SVG file's text named after the model it draws, with its width and height, by name
+    (`fit`, `terms`, `seq-len`, `micro-batch-size`, `frontier`)."""
+    return {name: (standalone(markup, f"hfmem · {report['model']}"), *frame(markup)[1:])
+            for name, markup in report_charts(report).items()}

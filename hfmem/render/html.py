@@ -1,5 +1,6 @@
 """One model's report as a self-contained HTML page: the fit grid, memory by term, memory against sequence length
-and micro-batch (when the report has `curves`), then the parameters, assumptions, notes and versions.
+and micro-batch (when the report has `curves`), cost against time (when setups are priced), then the parameters,
+assumptions, notes and versions.
 
 Charts are inline SVG (hfmem.render.charts), each followed by a table of its figures; no script, no network.
 Every value from outside is escaped (hfmem.render.markup.escape); every figure taken from the report is a
@@ -22,8 +23,13 @@ from hfmem.render.charts import (
     VERDICT_WORDS,
     curve_chart,
     fit_grid_chart,
+    frontier,
+    frontier_chart,
     method_title,
+    priced_setups,
+    setup_name,
     terms_chart,
+    time_src,
 )
 from hfmem.render.common import (
     ARCH_ROWS,
@@ -111,7 +117,7 @@ def fit_cell_text(fit: dict[str, Any]) -> str:
     return tag("span", *out, class_=f"v-{kind}-text")
 
 
-def fit_section(report: dict[str, Any]) -> str:
+def fit_section(report: dict[str, Any], scope: str = "") -> str:
     """The grid, its legend and the same cells in a table; then the largest length and batch that fit."""
     methods, rows = fit_grid(report)
     head = ["GPU (usable GiB)"] + [method_title(m) for m in methods]
@@ -120,7 +126,8 @@ def fit_section(report: dict[str, Any]) -> str:
     limits = [[escape(name)] + [limit_text(by[m]) if m in by else "-" for m in methods]
               for name, _, by in rows]
     caption = " · ".join(x for x in (legend(), paged_hint(report)) if x)
-    return section("fit", "Fit per GPU", tag("figure", fit_grid_chart(report), text("figcaption", caption)),
+    figure = tag("figure", fit_grid_chart(report, scope), text("figcaption", caption))
+    return section(f"{scope}fit", "Fit per GPU", figure,
                    data_table("the fit grid in text: GiB per GPU as asked, and the batch room or the change that "
                               "makes it fit", head, cells, "fit-table"),
                    data_table("largest micro-batch (at the set sequence length) and sequence length (at the set "
@@ -136,7 +143,7 @@ def limit_text(fit: dict[str, Any]) -> str:
     return tag("span", "batch ≤ ", batch, " · seq ≤ ", seq, escape(capped))
 
 
-def terms_section(report: dict[str, Any]) -> str:
+def terms_section(report: dict[str, Any], scope: str = "") -> str:
     """The stacked bars and every term of each estimate in GiB."""
     estimates = all_estimates(report)
     names = dict(TERMS) | {OVERLAP: "minus: not alive at the peak (overlap)",
@@ -151,12 +158,13 @@ def terms_section(report: dict[str, Any]) -> str:
                                                                  f"estimates.{i}.parameters.trainable")
                                                     for i, e in enumerate(estimates)])
     caption = napkin_line(report) if report.get("fit") else ""
-    return section("terms", "Memory per GPU by term", tag("figure", terms_chart(report), text("figcaption", caption)),
+    figure = tag("figure", terms_chart(report, scope), text("figcaption", caption))
+    return section(f"{scope}terms", "Memory per GPU by term", figure,
                    data_table("memory per GPU by term (GiB) for each method's estimate",
                               ["term"] + [method_title(e["method"]) for e in estimates], rows))
 
 
-def curves_section(report: dict[str, Any]) -> str:
+def curves_section(report: dict[str, Any], scope: str = "") -> str:
     """Both curves and their points; absent when the report was built without curves."""
     if not report.get("curves"):
         return ""
@@ -167,13 +175,31 @@ def curves_section(report: dict[str, Any]) -> str:
         rows = [[number(f"{p:,}", p, f"curves.{axis}.points.{k}", "count")]
                 + [gib_number(curve["required_bytes"][m][k], f"curves.{axis}.required_bytes.{m}.{k}", 2)
                    for m in methods] for k, p in enumerate(curve["points"])]
-        parts += [tag("figure", curve_chart(report, axis)),
+        parts += [tag("figure", curve_chart(report, axis, scope)),
                   data_table(f"GiB one GPU must hold against {label} ({fixed_name} {curve[fixed_key]:,})",
                              [label] + [method_title(m) for m in methods], rows)]
-    return section("curves", "Memory against sequence length and micro-batch", *parts)
+    return section(f"{scope}curves", "Memory against sequence length and micro-batch", *parts)
 
 
-def parameters_section(report: dict[str, Any]) -> str:
+def frontier_section(report: dict[str, Any], scope: str = "") -> str:
+    """Cost against time of the priced setups and their figures; absent without --tokens and --price."""
+    setups = priced_setups(report)
+    if not setups:
+        return ""
+    best = frontier(setups)
+    rows = [[escape(setup_name(setup))]
+            + [number(f"{setup['time'][f]:,.{d}f}", setup["time"][f], time_src(cell, f), unit)
+               for f, d, unit in (("tokens_per_s", 1, "tokens/s"), ("hours", 1, "h"), ("gpu_hours", 1, "GPU-h"),
+                                  ("cost_usd", 2, "USD"))]
+            + [escape(f"yes ({best.index(k) + 1})" if k in best else "no")]
+            for k, (cell, setup) in enumerate(setups)]
+    head = ["setup", "tokens/s", "wall hours", "GPU-hours", "USD", "on the frontier"]
+    return section(f"{scope}frontier", "Cost against time", tag("figure", frontier_chart(report, scope)),
+                   data_table("every priced setup, fastest first: throughput, hours and cost for the token budget",
+                              head, rows))
+
+
+def parameters_section(report: dict[str, Any], scope: str = "") -> str:
     """The architecture that decides memory and the exact parameter count by component."""
     arch, params = report["architecture"], report["parameters"]
     arch_rows = [[escape(label), escape(f"{arch[key]:,}" if type(arch[key]) is int else arch[key])]
@@ -187,7 +213,7 @@ def parameters_section(report: dict[str, Any]) -> str:
                        for d, n in params["by_dtype"].items()]
     if params.get("tied"):
         param_rows.append(["tied", escape(", ".join(f"{a} = {b}" for a, b in params["tied"]))])
-    return section("parameters", "Architecture and parameters",
+    return section(f"{scope}parameters", "Architecture and parameters",
                    tag("div", table("Architecture", ["", "value"], arch_rows),
                        table("Parameters by component", ["component", "parameters"], param_rows), class_="pair"))
 
@@ -210,7 +236,7 @@ def shown(value: Any) -> str:
     return str(value)
 
 
-def assumptions_section(report: dict[str, Any]) -> str:
+def assumptions_section(report: dict[str, Any], scope: str = "") -> str:
     """Every assumption of each method's estimate, and the estimates' notes (a note shared by all, once)."""
     estimates = all_estimates(report)
     by_method = [dict(flat("", e["assumptions"])) for e in estimates]
@@ -223,7 +249,7 @@ def assumptions_section(report: dict[str, Any]) -> str:
     items = [tag("li", *(() if len(who) == len(estimates) else (text("strong", ", ".join(who) + ": "),)), escape(note))
              for note, who in notes.items()]
     head = ["setting"] + [method_title(e["method"]) for e in estimates]
-    return section("assumptions", "Assumptions and notes",
+    return section(f"{scope}assumptions", "Assumptions and notes",
                    table("What each method's estimate assumes", head, rows, "assumptions"),
                    tag("ul", *items, class_="notes") if items else "")
 
@@ -238,15 +264,34 @@ def footer(report: dict[str, Any]) -> str:
                          "every figure equals the report's JSON (hfmem MODEL --format json).", class_="made-by"))
 
 
-def render(report: dict[str, Any]) -> str:
-    """The whole page for a report dict (`with_estimates(..., curves=True)` adds the curve charts)."""
+def article(report: dict[str, Any], scope: str = "") -> list[str]:
+    """One report's parts, in page order; `scope` prefixes every id, so several reports can share a page."""
     body = [header(report), messages(report)]
     if report.get("fit"):
-        body.append(fit_section(report))
+        body.append(fit_section(report, scope))
     if report.get("estimates"):
-        body += [terms_section(report), curves_section(report)]
-    body.append(parameters_section(report))
+        body += [terms_section(report, scope), curves_section(report, scope)]
+    if report.get("fit"):
+        body.append(frontier_section(report, scope))
+    body.append(parameters_section(report, scope))
     if report.get("estimates"):
-        body.append(assumptions_section(report))
+        body.append(assumptions_section(report, scope))
     body.append(footer(report))
-    return document(f"hfmem · {report['model']}", tag("main", *body))
+    return body
+
+
+def render(report: dict[str, Any]) -> str:
+    """The whole page for a report dict (`with_estimates(..., curves=True)` adds the curve charts)."""
+    return document(f"hfmem · {report['model']}", tag("main", *article(report)))
+
+
+def render_all(title: str, entries: list[tuple[str, dict[str, Any] | None, str | None]]) -> str:
+    """One page for several (label, report, error) entries: a list linking each report, or giving its error, then
+    each report as an article whose ids start with `r{n}-`."""
+    items = [tag("li", tag("a", escape(label), href=f"#r{n}") if report is not None
+                 else tag("span", escape(label), ": ", escape(error or "not analysed"), class_="warning"))
+             for n, (label, report, error) in enumerate(entries, 1)]
+    nav = tag("nav", text("h1", title), tag("ul", *items, class_="messages"))
+    articles = [tag("article", *article(report, f"r{n}-"), id=f"r{n}")
+                for n, (_, report, _) in enumerate(entries, 1) if report is not None]
+    return document(title, tag("main", nav, *articles))

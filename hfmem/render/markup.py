@@ -67,11 +67,12 @@ def asset(name: str) -> str:
 
 
 def document(title: str, body: str, script: str = "") -> str:
-    """A whole self-contained page: the stylesheet inline, then the body, then an optional inline script."""
+    """A whole self-contained page: the stylesheets inline (the charts' colours, then the page's), then the body,
+    then an optional inline script."""
     tail = f"<script>{script}</script>" if script else ""
     return ("<!DOCTYPE html>\n"
             f'<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             '<meta name="color-scheme" content="light dark">'
-            f"<title>{escape(title)}</title><style>{asset('report.css')}</style></head>"
+            f"<title>{escape(title)}</title><style>{asset('charts.css')}{asset('report.css')}</style></head>"
             f"<body>{body}{tail}</body></html>\n")

@@ -6,10 +6,14 @@ Colours come from the page's stylesheet (classes, CSS variables), so one chart r
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
-from hfmem.render.markup import tag, text
+from hfmem.render.markup import asset, tag, text
 
+SVG_NAMESPACE = "http://www.w3.org/2000/svg"
+_FRAME = re.compile(r'^<svg id="([^"]+)" viewBox="0 0 (\d+) (\d+)"')
+"""The start of every frame `chart` draws: its id, width and height."""
 LABEL_GAP = 13.0
 """Vertical pixels between two reference-line labels (one line of 11px text)."""
 
@@ -127,3 +131,24 @@ def chart(chart_id: str, width: int, height: int, title: str, desc: str, *body: 
     return tag("svg", text("title", title, id=f"{chart_id}-title"), text("desc", desc, id=f"{chart_id}-desc"), *body,
                id=chart_id, viewBox=f"0 0 {width} {height}", width=width, height=height, role="img",
                aria_labelledby=f"{chart_id}-title {chart_id}-desc", class_="chart")
+
+
+def frame(chart_markup: str) -> tuple[str, int, int]:
+    """The id, width and height of a frame drawn by `chart`."""
+    found = _FRAME.match(chart_markup)
+    if found is None:
+        raise ValueError("not a chart drawn by hfmem.render.svg.chart")
+    return found[1], int(found[2]), int(found[3])
+
+
+def standalone(chart_markup: str, title: str) -> str:
+    """A chart as an SVG file of its own: the XML declaration and namespace, the charts' stylesheet inline (light or
+    dark from the reader's setting), a backdrop in the page colour, and `title` (say, the model) added to its name."""
+    chart_id, width, height = frame(chart_markup)
+    style = f"<style><![CDATA[{asset('charts.css')}]]></style>"
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            + tag("svg", text("title", title, id="plot-title"), style,
+                  tag("rect", width="100%", height="100%", class_="backdrop"), chart_markup,
+                  xmlns=SVG_NAMESPACE, viewBox=f"0 0 {width} {height}", width=width, height=height, role="img",
+                  aria_labelledby=f"plot-title {chart_id}-title {chart_id}-desc")
+            + "\n")

@@ -12,6 +12,7 @@ from typing import Any
 
 from hfmem.hardware.gpus import Gpu
 from hfmem.hardware.prices import Price
+from hfmem.memory.advice import picked_setup, timed_setup
 from hfmem.hub.modelref import ModelRef
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.model.architecture import Architecture
@@ -131,7 +132,6 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     from hfmem.compute.roofline import DEFAULT_HFU
     from hfmem.hardware.gpus import catalogue
     from hfmem.hardware.prices import prices_for
-    from hfmem.memory.advice import timed_setup
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
     from hfmem.memory.record import compact_estimates, fit_table, gpu_table
@@ -195,7 +195,7 @@ def ranking(cells: list[dict[str, Any]], by: str | None) -> list[dict[str, Any]]
     """Every timed setup, best first by cost (priced ones only), time (hours, else seconds per token) or GPU count."""
     if by is None:
         return None
-    timed = [_pick(c) for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
+    timed = [picked_setup(c) for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
     if by == "cost":
         timed = [p for p in timed if "cost_usd" in p["time"]]
         return sorted(timed, key=lambda p: p["time"]["cost_usd"])
@@ -204,22 +204,12 @@ def ranking(cells: list[dict[str, Any]], by: str | None) -> list[dict[str, Any]]
     return sorted(timed, key=lambda p: (p["num_gpus"], -p["time"]["tokens_per_s"]))
 
 
-def _pick(c: dict[str, Any]) -> dict[str, Any]:
-    """A timed cell as a setup: method, GPU, GPU count (the suggestion's where it needs more), the change or GPUs it
-    is timed with where not as asked (memory.advice.setup_label) and its time."""
-    from hfmem.memory.advice import fewest_gpus, setup_label
-
-    gpus = fewest_gpus(c)["num_gpus"] if c["time"]["setup"] == "suggested GPUs" else c["asked"]["num_gpus"]
-    return {"method": c["method"], "gpu": c["gpu"]["name"], "num_gpus": gpus, "change": setup_label(c) or None,
-            "time": c["time"]}
-
-
 def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, Any]:
     """The fitting setups with the most tokens/s and, where priced, the lowest cost for the token budget."""
     timed = [c for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
 
     def pick(c: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if c is None else _pick(c)
+        return None if c is None else picked_setup(c)
 
     fastest = max(timed, key=lambda c: c["time"]["tokens_per_s"], default=None)
     priced = [c for c in timed if "cost_usd" in c["time"]]
