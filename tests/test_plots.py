@@ -100,7 +100,9 @@ def test_the_frontier_marks_the_setups_no_other_beats(tmp_path, capsys):
 
 
 def test_no_prices_no_frontier(tmp_path, capsys):
-    _, out = export(tmp_path, capsys, "--tokens", "2e9")
+    """GPUs the default price table has no price for, and no --price: nothing is priced, so no frontier is drawn."""
+    report, out = export(tmp_path, capsys, "--tokens", "2e9", "-g", "rtx4090", "-g", "rtx3090")
+    assert not any(c["time"].get("cost_usd") for c in cells(report) if isinstance(c.get("time"), dict))
     assert sorted(p.stem for p in out.iterdir()) == sorted(NAMES)
 
 
