@@ -95,6 +95,23 @@ def test_lora_all_linear_is_every_linear_but_the_head() -> None:
     assert lora_parameters(groups, 16) == 16 * per_layer * 32
 
 
+def test_lora_targets_that_match_nothing_are_refused_like_peft() -> None:
+    """PEFT raises "Target modules ... not found in the base model"; a count of 0 trainable parameters is no answer."""
+    torch = pytest.importorskip("torch")
+    peft = pytest.importorskip("peft")
+    from saved_activations import build_model
+    from tiny_models import tiny_config
+
+    from hfmem.errors import InvalidInputError
+
+    config = tiny_config("stabilityai/stablelm-base-alpha-3b", 2)
+    with pytest.raises(ValueError, match="not found"):
+        peft.get_peft_model(build_model(config, "eager", torch.float32),
+                            peft.LoraConfig(r=8, target_modules=["q_proj", "v_proj"]))
+    with pytest.raises(InvalidInputError, match="match no linear layer.*query_key_value"):
+        lora_targets(build_inventory(config), ("q_proj", "v_proj"))
+
+
 @pytest.mark.parametrize(("model_id", "targets"), [
     ("meta-llama/Meta-Llama-3-8B", ["q_proj", "v_proj"]),
     ("meta-llama/Meta-Llama-3-8B", "all-linear"),

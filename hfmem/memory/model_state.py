@@ -84,6 +84,10 @@ def lora_targets(inventory: Inventory, targets: tuple[str, ...]) -> tuple[Linear
             continue
         if every or leaf in names or g.name in names or (g.kind == "experts" and _expert_alias(leaf) & names):
             chosen.append(g)
+    if not chosen:  # PEFT refuses this too ("Target modules ... not found in the base model")
+        leaves = sorted({g.name.rsplit(".", 1)[-1] for g in inventory.linears})
+        raise InvalidInputError(f"lora_targets {','.join(targets)} match no linear layer of this model; "
+                                f"its layers: {','.join(leaves)} (or all-linear).")
     return tuple(chosen)
 
 
