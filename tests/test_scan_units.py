@@ -184,6 +184,7 @@ def test_scan_takes_every_estimate_flag_of_hfmem_model():
 
     model_only = {"MODEL", "model", "--revision", "--format", "-f", "--details"}  # per line as org/name@rev instead
     model_only |= {"--version"}  # hfmem's own version, not an estimate flag
+    model_only |= {"--plot-dir", "--plot-format"}  # one model's charts; a scan draws its dashboard (--html)
     assert flags(app) - model_only <= flags(scan_app)
 
 
