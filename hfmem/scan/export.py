@@ -79,8 +79,12 @@ def fit_cells(record: dict[str, Any]) -> list[FitCell]:
     Read: `method`, the GPU's name and usable GiB (the record's `gpus` table) and whether it fits as asked with
     the scan's settings, no mitigation. Cells missing any of them are skipped.
     """
+    return _fit_cells(_cells(record))
+
+
+def _fit_cells(entries: list[dict[str, Any]]) -> list[FitCell]:
     found = []
-    for entry in _cells(record):
+    for entry in entries:
         try:
             gpu = entry["gpu"]
             found.append(FitCell(entry["method"], gpu["name"], frozenset({gpu_key(gpu["name"])}),
@@ -105,25 +109,28 @@ def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def matches_fits(record: dict[str, Any], filters: Iterable[FitFilter]) -> bool:
     """True when, for every filter, the record's report fits that method on that GPU (a failed model fits nothing)."""
-    cells = [c for c in fit_cells(record) if c.fits]
-    return all(any(c.method == f.method and gpu_key(f.gpu) in c.gpu_keys for c in cells) for f in filters)
+    return _matches(fit_cells(record), filters)
 
 
-def smallest_fits(record: dict[str, Any]) -> dict[str, str]:
+def _matches(found: list[FitCell], filters: Iterable[FitFilter]) -> bool:
+    fitting = [c for c in found if c.fits]
+    return all(any(c.method == f.method and gpu_key(f.gpu) in c.gpu_keys for c in fitting) for f in filters)
+
+
+def _smallest_fits(found: list[FitCell]) -> dict[str, str]:
     """Per method, the GPU with the least memory the model fits on: the short answer to "what card do I need"."""
     best: dict[str, FitCell] = {}
-    for cell in fit_cells(record):
+    for cell in found:
         if cell.fits and (cell.method not in best or cell.usable_gib < best[cell.method].usable_gib):
             best[cell.method] = cell
     return {method: cell.gpu for method, cell in best.items()}
 
 
-def method_figures(record: dict[str, Any]) -> dict[str, tuple[float | None, str]]:
+def _method_figures(entries: list[dict[str, Any]], smallest: dict[str, str]) -> dict[str, tuple[float | None, str]]:
     """Per method of the record's fit matrix: (GiB per GPU as set, where it fits: "RTX 4090", "4× H100 80GB")."""
     by_method: dict[str, list[dict[str, Any]]] = {}
-    for entry in _cells(record):
+    for entry in entries:
         by_method.setdefault(entry["method"], []).append(entry)
-    smallest = smallest_fits(record)
     return {method: (_gib(entries), smallest.get(method) or _fewest_gpus(entries))
             for method, entries in by_method.items()}
 
@@ -159,34 +166,38 @@ def settings_text(record: dict[str, Any]) -> str:
 def summarise(records: Iterable[dict[str, Any]], filters: list[FitFilter]) -> list[tuple[dict[str, Any], bool]]:
     """(CSV row, fits every filter) for the last record of each (model, settings digest), in first-seen order.
 
-    Streams: only the small rows are kept, never the full reports.
+    Streams: only the small rows are kept, never the full reports; each record's fit cells are read once.
     """
     latest: dict[tuple[str, str], tuple[dict[str, Any], bool]] = {}
     for record in records:
-        latest[record_key(record)] = csv_row(record), matches_fits(record, filters)
+        entries = _cells(record)
+        found = _fit_cells(entries)
+        latest[record_key(record)] = csv_row(record, entries, found), _matches(found, filters)
     return list(latest.values())
 
 
-def csv_row(record: dict[str, Any]) -> dict[str, Any]:
-    """One flat CSV row per record; missing values are None."""
+def csv_row(record: dict[str, Any], entries: list[dict[str, Any]], found: list[FitCell]) -> dict[str, Any]:
+    """One flat CSV row per record, from the record and its fit cells (full and as FitCells); missing values are
+    None."""
     report = record.get("report") or {}
     arch = report.get("architecture") or {}
     params = report.get("parameters") or {}
     error = record.get("error") or {}
+    smallest = _smallest_fits(found)
     return {
         "model": record["model"], "status": record.get("status"), "repo_id": record.get("repo_id"),
         "revision": record.get("revision"), "sha": record.get("sha"), "model_type": arch.get("model_type"),
         "model_class": arch.get("model_class"), "parameters": params.get("total"),
         "checkpoint_parameters": params.get("checkpoint_total"), "checkpoint_bytes": params.get("checkpoint_bytes"),
-        "crosscheck": (report.get("crosscheck") or {}).get("status"), "smallest_fit": _smallest_text(record),
-        "fits": "; ".join(f"{c.method}:{c.gpu}" for c in fit_cells(record) if c.fits),
-        **_method_columns(record), "settings": settings_text(record) or None,
+        "crosscheck": (report.get("crosscheck") or {}).get("status"),
+        "smallest_fit": "; ".join(f"{method}: {gpu}" for method, gpu in smallest.items()),
+        "fits": "; ".join(f"{c.method}:{c.gpu}" for c in found if c.fits),
+        **_method_columns(_method_figures(entries, smallest)), "settings": settings_text(record) or None,
         "error_type": error.get("type"), "error": error.get("message"), "settings_digest": record["settings_digest"],
     }
 
 
-def _method_columns(record: dict[str, Any]) -> dict[str, Any]:
-    figures = method_figures(record)
+def _method_columns(figures: dict[str, tuple[float | None, str]]) -> dict[str, Any]:
     columns: dict[str, Any] = {}
     for name in METHOD_COLUMNS:
         method, _, what = name.partition("_")
@@ -259,10 +270,6 @@ def _memory_text(row: dict[str, Any]) -> str:
         if gib is not None:
             parts.append(f"{method} {gib:g} GiB: {fits_on}")
     return " · ".join(parts)
-
-
-def _smallest_text(record: dict[str, Any]) -> str:
-    return "; ".join(f"{method}: {gpu}" for method, gpu in smallest_fits(record).items())
 
 
 def gpu_key(name: str) -> str:
