@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from hfmem.model import derive as derive_module
-from hfmem.model.derive import VALUES_ONLY, derive, shape_hash
+from hfmem.model.architecture import read_architecture
+from hfmem.model.derive import ARCHITECTURE_FREE, VALUES_ONLY, derive, inventory_key, shape_hash
 from hfmem.model.meta import build_inventory, make_config, normalised_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,3 +58,22 @@ def test_a_sibling_reuses_the_build_and_matches_a_fresh_one(tmp_path, monkeypatc
     assert derive_module.meta_builds == builds + 1
     assert (arch, inventory) == (fresh_arch, fresh_inventory)
     assert arch.attention_dropout == 0.25  # the architecture is the sibling's own
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.parent.relative_to(ROOT)))
+def test_architecture_free_fields_leave_the_architecture_alone(path):
+    """Configs differing only in ARCHITECTURE_FREE fields share one cache entry: exact, since the architecture read
+    from each one's own config object is the same (and so, by the test above, is the inventory)."""
+    config = json.loads(path.read_text())
+    normalised = normalised_config(make_config(config))
+    changes = {k: _changed(normalised[k]) for k in ARCHITECTURE_FREE if normalised.get(k) is not None}
+    variant = config | changes | {k: _changed(v) for k, v in config.items() if k in ARCHITECTURE_FREE}
+    assert inventory_key(variant) == inventory_key(config)
+    assert read_architecture(normalised_config(make_config(variant))) == read_architecture(normalised)
+
+
+def test_a_value_the_architecture_reads_changes_the_key():
+    config = json.loads((ROOT / "hfmem" / "examples" / "Qwen2.5-0.5B" / "config.json").read_text())
+    assert inventory_key(config | {"attention_dropout": 0.25}) != inventory_key(config)
+    assert inventory_key(config | {"torch_dtype": "float32"}) != inventory_key(config)
+    assert ARCHITECTURE_FREE < VALUES_ONLY

@@ -55,12 +55,11 @@ def assert_counted(out: str) -> None:
     (API, "hub", dict(status=429, retry_after=0, times=3)),
     (CONFIG, "hub", dict(status=502, times=1, method="GET")),
     (CONFIG, "hub", dict(drop=True, times=1, method="GET")),
-    (CONFIG, "hub", dict(drop=True, times=1, method="HEAD")),
     (HEADER, "cdn", dict(status=503, times=2)),
     (HEADER, "cdn", dict(drop=True, times=2)),
     (HEADER, "cdn", dict(length_delta=50, times=1)),
     (HEADER, "cdn", dict(stall=2, times=1)),
-], ids=["api-drop", "api-500", "api-429", "config-502", "config-drop", "config-head-drop", "header-503", "header-drop",
+], ids=["api-drop", "api-500", "api-429", "config-502", "config-drop", "header-503", "header-drop",
         "header-short-body", "header-stall"])
 def test_transient_faults_are_retried(hub, capsys, pattern, host, effects):
     fault = hub.inject(pattern, host=host, **effects)

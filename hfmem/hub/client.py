@@ -4,7 +4,7 @@ Settings come from `hfmem.hub.settings` (read from the environment when a reques
 are never downloaded: headers are read with HTTP Range on a streamed response that is closed as soon as the
 header is in. Every Hub failure becomes one `hfmem.errors` exception with a one-line message.
 
-What the library does, it does here (model_info, the HEAD and cache lookup of hf_hub_download, offline cache
+What the library does, it does here (model_info, the cache lookup of a file at a commit, offline cache
 lookup, headers, sessions, status errors); what is kept has its reason next to it.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx2
-from huggingface_hub import HfApi, hf_hub_download, hf_hub_url, try_to_load_from_cache
+from huggingface_hub import HfApi, hf_hub_url, try_to_load_from_cache
 from huggingface_hub.errors import (
     EntryNotFoundError,
     GatedRepoError,
@@ -69,8 +69,10 @@ class HubClient:
         self._deadline = self._started + settings.model_deadline
         http.install()
         # The library logs each retry it makes on stderr, while hfmem's contract is one line per failure; its
-        # public verbosity knob is process-wide, which suits a command-line tool.
-        hf_logging.set_verbosity_error()
+        # public verbosity knob is process-wide, which suits a command-line tool (set once: setting it clears every
+        # logger's cache, milliseconds a model in a scan).
+        if hf_logging.get_verbosity() != hf_logging.ERROR:
+            hf_logging.set_verbosity_error()
 
     # -- repo metadata -------------------------------------------------------------------------
     def resolve(self, repo_id: str, revision: str | None) -> RepoState:
@@ -102,22 +104,19 @@ class HubClient:
     def fetch_json(self, repo: RepoState, filename: str, malformed: type[errors.HfmemError]) -> Any:
         """A small JSON file at the resolved commit: from the huggingface_hub cache, else one bounded GET.
 
-        hf_hub_download reads a body of any size under a timeout taken from a module constant (it has no
-        parameter), so only its dry run is used (cache lookup, HEAD, offline mode); the body is read here
-        under the request timeout and MAX_JSON_BYTES.
+        A file at a commit never changes, so the library's cache lookup (`try_to_load_from_cache`, which also finds
+        what other tools downloaded) needs no request; hf_hub_download would add a HEAD per file and read a body of
+        any size, so the body is read here under the request timeout and MAX_JSON_BYTES.
         """
         label = f"{repo.repo_id}/{filename}"
+        cached = try_to_load_from_cache(repo.repo_id, filename, cache_dir=self.settings.cache_dir, revision=repo.sha)
+        if isinstance(cached, str):
+            return read_json_file(Path(cached), label, malformed)
+        if self.settings.offline:
+            raise errors.OfflineCacheMissError(
+                f"{repo.repo_id}@{repo.sha}: {filename} is not cached and HF_HUB_OFFLINE is set.")
+        url = hf_hub_url(repo.repo_id, filename, revision=repo.sha, endpoint=self.settings.endpoint)
         with self._errors(repo.repo_id, repo.sha, filename):
-            info = self._retry(lambda: hf_hub_download(
-                repo.repo_id, filename, revision=repo.sha, cache_dir=self.settings.cache_dir,
-                token=self.settings.token or False, endpoint=self.settings.endpoint,
-                local_files_only=self.settings.offline, etag_timeout=self.settings.timeout,
-                library_name="hfmem", library_version=__version__, dry_run=True,
-            ))
-            if not info.will_download:
-                return read_json_file(Path(info.local_path), label, malformed)
-            _refuse_oversized(info.file_size or 0, label, malformed)  # the HEAD's size: no GET for a huge file
-            url = hf_hub_url(repo.repo_id, filename, revision=repo.sha, endpoint=self.settings.endpoint)
             body, size = self._retry(lambda: self._range(url, 0, MAX_JSON_BYTES))
         _refuse_oversized(max(size or 0, len(body)), label, malformed)
         return parse_json(body, label, malformed)
@@ -137,8 +136,11 @@ class HubClient:
         missing = [s for s in shards if s not in repo.files]
         if missing:
             raise errors.MalformedCheckpointError(f"{repo.repo_id}: index names missing shard {missing[0]}.")
-        with ThreadPoolExecutor(max_workers=min(workers, len(shards))) as pool:
-            headers = list(pool.map(lambda name: self.read_header(repo, name, guesses.get(name)), shards))
+        if len(shards) == 1:  # no pool (and its thread) for the one header most models have
+            headers = [self.read_header(repo, shards[0], guesses.get(shards[0]))]
+        else:
+            with ThreadPoolExecutor(max_workers=min(workers, len(shards))) as pool:
+                headers = list(pool.map(lambda name: self.read_header(repo, name, guesses.get(name)), shards))
         checkpoint = Checkpoint(index_total_size=total)
         for name, tensors in zip(shards, headers):
             checkpoint.add(name, tensors)

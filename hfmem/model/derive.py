@@ -32,12 +32,17 @@ VALUES_ONLY = frozenset({"rope_theta", "rms_norm_eps", "layer_norm_eps", "layer_
 """Config fields that set a value (a frequency, an epsilon, a dropout rate, a dtype), never a parameter's shape or
 a module's presence: left out of the key of the inventory a build counts (tests/test_derive_shapes.py changes
 them in every fixture config and builds both); the architecture is still read from the model's own config."""
+ARCHITECTURE_FREE = frozenset({"rope_theta", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon",
+                               "initializer_range", "initializer_factor"})
+"""The VALUES_ONLY fields that the Architecture does not read either (memory depends on none of them): left out of
+the key of the normalised config and inventory too, so configs differing only in these need no config object
+(tests/test_derive_shapes.py reads the architecture of every fixture config with them changed)."""
 
 
 def derive(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[str]) -> tuple[Architecture, Inventory]:
     """Architecture and exact inventory: meta build (cached by config hash), else headers, else config dims."""
     guard_config(config)
-    key = cache.config_hash(config, salt=_transformers_version())
+    key = inventory_key(config)
     if hit := cache.load("inventories", key):
         return _from_cache(hit)
     with _BUILD_LOCK:  # a thread that waited here finds the inventory another one just built
@@ -84,6 +89,12 @@ def as_built(arch: Architecture, inventory: Inventory) -> Architecture:
         return arch
     return replace(arch, num_experts=0, experts_per_token=0, moe_intermediate_size=None, num_shared_experts=0,
                    num_dense_layers=arch.num_layers)
+
+
+def inventory_key(config: dict[str, Any]) -> str:
+    """The key of a config's normalised config and inventory: its hash without the ARCHITECTURE_FREE fields."""
+    return cache.config_hash({k: v for k, v in config.items() if k not in ARCHITECTURE_FREE},
+                             salt=_transformers_version())
 
 
 def shape_hash(config: dict[str, Any]) -> str:

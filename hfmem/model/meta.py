@@ -90,7 +90,8 @@ def load_transformers() -> Any:
 def make_config(config_dict: dict[str, Any]) -> Any:
     """A transformers config object for the dict; unknown model types raise UnsupportedArchitectureError."""
     transformers = load_transformers()
-    transformers.logging.set_verbosity_error()  # config-upgrade chatter is not for hfmem's users
+    if transformers.logging.get_verbosity() != transformers.logging.ERROR:  # setting it clears every logger's cache
+        transformers.logging.set_verbosity_error()  # config-upgrade chatter is not for hfmem's users
     model_type = config_dict.get("model_type")
     if model_type not in transformers.CONFIG_MAPPING:
         raise UnsupportedArchitectureError(
