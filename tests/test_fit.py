@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import replace
 
 import pytest
@@ -51,6 +52,38 @@ def test_a_full_matrix_evaluates_each_part_once_per_distinct_input(monkeypatch) 
     assert len(fits) == 45
     for part, keys in seen.items():
         assert keys and len(keys) == len(set(keys)), f"{part}: {len(keys) - len(set(keys))} repeated evaluations"
+
+
+def _monotone(kind: str, rng: random.Random) -> tuple:
+    """A non-decreasing byte count over x and a limit somewhere along it: affine (activations in the batch), convex
+    (eager attention in the sequence), stepped (buckets) or with a jump."""
+    a, b, c = rng.randint(0, 10**9), rng.randint(1, 10**6), rng.randint(1, 3)
+    value = {"affine": lambda x: a + b * x, "convex": lambda x: a + b * x + c * x * x,
+             "stepped": lambda x: a + b * ((x + 3) // 4), "jump": lambda x: a + b * x + (x > 300) * 10**8}[kind]
+    return value, rng.randint(a - 10, a + b * 3_000)
+
+
+@pytest.mark.parametrize("kind", ["affine", "convex", "stepped", "jump"])
+def test_the_searches_give_bisections_answer(kind: str) -> None:
+    """`_largest` and `_smallest` return exactly the edge a scan of every x finds, on affine, convex, stepped and
+    jumping totals; on an affine total they need at most three evaluations past the doubling, not one per bit."""
+    from hfmem.memory.fit import _largest, _smallest
+
+    rng = random.Random(kind)
+    past_doubling = []
+    for _ in range(300):
+        value, limit = _monotone(kind, rng)
+        hi = rng.choice([64, 2048])
+        probed: set[int] = set()
+        got = _largest(1, hi, lambda x: probed.add(x) or value(x), limit)
+        assert got == max((x for x in range(1, hi + 1) if value(x) <= limit), default=0)
+        past_doubling.append(len(probed - {1 << k for k in range(12)} - {hi}))
+        base, per_gpu = rng.randint(0, 10**6), rng.randint(1, 10**7)
+        room = rng.randint(0, 2 * 10**6 + per_gpu)
+        want = next((n for n in range(1, 1025) if base + per_gpu // n <= room), None)
+        assert _smallest(1, 1024, lambda n: base + per_gpu // n, room) == want
+    if kind == "affine":
+        assert max(past_doubling) <= 3
 
 
 @pytest.mark.parametrize("method", ["full", "lora", "qlora"])
