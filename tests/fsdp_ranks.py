@@ -1,13 +1,16 @@
 """Real FSDP1 on CPU (gloo, 2 processes): the gradient bytes each rank holds after backward, for LoRA-like layers
-wrapped with the adapters in their frozen base's unit (use_orig_params=True) or in units of their own.
+wrapped with the adapters in their frozen base's unit (use_orig_params=True) or in units of their own; with
+`no_sync`, after an accumulating micro-batch's backward inside FSDP's no_sync() (as accelerate, HF Trainer and
+LitGPT accumulate), else after a synchronised one.
 
-    python tests/fsdp_ranks.py OUT.json mixed|apart
+    python tests/fsdp_ranks.py OUT.json mixed|apart [no_sync]
 
 Each layer is a frozen 64x64 weight plus trainable rank-8 A and B matrices (fp32), as PEFT builds a LoRA Linear.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -33,7 +36,7 @@ class LoraLinear(torch.nn.Module):
         return self.base(x) + self.lora_B(self.lora_A(x))
 
 
-def _rank(rank: int, port: int, layout: str, out: str) -> None:
+def _rank(rank: int, port: int, layout: str, out: str, no_sync: bool) -> None:
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -47,7 +50,8 @@ def _rank(rank: int, port: int, layout: str, out: str) -> None:
             layer.lora_B = FSDP(layer.lora_B, use_orig_params=True, device_id=cpu)
         model[i] = FSDP(layer, use_orig_params=True, device_id=cpu)
     wrapped = FSDP(model, use_orig_params=True, device_id=cpu)
-    wrapped(torch.randn(4, HIDDEN)).sum().backward()
+    with wrapped.no_sync() if no_sync else contextlib.nullcontext():
+        wrapped(torch.randn(4, HIDDEN)).sum().backward()
     grads = sum(h.flat_param.grad.nbytes for h in _handles(wrapped) if h.flat_param.grad is not None)
     totals = [torch.tensor([grads]) for _ in range(WORLD)]
     dist.all_gather(totals, torch.tensor([grads]))
@@ -68,7 +72,8 @@ def _handles(module: torch.nn.Module) -> list:
 
 def main() -> None:
     out, layout = sys.argv[1], sys.argv[2]
-    mp.start_processes(_rank, args=(free_port(), layout, out), nprocs=WORLD, start_method="spawn")
+    no_sync = sys.argv[3:] == ["no_sync"]
+    mp.start_processes(_rank, args=(free_port(), layout, out, no_sync), nprocs=WORLD, start_method="spawn")
 
 
 if __name__ == "__main__":

@@ -169,6 +169,9 @@ def training_arguments(d: Draft, linked: Linked | None, bf16_default: bool = Fal
     if accum is not None:
         d.set("gradient_accumulation_steps", accum, "gradient_accumulation_steps")
     optimizer(d, "optim")
+    sync = "accelerator_config.gradient_accumulation_kwargs.sync_each_batch"
+    if (each := d.boolean(sync)) is not None:
+        d.set("sync_each_batch", each, sync)
     for key in ("gradient_checkpointing", "activation_checkpointing"):
         on = d.boolean(key)
         if on is not None:

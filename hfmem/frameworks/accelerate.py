@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from hfmem.frameworks.profile import Default, Profile, github
-
-ACCELERATE = github("huggingface/accelerate", "16cb6eb80dd9aa8b4df1a63ef57863e455d53b83")
-"""Accelerate main (1.15.0.dev0)."""
+from hfmem.frameworks import upstream
+from hfmem.frameworks.profile import Default, Profile
+from hfmem.frameworks.upstream import ACCELERATE
 
 PROFILE = Profile(
     name="accelerate",
@@ -15,6 +14,7 @@ PROFILE = Profile(
         Default("optimizer", "adamw_foreach", ACCELERATE + "examples/nlp_example.py#L140",
                 "the example loop builds torch.optim.AdamW with no fused/foreach argument: the multi-tensor foreach "
                 "step on CUDA, which allocates one more state-sized buffer"),
+        upstream.ACCELERATE_NO_SYNC,
     ),
 )
 

@@ -14,6 +14,7 @@ PROFILE = Profile(
     title="axolotl",
     versions="axolotl 0.18.0 (067b021), peft 0.20.1.dev0 (adapter dtype)",
     defaults=(
+        upstream.ACCELERATE_NO_SYNC,
         Default("optimizer", "adamw", AXOLOTL + "utils/schemas/training.py#L123",
                 "optimizer defaults to adamw_torch_fused: fused AdamW, no extra state-sized buffer in the step"),
         Default("gradient_checkpointing", "off", AXOLOTL + "utils/schemas/config.py#L601",

@@ -10,6 +10,7 @@ PROFILE = Profile(
     title="Hugging Face Trainer + PEFT",
     versions="transformers 5.4 (training_args.py at 00349ae8; loss_utils.py as in 4.57-5.4), peft 0.20.1.dev0 (5d602fd)",
     defaults=(
+        upstream.ACCELERATE_NO_SYNC,
         upstream.TRAINER_OPTIMIZER,
         upstream.TRANSFORMERS_LOSS_UPCAST,
         upstream.PEFT_RANK,

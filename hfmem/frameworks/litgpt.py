@@ -20,6 +20,9 @@ PROFILE = Profile(
         Default("repeat_kv", True, LITGPT + "model.py#L538",
                 "grouped K/V are repeat_interleave'd to every query head before SDPA: K/V saved at the query "
                 "heads' count"),
+        Default("sync_each_batch", False, LORA + "#L354",
+                "fit() runs each accumulating micro-batch under fabric.no_backward_sync, FSDP's no_sync (full.py too): "
+                "every rank keeps its units' unsharded gradients until the step"),
         Default("lora_rank", 8, LORA + "#L56", "lora_r defaults to 8"),
         Default("lora_dropout", 0.05, LORA + "#L58",
                 "lora_dropout defaults to 0.05: each adapted layer keeps a dropout mask and its dropped input"),

@@ -14,6 +14,7 @@ PROFILE = Profile(
     title="LLaMA-Factory",
     versions="llamafactory 0.9.6.dev0 (ff6d4d1), transformers 5.4 (TrainingArguments.optim)",
     defaults=(
+        upstream.ACCELERATE_NO_SYNC,
         upstream.TRAINER_OPTIMIZER,
         Default("gradient_checkpointing", "full", LLAMA_FACTORY + "model/model_utils/checkpointing.py#L184",
                 "gradient checkpointing is enabled unless disable_gradient_checkpointing (default False): each "

@@ -54,6 +54,9 @@ PROFILE = Profile(
         Default("repeat_kv", True, TORCHTUNE + "torchtune/modules/attention.py#L289",
                 "MultiHeadAttention expands grouped K/V to every query head before SDPA: K/V saved at the query "
                 "heads' count"),
+        Default("sync_each_batch", True, TORCHTUNE + "recipes/full_finetune_distributed.py#L1024",
+                "the distributed recipes call backward() on every micro-batch with no no_sync(): FSDP2 "
+                "reduce-scatters each time, so only gradient shards accumulate"),
     ),
     method_defaults={
         "full": (

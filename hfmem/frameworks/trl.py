@@ -13,6 +13,7 @@ PROFILE = Profile(
     title="TRL SFTTrainer (SFTConfig)",
     versions="trl 1.10.0.dev0 (f2cd577), transformers 5.4 (TrainingArguments), peft 0.20.1.dev0 (LoraConfig)",
     defaults=(
+        upstream.ACCELERATE_NO_SYNC,
         Default("dtype", "amp-bf16", TRL + "utils.py#L1144",
                 "a model id is loaded in float32 unless model_init_kwargs sets dtype, and SFTConfig turns bf16 on "
                 "unless fp16 (base_config.py L105): bf16 autocast over fp32 weights, gradients and AdamW states"),

@@ -15,6 +15,8 @@ TRANSFORMERS_LOSS = github("huggingface/transformers", "0114da07ec0e101b420a923d
 """transformers at the commit whose loss/loss_utils.py puts the upcast on line 55, as v4.57 and v5.0-5.4 do."""
 PEFT = github("huggingface/peft", "5d602fdbff04c33c1c4de55cda9d4ae1d7cb7e40") + "src/peft/"
 """PEFT main (0.20.1.dev0)."""
+ACCELERATE = github("huggingface/accelerate", "16cb6eb80dd9aa8b4df1a63ef57863e455d53b83")
+"""Accelerate main (1.15.0.dev0)."""
 
 TRAINER_OPTIMIZER = Default(
     "optimizer", "adamw", TRANSFORMERS + "training_args.py#L802",
@@ -23,6 +25,10 @@ TRAINER_OPTIMIZER = Default(
 TRAINER_NO_CHECKPOINTING = Default(
     "gradient_checkpointing", "off", TRANSFORMERS + "training_args.py#L898",
     "TrainingArguments.gradient_checkpointing defaults to False: every layer's activations are kept for backward")
+ACCELERATE_NO_SYNC = Default(
+    "sync_each_batch", False, ACCELERATE + "src/accelerate/utils/dataclasses.py#L1024",
+    "GradientAccumulationPlugin.sync_each_batch defaults to False: accumulating micro-batches run under no_sync "
+    "(accumulate(), and the Trainer's loop), so under FSDP every rank keeps its units' unsharded gradients")
 TRANSFORMERS_LOSS_UPCAST = Default(
     "loss_upcast", True, TRANSFORMERS_LOSS + "loss/loss_utils.py#L55",
     "ForCausalLMLoss casts the logits to fp32 before the cross-entropy: an fp32 (b·s, V) copy of the logits")

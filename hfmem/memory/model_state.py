@@ -472,7 +472,11 @@ def _fsdp(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
         unit_grads = units.layer_parameters * b.train_g
         t.notes.append("FSDP1 with LoRA adapters in their frozen base's unit (use_orig_params=True): each unit's "
                        "flat gradient covers the frozen weights too, so gradient shards are full-size")
-    t.grads /= n
+    if _accumulates_unsharded(settings):
+        t.notes.append("FSDP gradient accumulation under no_sync: every rank keeps its units' whole unsharded "
+                       "gradients between micro-batches (sync_each_batch reduces them each time)")
+    else:
+        t.grads /= n
     if settings.resolved_sharding != "fsdp_full_shard":
         t.buffers += unit_grads
         t.notes.append("FSDP shard-grad-op: parameters stay unsharded between forward and backward")
@@ -488,6 +492,12 @@ def _fsdp(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
                        "the root unit (embeddings, head, final norm) gathered for the whole step")
 
 
+def _accumulates_unsharded(settings: TrainingSettings) -> bool:
+    """FSDP accumulating gradients under no_sync: each rank holds the whole unsharded gradients between steps."""
+    return (settings.resolved_sharding.startswith("fsdp") and settings.num_gpus > 1
+            and settings.gradient_accumulation_steps > 1 and not settings.sync_each_batch)
+
+
 def _offload(t: _Terms, settings: TrainingSettings, b: _ElementBytes, units: _Units) -> None:
     """CPU offload: optimizer states and master weights (and gradient partitions), then sharded weights."""
     sharding = settings.resolved_sharding
@@ -495,7 +505,9 @@ def _offload(t: _Terms, settings: TrainingSettings, b: _ElementBytes, units: _Un
         t.cpu += t.masters + t.states
         t.masters = 0.0
         t.states = 0.0
-        if (settings.zero_stage or 0) >= 2 or sharding.startswith("fsdp"):
+        if _accumulates_unsharded(settings):  # no_sync keeps them on the GPU; their shards move after the sync
+            t.cpu += t.grads / settings.num_gpus * (4 / b.train_g if b.train_g < 4 else 1)
+        elif (settings.zero_stage or 0) >= 2 or sharding.startswith("fsdp"):
             t.cpu += t.grads * (4 / b.train_g if b.train_g < 4 else 1)
             t.grads = units.reduce_bucket if sharding.startswith("zero") else 0.0
         t.notes.append("optimizer offload: optimizer states and fp32 master weights (and gradient partitions) "

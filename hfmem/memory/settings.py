@@ -183,6 +183,12 @@ class TrainingSettings:
     accelerate loop with TRANSFORMER_BASED_WRAP; HF Trainer wraps adapters apart with PEFT's fsdp_auto_wrap_policy):
     a unit's flat gradient covers its frozen weights too, so the gradient shards are full-size (torch's FSDP
     docstring warns of "higher than expected gradient memory usage"). Only FSDP sharding reads it."""
+    sync_each_batch: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
+    """FSDP with gradient accumulation: reduce-scatter the gradients after every micro-batch (accelerate's
+    sync_each_batch=True; torchtune, which calls no no_sync). Off, as accelerate, HF Trainer and LitGPT do, the
+    accumulating micro-batches run under no_sync and every rank keeps the whole unsharded gradients of each unit
+    until the step (torch's no_sync docstring: "accumulate the full model gradients (instead of gradient shards)").
+    Only FSDP sharding with --grad-accum above 1 reads it."""
     model_loading: str = setting("per-rank-cpu", Choice(MODEL_LOADING, MODEL_LOADING_ALIASES), affects=("state",),
                                  panel=SHARDING)
     """How each rank loads the checkpoint before sharding: per-rank-cpu (every rank reads the whole model into host
