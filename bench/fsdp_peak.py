@@ -4,7 +4,8 @@
 
 A tiny Llama (tests/tiny_models.py), each decoder layer and then the root wrapped by
 torch.distributed.fsdp.fully_shard on a CPU device mesh, trains two steps (full or PEFT LoRA r=8 on q_proj,
-v_proj; pure bf16; AdamW, its for-loop path: DTensor parameters); every rank's second-step peak of live tensors
+v_proj; pure bf16; AdamW, its for-loop path: DTensor parameters; with "accum", two micro-batches a step, the first
+under set_requires_gradient_sync(False) as accelerate's no_sync does for FSDP2); every rank's second-step peak of live tensors
 comes from LiveBytes (tests/live_peak.py: sharded parameters, states and gradients by their local shards,
 FSDP2's unsharded parameters followed through their storage resizes). Not a test: two processes per case.
 """
@@ -33,18 +34,20 @@ from hfmem.memory.settings import TrainingSettings  # noqa: E402
 
 MODEL = "meta-llama/Meta-Llama-3-8B"
 WORLD = 2
-CASES = [("full", 2, 128, False), ("full", 2, 128, True), ("lora", 2, 128, False), ("lora", 4, 128, False),
-         ("lora", 2, 128, True)]
+CASES = [("full", 2, 128, False, False), ("full", 2, 128, True, False), ("lora", 2, 128, False, False),
+         ("lora", 4, 128, False, False), ("lora", 2, 128, True, False), ("full", 2, 128, False, True),
+         ("lora", 2, 128, False, True)]
+"""(method, micro-batch, sequence, checkpointing, two micro-batches a step with the first under no_sync)."""
 TERMS = ("weights", "gradients", "optimizer", "sharding_buffers", "activations", "gradient_activation_overlap",
          "allocated_peak")
 
 
-def _rank(rank: int, port: int, case: tuple[str, int, int, bool], out: str) -> None:
+def _rank(rank: int, port: int, case: tuple[str, int, int, bool, bool], out: str) -> None:
     """One rank: wrap, train two steps under LiveBytes, write its peak and what was alive then."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    method, b, s, checkpointing = case
+    method, b, s, checkpointing, accumulate = case
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD)
     torch.set_num_threads(1)
     mesh = init_device_mesh("cpu", (WORLD,))
@@ -65,11 +68,13 @@ def _rank(rank: int, port: int, case: tuple[str, int, int, bool], out: str) -> N
         for step in range(2):
             if step == 1:
                 live.reset_peak()
-            with live.phase("forward"):
-                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
-            with live.phase("backward"):
-                loss.backward()
-            del loss
+            for micro in range(2 if accumulate else 1):
+                model.set_requires_gradient_sync(micro == 1 or not accumulate)
+                with live.phase("forward"):
+                    loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+                with live.phase("backward"):
+                    loss.backward()
+                del loss
             with live.phase("step"):
                 optimizer.step()
             live.mark([p.grad for p in trainable], "gradients (shard)")
@@ -81,25 +86,27 @@ def _rank(rank: int, port: int, case: tuple[str, int, int, bool], out: str) -> N
 
 
 
-def measure(case: tuple[str, int, int, bool]) -> list[dict[str, Any]]:
+def measure(case: tuple[str, int, int, bool, bool]) -> list[dict[str, Any]]:
     """Every rank's peak for the case."""
     return spawn(_rank, WORLD, case)
 
 
-def predicted(case: tuple[str, int, int, bool]) -> dict[str, int]:
+def predicted(case: tuple[str, int, int, bool, bool]) -> dict[str, int]:
     """hfmem's per-GPU terms for the case (FSDP full shard over WORLD GPUs)."""
-    method, b, s, checkpointing = case
+    method, b, s, checkpointing, accumulate = case
     lora = {"lora_rank": 8, "lora_targets": LORA_TARGETS} if method == "lora" else {}
     settings = TrainingSettings(method=method, dtype="bf16-pure", optimizer="adamw", micro_batch_size=b, seq_len=s,
                                 attention="sdpa", gradient_checkpointing="full" if checkpointing else "off",
-                                sharding="fsdp_full_shard", num_gpus=WORLD, **lora)
+                                sharding="fsdp_full_shard", num_gpus=WORLD,
+                                gradient_accumulation_steps=2 if accumulate else 1, **lora)
     return cpu_prediction(tiny_config(MODEL, 2), settings).to_dict()
 
 
 def main() -> None:
     for case in CASES:
-        method, b, s, checkpointing = case
-        print_case(f"FSDP2 x{WORLD} {method} b={b} s={s}{' ckpt' if checkpointing else ''}", predicted(case), TERMS,
+        method, b, s, checkpointing, accumulate = case
+        title = f"FSDP2 x{WORLD} {method} b={b} s={s}{' ckpt' if checkpointing else ''}{' accum 2, no_sync' if accumulate else ''}"
+        print_case(title, predicted(case), TERMS,
                    measure(case), top=10)
 
 
