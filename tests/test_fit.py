@@ -71,7 +71,7 @@ def test_the_searches_give_bisections_answer(kind: str) -> None:
 
     rng = random.Random(kind)
     past_doubling = []
-    for _ in range(300):
+    for _ in range(100):
         value, limit = _monotone(kind, rng)
         hi = rng.choice([64, 2048])
         probed: set[int] = set()
