@@ -337,9 +337,9 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     def seq_bytes(s_len: int) -> int:
         return total_of(("s", s_len), lambda: (asked, s_len))
 
-    max_b = max(0, _largest(1, MAX_MICRO_BATCH, batch_bytes, limit))
+    max_b = _largest(1, MAX_MICRO_BATCH, batch_bytes, limit)  # 0: not even one
     seq_cap = arch.max_position_embeddings or MAX_SEQ
-    max_s = max(0, _largest(1, seq_cap, seq_bytes, limit))
+    max_s = _largest(1, seq_cap, seq_bytes, limit)
     capped = max_s == seq_cap
 
     fits_one_gpu = ok if single == asked else planner.resident(single, seq) <= limit
