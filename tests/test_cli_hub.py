@@ -67,6 +67,16 @@ def test_config_json_past_the_size_bound_is_refused_unread(hub, capsys, monkeypa
     assert get.bytes_sent == 101 and hub.total_bytes() < 2_000
 
 
+def test_the_model_description_asks_for_the_commit_and_files_only(hub, capsys):
+    """A popular model's full description lists its Spaces, card and widgets (often hundreds of kB): resolve asks
+    for `sha` and `siblings` alone."""
+    from urllib.parse import parse_qs
+
+    assert report(capsys, "openai-community/gpt2")["parameters"]["total"] == 124_439_808
+    [api] = hub.requests("/api/models/*")
+    assert sorted(parse_qs(api.query)["expand"]) == ["sha", "siblings"]
+
+
 def test_huggingface_hub_globals_are_left_alone(hub, capsys):
     """hfmem's timeout and retries are its own: no huggingface_hub constant is reassigned, even with --timeout."""
     from huggingface_hub import constants

@@ -46,6 +46,9 @@ from hfmem.hub.safetensors import (
 from hfmem.hub.settings import HubSettings, redact_url
 
 T = TypeVar("T")
+RESOLVE_FIELDS = ["sha", "siblings"]
+"""What `resolve` asks the model description for: the commit and the file list (a popular model's full description
+lists its Spaces, card data and widget examples too, often hundreds of kB)."""
 # What huggingface_hub raises on an API answer that is HTML, a JSON list or has fields of the wrong type.
 MALFORMED_ANSWER = (ValueError, TypeError, KeyError, AttributeError)
 
@@ -83,7 +86,8 @@ class HubClient:
                     library_version=__version__)
         with self._errors(repo_id, revision):
             try:
-                info = self._retry(lambda: api.model_info(repo_id, revision=revision, timeout=self.settings.timeout))
+                info = self._retry(lambda: api.model_info(repo_id, revision=revision, timeout=self.settings.timeout,
+                                                          expand=RESOLVE_FIELDS))
             except MALFORMED_ANSWER:
                 raise errors.NetworkError(f"{repo_id}: the Hub's answer is not a model description.") from None
         return _repo_state(repo_id, info.id, info.sha, info.siblings)
