@@ -5,9 +5,9 @@
 A tiny Llama (tests/tiny_models.py), each decoder layer and then the root wrapped by
 torch.distributed.fsdp.fully_shard on a CPU device mesh, trains two steps (full or PEFT LoRA r=8 on q_proj,
 v_proj; pure bf16; AdamW, its for-loop path: DTensor parameters; with "accum", two micro-batches a step, the first
-under set_requires_gradient_sync(False) as accelerate's no_sync does for FSDP2); every rank's second-step peak of live tensors
-comes from LiveBytes (tests/live_peak.py: sharded parameters, states and gradients by their local shards,
-FSDP2's unsharded parameters followed through their storage resizes). Not a test: two processes per case.
+under set_requires_gradient_sync(False) as accelerate's no_sync does for FSDP2); every rank's second-step peak of
+live tensors comes from LiveBytes (tests/live_peak.py: sharded parameters, states and gradients by their local
+shards, FSDP2's unsharded parameters followed through their storage resizes). Not a test: two processes per case.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def predicted(case: tuple[str, int, int, bool, bool]) -> dict[str, int]:
 def main() -> None:
     for case in CASES:
         method, b, s, checkpointing, accumulate = case
-        title = f"FSDP2 x{WORLD} {method} b={b} s={s}{' ckpt' if checkpointing else ''}{' accum 2, no_sync' if accumulate else ''}"
+        title = (f"FSDP2 x{WORLD} {method} b={b} s={s}{' ckpt' if checkpointing else ''}"
+                 f"{' accum 2, no_sync' if accumulate else ''}")
         print_case(title, predicted(case), TERMS,
                    measure(case), top=10)
 

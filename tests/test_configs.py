@@ -371,7 +371,8 @@ def test_trainer_arguments_sync_each_batch(tmp_path, each):
     """accelerator_config's gradient_accumulation_kwargs.sync_each_batch is the setting; absent, the default stays."""
     path = tmp_path / "args.json"
     args = {"output_dir": "out", "gradient_accumulation_steps": 4, "fsdp": "full_shard auto_wrap"}
-    path.write_text(json.dumps(args | {"accelerator_config": {"gradient_accumulation_kwargs": {"sync_each_batch": each}}}))
+    kwargs = {"gradient_accumulation_kwargs": {"sync_each_batch": each}}
+    path.write_text(json.dumps(args | {"accelerator_config": kwargs}))
     assert read_config(path).values["sync_each_batch"] is each
     path.write_text(json.dumps(args))
     assert "sync_each_batch" not in read_config(path).values

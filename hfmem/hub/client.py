@@ -195,12 +195,12 @@ class HubClient:
     def _retry(self, call: Callable[[], T]) -> T:
         """Retry 429 (honouring Retry-After), 5xx and transport errors, a bounded number of times.
 
-        Kept rather than huggingface_hub.utils.http_backoff, which wraps raw requests only (not model_info or
-        hf_hub_download), sleeps Retry-After + 1 s and has no overall time budget: one policy for every request.
+        Kept rather than huggingface_hub.utils.http_backoff, which wraps raw requests only (not model_info), sleeps
+        Retry-After + 1 s and has no overall time budget: one policy for every request.
 
         Transport errors (timeouts, drops) are retried only while the attempts so far have spent less
         than `(retries + 1) * timeout` in all (sleeps not counted): one attempt that already retried
-        internally (huggingface_hub's HEAD requests do) uses that budget up, so waits never multiply.
+        internally uses that budget up, so waits never multiply.
         """
         budget, spent = (self.settings.retries + 1) * self.settings.timeout, 0.0
         for attempt in range(self.settings.retries + 1):

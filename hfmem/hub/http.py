@@ -1,7 +1,7 @@
 """One bounded transport under every Hub request: decoded bodies capped while they stream, an overall deadline.
 
-huggingface_hub sends its requests (model_info, list_models, the HEAD of hf_hub_download) and hfmem its Range
-reads through the one httpx2 client that `huggingface_hub.set_client_factory` (its documented hook) makes;
+huggingface_hub sends its requests (model_info, list_models) and hfmem its Range reads (headers, small JSON
+files) through the one httpx2 client that `huggingface_hub.set_client_factory` (its documented hook) makes;
 `install` makes that client use `BoundedTransport`. Its bodies are decoded here, in pieces of at most
 PIECE_BYTES, and end after MAX_BODY_BYTES decoded bytes (a gzip bomb or an endless chunked answer stops there).
 A request made inside `bounded(...)` must be complete by its deadline: checked before it is sent, once its
