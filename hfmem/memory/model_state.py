@@ -505,10 +505,11 @@ def _offload(t: _Terms, settings: TrainingSettings, b: _ElementBytes, units: _Un
         t.cpu += t.masters + t.states
         t.masters = 0.0
         t.states = 0.0
+        to_fp32 = 4 / b.train_g if b.train_g < 4 else 1  # offloaded gradient partitions are kept in fp32
         if _accumulates_unsharded(settings):  # no_sync keeps them on the GPU; their shards move after the sync
-            t.cpu += t.grads / settings.num_gpus * (4 / b.train_g if b.train_g < 4 else 1)
+            t.cpu += t.grads / settings.num_gpus * to_fp32
         elif (settings.zero_stage or 0) >= 2 or sharding.startswith("fsdp"):
-            t.cpu += t.grads * (4 / b.train_g if b.train_g < 4 else 1)
+            t.cpu += t.grads * to_fp32
             t.grads = units.reduce_bucket if sharding.startswith("zero") else 0.0
         t.notes.append("optimizer offload: optimizer states and fp32 master weights (and gradient partitions) "
                        "on the CPU")
