@@ -1,202 +1,412 @@
-"""Predicted vs measured peak GPU memory for real training steps, for a machine with a CUDA GPU.
+"""Measured peak GPU memory and step time of real training steps, and hfmem's prediction for each.
 
-    python bench/gpu_measure.py --out bench/results/gpu_measure.json   # on a GPU: measure every case
-    python bench/gpu_measure.py --dry-run                              # anywhere: tiny models on CPU, no figures
+    python bench/gpu_measure.py --measure --out gpu.json          # on a CUDA GPU: train every case, record figures
+    python bench/gpu_measure.py --score fixtures/gpu_measured.json  # anywhere: hfmem against a recorded run
+    python bench/gpu_measure.py --dry-run                           # anywhere: the measuring loop on tiny CPU models
 
-Each case builds a randomly initialised model from a fixture config (no weights are downloaded),
-trains it for three steps with transformers (+ PEFT for LoRA, + bitsandbytes for QLoRA when it
-imports) and records torch.cuda.max_memory_allocated / max_memory_reserved over steps 2-3, after the
-optimizer states exist. hfmem predicts the same settings; the table and the JSON give both and the
-error. The loop drops each step's loss before the next, as transformers' Trainer does.
+Each case builds a randomly initialised model from a fixture config (no weights are downloaded) with
+transformers (+ PEFT for LoRA, + bitsandbytes 4-bit for QLoRA) and trains it for three steps, either in a
+plain loop (forward, backward, AdamW step, zero_grad(set_to_none=True), the loss dropped before the next
+step, as transformers' Trainer does) or through transformers.Trainer itself. Steps 2 and 3, after the
+optimizer states exist, are measured phase by phase with torch.cuda.max_memory_allocated: what is live
+before the forward, the forward's peak and what it leaves for backward, the backward's peak and the
+optimizer step's. Measuring needs no hfmem import, so it runs with whatever transformers the GPU machine
+has; scoring happens wherever hfmem is installed, from the recorded settings.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from hfmem.model.architecture import read_architecture  # noqa: E402
-from hfmem.memory.estimate import estimate  # noqa: E402
-from hfmem.model.meta import build_inventory  # noqa: E402
-from hfmem.memory.settings import TrainingSettings  # noqa: E402
-from hfmem.units import GIB  # noqa: E402
-
 HUB = ROOT / "fixtures" / "hub"
+GIB = 1 << 30
 
 
 @dataclass(frozen=True)
 class Case:
-    """One training run: a fixture model and the hfmem settings that describe the loop below."""
+    """One training run, in hfmem's setting names, so the recorded row is also the question hfmem answers."""
 
     model: str
     method: str
+    micro_batch_size: int
+    seq_len: int
     dtype: str = "bf16-pure"
-    micro_batch_size: int = 2
-    seq_len: int = 2048
     gradient_checkpointing: str = "off"
-    optimizer: str = "adamw_foreach"
-    extra: dict[str, Any] = field(default_factory=dict)
+    lora_rank: int = 8
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    lora_dropout: float = 0.0
+    kbit_preparation: bool = False
+    loop: str = "plain"
 
     @property
     def name(self) -> str:
-        ckpt = "+ckpt" if self.gradient_checkpointing != "off" else ""
-        return f"{self.model.split('/')[-1]} {self.method} {self.dtype} b{self.micro_batch_size} s{self.seq_len}{ckpt}"
+        parts = [self.model.split("/")[-1], self.method, self.dtype, f"b{self.micro_batch_size}", f"s{self.seq_len}"]
+        if self.method != "full":
+            parts.append(f"r{self.lora_rank}:{'+'.join(t.removesuffix('_proj') for t in self.lora_targets)}")
+        parts += ["ckpt"] * (self.gradient_checkpointing != "off") + [f"drop{self.lora_dropout}"] * bool(self.lora_dropout)
+        parts += ["kbit-prep"] * self.kbit_preparation + ["trainer"] * (self.loop == "trainer")
+        return " ".join(parts)
 
-    def settings(self) -> TrainingSettings:
-        return TrainingSettings(method=self.method, dtype=self.dtype, micro_batch_size=self.micro_batch_size,
-                                seq_len=self.seq_len, gradient_checkpointing=self.gradient_checkpointing,
-                                optimizer=self.optimizer, attention="sdpa", lora_rank=16, lora_targets=("all-linear",),
-                                **self.extra)
+    def settings(self) -> dict[str, Any]:
+        """The hfmem settings that describe this run (every one stated, none left to a default)."""
+        stated = {"method": self.method, "dtype": self.dtype, "micro_batch_size": self.micro_batch_size,
+                  "seq_len": self.seq_len, "gradient_checkpointing": self.gradient_checkpointing,
+                  "attention": "sdpa", "optimizer": "adamw_torch", "loss_upcast": True}
+        if self.method != "full":
+            stated |= {"lora_rank": self.lora_rank, "lora_targets": self.lora_targets, "lora_dropout": self.lora_dropout,
+                       "adapter_dtype": "fp32"}
+        return stated
 
 
-LLAMA_1B, QWEN_05B = "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-0.5B"
+LLAMA2_7B, MISTRAL_7B, LLAMA31_8B = "meta-llama/Llama-2-7b-hf", "mistralai/Mistral-7B-v0.1", "meta-llama/Llama-3.1-8B"
+GEMMA_2B, PHI_2, QWEN25_7B = "google/gemma-2b", "microsoft/phi-2", "Qwen/Qwen2.5-7B"
+LLAMA32_1B, QWEN25_05B, QWEN25_15B = "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-1.5B"
+ALL_LINEAR = ("all-linear",)
 CASES = (
-    Case(LLAMA_1B, "full"),
-    Case(LLAMA_1B, "full", dtype="amp-bf16"),
-    Case(LLAMA_1B, "full", gradient_checkpointing="full", seq_len=4096),
-    Case(LLAMA_1B, "lora"),
-    Case(LLAMA_1B, "lora", gradient_checkpointing="full", micro_batch_size=4),
-    Case(LLAMA_1B, "qlora", gradient_checkpointing="full", optimizer="paged_adamw_8bit"),
-    Case(QWEN_05B, "full"),
-    Case(QWEN_05B, "lora", micro_batch_size=4),
-    Case(QWEN_05B, "qlora", gradient_checkpointing="full", micro_batch_size=4, optimizer="paged_adamw_8bit"),
+    # LoRA r=8 on q and v, pure bf16, no checkpointing, ~1k tokens: micro-batch 1, 2, 4
+    *(Case(LLAMA2_7B, "lora", mb, 1024) for mb in (1, 2, 4)),
+    Case(LLAMA2_7B, "lora", 4, 1024, lora_dropout=0.1),
+    *(Case(MISTRAL_7B, "lora", mb, 1024) for mb in (1, 4)),
+    *(Case(GEMMA_2B, "lora", mb, 1024) for mb in (1, 4)),
+    *(Case(PHI_2, "lora", mb, 1024) for mb in (1, 4)),
+    Case(LLAMA31_8B, "lora", 1, 4096, lora_rank=16, lora_targets=ALL_LINEAR),
+    Case(LLAMA31_8B, "lora", 4, 2048, lora_rank=16, lora_targets=ALL_LINEAR, gradient_checkpointing="full"),
+    Case(QWEN25_7B, "lora", 2, 2048, lora_rank=16, lora_targets=ALL_LINEAR, gradient_checkpointing="full"),
+    # full fine-tunes
+    Case(LLAMA32_1B, "full", 2, 2048),
+    Case(LLAMA32_1B, "full", 2, 2048, dtype="amp-bf16"),
+    Case(LLAMA32_1B, "full", 2, 4096, gradient_checkpointing="full"),
+    Case(QWEN25_05B, "full", 2, 2048),
+    Case(QWEN25_15B, "full", 4, 2048, gradient_checkpointing="full"),
+    Case(GEMMA_2B, "full", 1, 2048),
+    # transformers.Trainer (bf16=True autocast over the bf16-loaded model)
+    Case(LLAMA2_7B, "lora", 4, 1024, dtype="bf16", loop="trainer"),
+    Case(LLAMA32_1B, "full", 2, 2048, dtype="amp-bf16", loop="trainer"),
+    # QLoRA (bitsandbytes nf4, double quantisation), with and without PEFT's kbit preparation
+    *(Case(LLAMA2_7B, "qlora", mb, 1024) for mb in (1, 4)),
+    Case(LLAMA2_7B, "qlora", 1, 1024, kbit_preparation=True, gradient_checkpointing="full"),
+    Case(LLAMA31_8B, "qlora", 2, 2048, lora_rank=16, lora_targets=ALL_LINEAR, gradient_checkpointing="full"),
 )
 
 
 def config_of(model: str) -> dict[str, Any]:
+    """A fixture model's config.json, as the Hub serves it."""
     config = json.loads((HUB / model / "config.json").read_text())
     config.pop("_note", None)
     return config
 
 
-def predict(case: Case, config: dict[str, Any]) -> dict[str, float]:
-    est = estimate(read_architecture(config), build_inventory(config), case.settings())
-    peaks = est.per_gpu_bytes
-    return {"allocated_peak": peaks.allocated_peak / GIB, "reserved_peak": peaks.reserved_peak / GIB}
+# ---------------------------------------------------------------- measuring (torch, transformers, peft only)
+
+def _hf_config(config: dict[str, Any]) -> Any:
+    import transformers
+
+    data = {k: v for k, v in config.items() if k not in {"architectures", "auto_map", "torch_dtype", "dtype"}}
+    hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
+    hf_config.use_cache = False
+    return hf_config
 
 
-def build(case: Case, config: dict[str, Any], device: str) -> Any:
+def _quantised_from(config: dict[str, Any], device: str, checkpoints: dict[str, str]) -> Any:
+    """A bf16 random checkpoint saved once per model, loaded back 4-bit as bitsandbytes QLoRA loads real weights."""
+    import torch
+    import transformers
+
+    key = json.dumps(config, sort_keys=True)
+    if key not in checkpoints:
+        checkpoints[key] = tempfile.mkdtemp(prefix="hfmem-ckpt-")
+        with torch.device(device):
+            dense = transformers.AutoModelForCausalLM.from_config(_hf_config(config), dtype=torch.bfloat16)
+        dense.save_pretrained(checkpoints[key])
+        del dense
+    quant = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                                            bnb_4bit_compute_dtype=torch.bfloat16)
+    return transformers.AutoModelForCausalLM.from_pretrained(checkpoints[key], quantization_config=quant,
+                                                             dtype=torch.bfloat16, attn_implementation="sdpa",
+                                                             device_map={"": device})
+
+
+def build(case: Case, config: dict[str, Any], device: str, checkpoints: dict[str, str]) -> Any:
     """The model as the case trains it: random weights, sdpa attention, adapters / 4-bit layers as stated."""
     import torch
     import transformers
 
-    data = {k: v for k, v in config.items() if k not in {"architectures", "auto_map"}}
-    hf_config = transformers.AutoConfig.for_model(data.pop("model_type"), **data)
-    hf_config.use_cache = False
-    weights_dtype = torch.float32 if case.dtype in {"amp-bf16", "fp32"} else torch.bfloat16
     torch.manual_seed(0)
     if case.method == "qlora":
-        with tempfile.TemporaryDirectory() as tmp:  # bitsandbytes quantises while loading a checkpoint
-            transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16).save_pretrained(tmp)
-            quant = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                                    bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)
-            model = transformers.AutoModelForCausalLM.from_pretrained(
-                tmp, quantization_config=quant, dtype=torch.bfloat16, attn_implementation="sdpa", device_map={"": device})
+        model = _quantised_from(config, device, checkpoints)
     else:
-        model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=weights_dtype, attn_implementation="sdpa")
-        model.to(device)
-    if case.gradient_checkpointing != "off":
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if case.method in {"lora", "qlora"}:
+        weights_dtype = torch.float32 if case.dtype in {"amp-bf16", "fp32"} else torch.bfloat16
+        with torch.device(device):
+            model = transformers.AutoModelForCausalLM.from_config(_hf_config(config), dtype=weights_dtype,
+                                                                  attn_implementation="sdpa")
+    if case.method == "qlora" and case.kbit_preparation:
         import peft
 
-        model = peft.get_peft_model(model, peft.LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
-                                                           lora_dropout=0.0, task_type="CAUSAL_LM"))
+        model = peft.prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=case.gradient_checkpointing != "off",
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif case.gradient_checkpointing != "off":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if case.method != "full":
+            model.enable_input_require_grads()
+    if case.method != "full":
+        import peft
+
+        targets = "all-linear" if case.lora_targets == ALL_LINEAR else list(case.lora_targets)
+        model = peft.get_peft_model(model, peft.LoraConfig(r=case.lora_rank, lora_alpha=2 * case.lora_rank,
+                                                           target_modules=targets, lora_dropout=case.lora_dropout,
+                                                           task_type="CAUSAL_LM"))
     model.train()
     return model
 
 
-def optimizer_for(case: Case, params: list[Any]) -> Any:
+class Meter:
+    """Phase-by-phase peaks of torch.cuda's allocator (zeros on a CPU, where nothing is measured)."""
+
+    def __init__(self, device: str) -> None:
+        import torch
+
+        self.cuda = torch.cuda if device == "cuda" else None
+        self.figures: dict[str, int] = {}
+
+    def live(self) -> int:
+        if self.cuda is None:
+            return 0
+        self.cuda.synchronize()
+        return self.cuda.memory_allocated()
+
+    def start(self) -> None:
+        if self.cuda is not None:
+            self.cuda.synchronize()
+            self.cuda.reset_peak_memory_stats()
+
+    def keep(self, name: str, value: int) -> None:
+        self.figures[name] = max(self.figures.get(name, 0), value)
+
+    def end(self, phase: str) -> None:
+        """Record the phase's peak allocated and reserved bytes, and what it leaves live."""
+        if self.cuda is None:
+            return
+        self.cuda.synchronize()
+        self.keep(f"{phase}_peak", self.cuda.max_memory_allocated())
+        self.keep("reserved_peak", self.cuda.max_memory_reserved())
+        self.keep(f"after_{phase}", self.cuda.memory_allocated())
+
+
+def _plain_loop(case: Case, model: Any, ids: Any, meter: Meter, steps: int) -> list[float]:
     import torch
 
-    if case.optimizer == "paged_adamw_8bit":
-        import bitsandbytes as bnb
-
-        return bnb.optim.PagedAdamW8bit(params, lr=1e-5)
-    return torch.optim.AdamW(params, lr=1e-5, foreach=True)
-
-
-def measure(case: Case, config: dict[str, Any], device: str, steps: int = 3) -> dict[str, float] | None:
-    """Peak allocated / reserved GiB over steps 2..steps (None on CPU, where nothing is measured)."""
-    import torch
-
-    model = build(case, config, device)
-    optimizer = optimizer_for(case, [p for p in model.parameters() if p.requires_grad])
-    ids = torch.randint(0, config["vocab_size"], (case.micro_batch_size, case.seq_len), device=device)
-    amp = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=case.dtype == "amp-bf16")
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    amp = torch.autocast(device_type=ids.device.type, dtype=torch.bfloat16, enabled=case.dtype != "bf16-pure")
+    seconds = []
     for step in range(steps):
-        if step == 1 and device == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+        measured = step > 0
+        started = time.perf_counter()
+        if measured:
+            meter.keep("before_forward", meter.live())
+            meter.start()
         with amp:
             loss = model(input_ids=ids, labels=ids).loss
+        if measured:
+            meter.end("forward")
+            meter.start()
         loss.backward()
         del loss
+        if measured:
+            meter.end("backward")
+            meter.start()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    if device != "cuda":
-        return None
-    torch.cuda.synchronize()
-    result = {"allocated_peak": torch.cuda.max_memory_allocated() / GIB,
-              "reserved_peak": torch.cuda.max_memory_reserved() / GIB}
-    del model, optimizer
-    torch.cuda.empty_cache()
-    return result
+        if measured:
+            meter.end("optimizer")
+        meter.live()
+        seconds.append(time.perf_counter() - started)
+    del optimizer
+    return seconds[1:]
+
+
+def _trainer_loop(case: Case, model: Any, ids: Any, meter: Meter, steps: int) -> list[float]:
+    """transformers.Trainer's own step; the peak is reset when step 2 begins and read when training ends."""
+    import transformers
+
+    seconds: list[float] = []
+
+    class Peaks(transformers.TrainerCallback):
+        started = 0.0
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step == 1:
+                meter.keep("before_forward", meter.live())
+                meter.start()
+            self.started = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            meter.live()
+            seconds.append(time.perf_counter() - self.started)
+
+    rows = [{"input_ids": row, "labels": row} for row in ids.cpu()] * steps
+    with tempfile.TemporaryDirectory() as out:
+        args = transformers.TrainingArguments(
+            output_dir=out, per_device_train_batch_size=case.micro_batch_size, max_steps=steps, learning_rate=1e-5,
+            bf16=True, optim="adamw_torch", gradient_checkpointing=case.gradient_checkpointing != "off",
+            gradient_checkpointing_kwargs={"use_reentrant": False}, save_strategy="no", report_to=[],
+            logging_strategy="no", dataloader_num_workers=0, use_cpu=ids.device.type == "cpu")
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=rows, callbacks=[Peaks()])
+        trainer.train()
+        meter.end("trainer")
+        del trainer
+    return seconds[1:]
+
+
+def measure(case: Case, config: dict[str, Any], device: str, checkpoints: dict[str, str],
+            steps: int = 3) -> dict[str, Any]:
+    """Bytes at each phase of steps 2..steps and their mean wall time; byte figures are 0 on a CPU."""
+    import torch
+
+    meter = Meter(device)
+    model = build(case, config, device, checkpoints)
+    meter.keep("model", meter.live())
+    ids = torch.randint(0, config["vocab_size"], (case.micro_batch_size, case.seq_len), device=device)
+    loop = _trainer_loop if case.loop == "trainer" else _plain_loop
+    seconds = loop(case, model, ids, meter, steps)
+    figures = meter.figures
+    figures["peak"] = max(v for k, v in figures.items() if k.endswith("_peak") and k != "reserved_peak") if (
+        device == "cuda") else 0
+    del model
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return {"bytes": figures, "step_seconds": statistics.mean(seconds) if seconds else None}
+
+
+def versions() -> dict[str, str]:
+    """What ran the measurement: the numbers hfmem is scored against depend on these libraries."""
+    import importlib.metadata as md
+
+    import torch
+
+    found = {"python": sys.version.split()[0], "cuda": str(torch.version.cuda)}
+    for name in ("torch", "transformers", "peft", "accelerate", "bitsandbytes"):
+        try:
+            found[name] = md.version(name)
+        except md.PackageNotFoundError:
+            found[name] = "absent"
+    return found
+
+
+def run_cases(cases: list[tuple[Case, dict[str, Any]]], device: str, out: Path | None) -> list[dict[str, Any]]:
+    """Measure every case, writing the file after each, so that a run cut short keeps what it measured."""
+    import torch
+
+    header = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu (dry run)",
+              "measured_on": time.strftime("%Y-%m-%d"), "versions": versions(), "script": "bench/gpu_measure.py"}
+    if device == "cuda":  # what the CUDA context takes before any tensor exists (hfmem's cuda_context term)
+        free, total = torch.cuda.mem_get_info()
+        header |= {"device_total_bytes": total, "device_used_before_tensors_bytes": total - free}
+    rows: list[dict[str, Any]] = []
+    checkpoints: dict[str, str] = {}
+    for case, config in cases:
+        row: dict[str, Any] = {"case": case.name, "model": case.model, "loop": case.loop,
+                               "kbit_preparation": case.kbit_preparation, "settings": case.settings()}
+        started = time.perf_counter()
+        try:
+            row |= measure(case, config, device, checkpoints)
+        except ImportError as exc:  # bitsandbytes or peft missing on this machine
+            row["skipped"] = f"{type(exc).__name__}: {exc}"[:300]
+        except Exception as exc:  # a CUDA OOM or a library error: keep the other cases
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        row["seconds"] = round(time.perf_counter() - started, 1)
+        rows.append(row)
+        peak = row.get("bytes", {}).get("peak")
+        print(f"{case.name:60} {row['seconds']:6.1f}s  " + (f"peak {peak / GIB:7.2f} GiB" if peak else
+                                                           row.get("skipped") or row.get("error") or "-"), flush=True)
+        if out:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(header | {"rows": rows}, indent=1) + "\n")
+    return rows
+
+
+# ---------------------------------------------------------------- scoring (hfmem)
+
+def predict(row: dict[str, Any], models: dict[str, Any]) -> Any:
+    """hfmem's estimate for a recorded row's settings."""
+    sys.path[:0] = [str(ROOT)]
+    from hfmem.memory.estimate import estimate
+    from hfmem.memory.settings import TrainingSettings
+    from hfmem.model.architecture import read_architecture
+    from hfmem.model.meta import build_inventory
+
+    if row["model"] not in models:
+        config = config_of(row["model"])
+        models[row["model"]] = read_architecture(config), build_inventory(config)
+    settings = dict(row["settings"])
+    settings["lora_targets"] = tuple(settings.get("lora_targets", ("all-linear",)))
+    return estimate(*models[row["model"]], TrainingSettings(**settings).validated())
+
+
+def score(path: Path) -> list[tuple[str, float, float]]:
+    """(case, measured GiB, predicted GiB) of each measured row of a recorded run, printed as a table."""
+    data = json.loads(path.read_text())
+    models: dict[str, Any] = {}
+    found = []
+    print(f"{data['device']}; " + ", ".join(f"{k} {v}" for k, v in data["versions"].items()))
+    print(f"{'case':62} {'measured':>9} {'hfmem':>9} {'error':>7}   (GiB, peak allocated)")
+    for row in data["rows"]:
+        if "bytes" not in row:
+            print(f"{row['case']:62} {row.get('skipped') or row.get('error')}")
+            continue
+        measured = row["bytes"]["peak"] / GIB
+        predicted = predict(row, models).per_gpu_bytes.allocated_peak / GIB
+        found.append((row["case"], measured, predicted))
+        print(f"{row['case']:62} {measured:9.2f} {predicted:9.2f} {predicted / measured - 1:+7.1%}")
+    if found:
+        errors = [p / m - 1 for _, m, p in found]
+        print(f"median |error| {statistics.median(abs(e) for e in errors):.1%} over {len(errors)} rows; "
+              f"signed median {statistics.median(errors):+.1%}; under by more than 10%: "
+              f"{sum(e < -0.10 for e in errors)}")
+    return found
 
 
 def dry_run_cases() -> list[tuple[Case, dict[str, Any]]]:
     """Scaled-down versions of the cases (tests/tiny_models.py) that run on a CPU in seconds."""
+    sys.path[:0] = [str(ROOT / "tests")]
     from tiny_models import tiny_config
 
     config = tiny_config("meta-llama/Meta-Llama-3-8B", 2)
-    return [(Case("tiny-llama", method, micro_batch_size=2, seq_len=64), config) for method in ("full", "lora")]
+    return [(Case("tiny-llama", "full", 2, 64), config), (Case("tiny-llama", "lora", 2, 64, lora_dropout=0.1), config),
+            (Case("tiny-llama", "lora", 2, 64, dtype="bf16", loop="trainer"), config)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="write the rows as JSON here")
-    parser.add_argument("--dry-run", action="store_true", help="tiny models on CPU: exercise the code, measure nothing")
+    parser.add_argument("--measure", action="store_true", help="train every case on this machine's CUDA GPU")
+    parser.add_argument("--dry-run", action="store_true", help="tiny models on CPU: exercise the loop, measure nothing")
+    parser.add_argument("--only", help="measure only the cases whose name contains this")
+    parser.add_argument("--out", type=Path, help="write the measured rows as JSON here (after every case)")
+    parser.add_argument("--score", type=Path, help="print hfmem's prediction against a recorded run")
     args = parser.parse_args()
+    if args.score:
+        score(args.score)
+        return
+    if not (args.measure or args.dry_run):
+        parser.error("say --measure (on a GPU), --dry-run or --score FILE")
     import torch
 
-    device = "cuda" if torch.cuda.is_available() and not args.dry_run else "cpu"
-    if device == "cpu" and not args.dry_run:
+    if args.measure and not torch.cuda.is_available():
         sys.exit("gpu_measure: no CUDA device here (use --dry-run to check the script on a CPU)")
-    cases = dry_run_cases() if args.dry_run else [(c, config_of(c.model)) for c in CASES]
-    rows = []
-    print(f"{'case':48} {'pred alloc':>10} {'meas alloc':>10} {'err':>7} {'pred resv':>10} {'meas resv':>10} {'err':>7}")
-    for case, config in cases:
-        row: dict[str, Any] = {"case": case.name, "settings": case.settings().to_dict(),
-                               "predicted_gib": predict(case, config)}
-        started = time.perf_counter()
-        try:
-            row["measured_gib"] = measure(case, config, device)
-        except ImportError as exc:  # bitsandbytes or peft missing on this machine
-            row["skipped"] = f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # a CUDA OOM or a library error: keep the other cases
-            row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-        row["seconds"] = round(time.perf_counter() - started, 1)
-        rows.append(row)
-        pred, meas = row["predicted_gib"], row.get("measured_gib")
-        cells = [f"{pred['allocated_peak']:10.2f}", f"{meas['allocated_peak']:10.2f}" if meas else f"{'-':>10}",
-                 f"{pred['allocated_peak'] / meas['allocated_peak'] - 1:+7.1%}" if meas else f"{'-':>7}",
-                 f"{pred['reserved_peak']:10.2f}", f"{meas['reserved_peak']:10.2f}" if meas else f"{'-':>10}",
-                 f"{pred['reserved_peak'] / meas['reserved_peak'] - 1:+7.1%}" if meas else f"{'-':>7}"]
-        print(f"{case.name[:48]:48} " + " ".join(cells) + (f"  {row.get('skipped') or row.get('error')}"
-                                                           if not meas and device == "cuda" else ""))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"device": torch.cuda.get_device_name() if device == "cuda" else "cpu (dry run)",
-                                        "torch": torch.__version__, "rows": rows}, indent=1) + "\n")
+    if args.dry_run:
+        run_cases(dry_run_cases(), "cpu", args.out)
+        return
+    cases = [(c, config_of(c.model)) for c in CASES if not args.only or args.only in c.name]
+    run_cases(cases, "cuda", args.out)
 
 
 if __name__ == "__main__":

@@ -42,11 +42,11 @@ PROFILE = Profile(
             Default("qlora_double_quant", True, AXOLOTL + "loaders/model.py#L718",
                     "load_in_4bit builds BitsAndBytesConfig with bnb_4bit_use_double_quant=True: an 8-bit absmax "
                     "per 64 weights"),
+            Default("kbit_upcast", False, AXOLOTL + "loaders/model.py#L458",
+                    "QLoRA runs PEFT's prepare_model_for_kbit_training (L1021), then converts the norms, embeddings "
+                    "and lm_head back to the torch_dtype for flash-attn: the residual stream stays 16-bit"),
         ),
     },
 )
 
-NOT_MODELLED: tuple[str, ...] = (
-    "QLoRA runs PEFT's prepare_model_for_kbit_training (" + AXOLOTL + "loaders/model.py#L1021): "
-    + upstream.PEFT_KBIT_UPCAST,
-)
+NOT_MODELLED: tuple[str, ...] = ()

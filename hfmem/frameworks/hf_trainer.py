@@ -21,8 +21,8 @@ PROFILE = Profile(
     method_defaults={
         "full": (upstream.TRAINER_NO_CHECKPOINTING,),
         "lora": (upstream.TRAINER_NO_CHECKPOINTING,),
-        "qlora": (upstream.PEFT_KBIT_CHECKPOINTING,),
+        "qlora": (upstream.PEFT_KBIT_CHECKPOINTING, upstream.PEFT_KBIT_UPCAST),
     },
 )
 
-NOT_MODELLED: tuple[str, ...] = (upstream.PEFT_KBIT_UPCAST,)
+NOT_MODELLED: tuple[str, ...] = ()

@@ -52,7 +52,7 @@ PEFT_KBIT_CHECKPOINTING = Default(
     "prepare_model_for_kbit_training, PEFT's QLoRA preparation, enables gradient checkpointing unless "
     "use_gradient_checkpointing=False: each layer recomputed in backward")
 
-PEFT_KBIT_UPCAST = (
-    "prepare_model_for_kbit_training casts every 16-bit parameter that is not 4-bit (embeddings, norms, lm_head) to "
-    "fp32, doubling their bytes: " + PEFT + "utils/other.py#L209")
-"""Not a setting yet: QLoRA's non-quantised parameters at 4 bytes instead of the compute dtype's 2."""
+PEFT_KBIT_UPCAST = Default(
+    "kbit_upcast", True, PEFT + "utils/other.py#L209",
+    "prepare_model_for_kbit_training casts every 16-bit parameter that is not quantised (embeddings, norms, "
+    "lm_head) to fp32: fp32 embeddings make the residual stream, the activations and the logits fp32 too")

@@ -48,6 +48,11 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (
     Precision("amp-fp16", 4, 4, 2, 4, master_copy=False, autocast=True, label="fp16 autocast over fp32 weights"),
 )}
 
+KBIT_UPCAST = Precision("kbit-upcast", 4, 4, 4, 4, master_copy=False, autocast=False,
+                        label="fp32 outside the quantised matmuls (prepare_model_for_kbit_training)")
+"""LoRA/QLoRA after PEFT's prepare_model_for_kbit_training (the kbit_upcast setting), whatever the dtype: the
+unquantised weights, the residual stream and the activations are fp32."""
+
 
 def precision(dtype: str) -> Precision:
     """The record of a validated dtype name (TrainingSettings.validated() normalises aliases first)."""

@@ -32,7 +32,7 @@ from hfmem.memory.fields import (
     setting,
     validated_fields,
 )
-from hfmem.memory.precision import PRECISIONS, Precision
+from hfmem.memory.precision import KBIT_UPCAST, PRECISIONS, Precision
 from hfmem.memory.quantization import BaseFormat, base_format
 from hfmem.model.architecture import StoredQuantization
 
@@ -288,6 +288,12 @@ class TrainingSettings:
     quantize_head: bool = setting(False, SWITCH, affects=("split", "trainability", "activations"), panel=TRAINING)
     """QLoRA quantises the output head too (LitGPT: lightning's BitsandbytesPrecision replaces every nn.Linear);
     transformers' bitsandbytes integration keeps lm_head in the compute dtype (off)."""
+    kbit_upcast: bool = setting(False, SWITCH, affects=("split", "trainability", "state", "activations"),
+                                panel=TRAINING)
+    """PEFT's prepare_model_for_kbit_training ran on the quantised base: every 16-bit parameter that is not
+    quantised (embeddings, norms, lm_head) is cast to fp32, so the embeddings start an fp32 residual stream, each
+    quantised linear returns fp32, and the activations, logits and loss are fp32; only the quantised matmuls
+    compute in 16 bits. Only LoRA/QLoRA read it."""
     previous_step_alive: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """The training loop still references the previous step's outputs while the next forward runs (LitGPT keeps
     `logits` until it is reassigned), so that step's autograd graph is not freed yet. Saved tensors were released by
@@ -302,7 +308,7 @@ class TrainingSettings:
     @property
     def precision(self) -> Precision:
         """What the dtype means for memory (bytes of weights, gradients, activations; master copy, autocast)."""
-        return PRECISIONS[self.dtype]
+        return KBIT_UPCAST if self.kbit_upcast and self.method != "full" else PRECISIONS[self.dtype]
 
     @property
     def zero_stage(self) -> int | None:

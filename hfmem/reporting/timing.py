@@ -36,8 +36,9 @@ HEADLINE = ("seconds", "tokens_per_s", "mfu", "hfu")
 
 
 def matmul_dtype(settings: TrainingSettings) -> str | None:
-    """The tensor-core dtype a run's matmuls use: bf16 or fp16 (mixed, pure or autocast), None for fp32."""
-    if settings.precision.compute_bytes != 2:
+    """The tensor-core dtype a run's matmuls use: bf16 or fp16 (mixed, pure or autocast), None for fp32. With
+    kbit_upcast the quantised linears, which carry almost every FLOP, still compute in the dtype's 16 bits."""
+    if settings.precision.compute_bytes != 2 and not (settings.kbit_upcast and settings.method != "full"):
         return None
     return "fp16" if "fp16" in settings.dtype else "bf16"
 
