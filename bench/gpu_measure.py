@@ -1,7 +1,7 @@
 """Measured peak GPU memory and step time of real training steps, and hfmem's prediction for each.
 
     python bench/gpu_measure.py --measure --out gpu.json          # on a CUDA GPU: train every case, record figures
-    python bench/gpu_measure.py --score fixtures/gpu_measured.json  # anywhere: hfmem against a recorded run
+    python bench/gpu_measure.py --score fixtures/gpu_measured.json  # anywhere: the hfmem CLI against a recorded run
     python bench/gpu_measure.py --dry-run                           # anywhere: the measuring loop on tiny CPU models
 
 Each case builds a randomly initialised model from a fixture config (no weights are downloaded) with
@@ -45,6 +45,9 @@ class Case:
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
     lora_dropout: float = 0.0
     kbit_preparation: bool = False
+    base_quantization: str | None = None
+    attention: str = "sdpa"
+    padding: bool = False
     loop: str = "plain"
 
     @property
@@ -53,22 +56,31 @@ class Case:
         if self.method != "full":
             parts.append(f"r{self.lora_rank}:{'+'.join(t.removesuffix('_proj') for t in self.lora_targets)}")
         parts += ["ckpt"] * (self.gradient_checkpointing != "off") + [f"drop{self.lora_dropout}"] * bool(self.lora_dropout)
-        parts += ["kbit-prep"] * self.kbit_preparation + ["trainer"] * (self.loop == "trainer")
+        parts += ["kbit-prep"] * self.kbit_preparation + [self.base_quantization or ""] * bool(self.base_quantization)
+        parts += [self.attention] * (self.attention != "sdpa") + ["padded"] * self.padding
+        parts += ["trainer"] * (self.loop == "trainer")
         return " ".join(parts)
 
     def settings(self) -> dict[str, Any]:
         """The hfmem settings that describe this run (every one stated, none left to a default)."""
         stated = {"method": self.method, "dtype": self.dtype, "micro_batch_size": self.micro_batch_size,
                   "seq_len": self.seq_len, "gradient_checkpointing": self.gradient_checkpointing,
-                  "attention": "sdpa", "optimizer": "adamw_torch", "loss_upcast": True}
+                  "attention": self.attention, "optimizer": "adamw_torch", "loss_upcast": True,
+                  "padding_mask": self.padding}
         if self.method != "full":
             stated |= {"lora_rank": self.lora_rank, "lora_targets": self.lora_targets, "lora_dropout": self.lora_dropout,
                        "adapter_dtype": "fp32"}
+        if self.kbit_preparation:
+            stated["kbit_upcast"] = True
+        if self.base_quantization:
+            stated["base_quantization"] = self.base_quantization
         return stated
 
 
 LLAMA2_7B, MISTRAL_7B, LLAMA31_8B = "meta-llama/Llama-2-7b-hf", "mistralai/Mistral-7B-v0.1", "meta-llama/Llama-3.1-8B"
 GEMMA_2B, PHI_2, QWEN25_7B = "google/gemma-2b", "microsoft/phi-2", "Qwen/Qwen2.5-7B"
+QWEN3_8B, GEMMA2_9B, MIXTRAL, QWEN3_MOE = "Qwen/Qwen3-8B", "google/gemma-2-9b", "mistralai/Mixtral-8x7B-v0.1", \
+    "Qwen/Qwen3-30B-A3B"
 LLAMA32_1B, QWEN25_05B, QWEN25_15B = "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-1.5B"
 ALL_LINEAR = ("all-linear",)
 CASES = (
@@ -81,6 +93,12 @@ CASES = (
     Case(LLAMA31_8B, "lora", 1, 4096, lora_rank=16, lora_targets=ALL_LINEAR),
     Case(LLAMA31_8B, "lora", 4, 2048, lora_rank=16, lora_targets=ALL_LINEAR, gradient_checkpointing="full"),
     Case(QWEN25_7B, "lora", 2, 2048, lora_rank=16, lora_targets=ALL_LINEAR, gradient_checkpointing="full"),
+    Case(LLAMA2_7B, "lora", 1, 1024, attention="eager"),
+    Case(LLAMA2_7B, "lora", 4, 1024, padding=True),
+    Case(QWEN3_8B, "lora", 2, 2048),
+    Case(GEMMA2_9B, "lora", 1, 2048),
+    Case(MIXTRAL, "lora", 1, 1024),
+    Case(QWEN3_MOE, "lora", 1, 2048),
     # full fine-tunes
     Case(LLAMA32_1B, "full", 2, 2048),
     Case(LLAMA32_1B, "full", 2, 2048, dtype="amp-bf16"),
@@ -94,6 +112,8 @@ CASES = (
     # QLoRA (bitsandbytes nf4, double quantisation), with and without PEFT's kbit preparation
     *(Case(LLAMA2_7B, "qlora", mb, 1024) for mb in (1, 4)),
     Case(LLAMA2_7B, "qlora", 1, 1024, kbit_preparation=True, gradient_checkpointing="full"),
+    Case(LLAMA2_7B, "qlora", 4, 1024, kbit_preparation=True, gradient_checkpointing="full"),
+    Case(LLAMA2_7B, "lora", 1, 1024, base_quantization="int8"),
     Case(LLAMA31_8B, "qlora", 2, 2048, lora_rank=16, lora_targets=ALL_LINEAR, gradient_checkpointing="full"),
 )
 
@@ -116,8 +136,8 @@ def _hf_config(config: dict[str, Any]) -> Any:
     return hf_config
 
 
-def _quantised_from(config: dict[str, Any], device: str, checkpoints: dict[str, str]) -> Any:
-    """A bf16 random checkpoint saved once per model, loaded back 4-bit as bitsandbytes QLoRA loads real weights."""
+def checkpoint_for(config: dict[str, Any], device: str, checkpoints: dict[str, str]) -> str:
+    """A bf16 random checkpoint saved once per model: bitsandbytes quantises while it loads real weights."""
     import torch
     import transformers
 
@@ -128,27 +148,41 @@ def _quantised_from(config: dict[str, Any], device: str, checkpoints: dict[str, 
             dense = transformers.AutoModelForCausalLM.from_config(_hf_config(config), dtype=torch.bfloat16)
         dense.save_pretrained(checkpoints[key])
         del dense
-    quant = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                                            bnb_4bit_compute_dtype=torch.bfloat16)
-    return transformers.AutoModelForCausalLM.from_pretrained(checkpoints[key], quantization_config=quant,
-                                                             dtype=torch.bfloat16, attn_implementation="sdpa",
-                                                             device_map={"": device})
+        release(device)
+    return checkpoints[key]
 
 
-def build(case: Case, config: dict[str, Any], device: str, checkpoints: dict[str, str]) -> Any:
-    """The model as the case trains it: random weights, sdpa attention, adapters / 4-bit layers as stated."""
+def release(device: str) -> None:
+    """Free what earlier cases left (PEFT and Trainer objects hold reference cycles) before the next is measured."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def build(case: Case, config: dict[str, Any], device: str, checkpoint: str | None) -> Any:
+    """The model as the case trains it: random weights, the case's attention, adapters / quantised layers."""
     import torch
     import transformers
 
     torch.manual_seed(0)
-    if case.method == "qlora":
-        model = _quantised_from(config, device, checkpoints)
+    if checkpoint:
+        bits = case.base_quantization or "nf4"
+        quant = (transformers.BitsAndBytesConfig(load_in_8bit=True) if bits == "int8" else
+                 transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                 bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16))
+        model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, quantization_config=quant,
+                                                                  dtype=torch.bfloat16, device_map={"": device},
+                                                                  attn_implementation=case.attention)
     else:
         weights_dtype = torch.float32 if case.dtype in {"amp-bf16", "fp32"} else torch.bfloat16
         with torch.device(device):
             model = transformers.AutoModelForCausalLM.from_config(_hf_config(config), dtype=weights_dtype,
-                                                                  attn_implementation="sdpa")
-    if case.method == "qlora" and case.kbit_preparation:
+                                                                  attn_implementation=case.attention)
+    if checkpoint and case.kbit_preparation:
         import peft
 
         model = peft.prepare_model_for_kbit_training(
@@ -198,15 +232,16 @@ class Meter:
             return
         self.cuda.synchronize()
         self.keep(f"{phase}_peak", self.cuda.max_memory_allocated())
-        self.keep("reserved_peak", self.cuda.max_memory_reserved())
+        self.keep("load_reserved_peak" if phase == "load" else "reserved_peak", self.cuda.max_memory_reserved())
         self.keep(f"after_{phase}", self.cuda.memory_allocated())
 
 
-def _plain_loop(case: Case, model: Any, ids: Any, meter: Meter, steps: int) -> list[float]:
+def _plain_loop(case: Case, model: Any, batch: dict[str, Any], meter: Meter, steps: int) -> list[float]:
     import torch
 
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
-    amp = torch.autocast(device_type=ids.device.type, dtype=torch.bfloat16, enabled=case.dtype != "bf16-pure")
+    amp = torch.autocast(device_type=batch["input_ids"].device.type, dtype=torch.bfloat16,
+                         enabled=case.dtype != "bf16-pure")
     seconds = []
     for step in range(steps):
         measured = step > 0
@@ -215,7 +250,7 @@ def _plain_loop(case: Case, model: Any, ids: Any, meter: Meter, steps: int) -> l
             meter.keep("before_forward", meter.live())
             meter.start()
         with amp:
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = model(**batch).loss
         if measured:
             meter.end("forward")
             meter.start()
@@ -234,7 +269,7 @@ def _plain_loop(case: Case, model: Any, ids: Any, meter: Meter, steps: int) -> l
     return seconds[1:]
 
 
-def _trainer_loop(case: Case, model: Any, ids: Any, meter: Meter, steps: int) -> list[float]:
+def _trainer_loop(case: Case, model: Any, batch: dict[str, Any], meter: Meter, steps: int) -> list[float]:
     """transformers.Trainer's own step; the peak is reset when step 2 begins and read when training ends."""
     import transformers
 
@@ -253,13 +288,14 @@ def _trainer_loop(case: Case, model: Any, ids: Any, meter: Meter, steps: int) ->
             meter.live()
             seconds.append(time.perf_counter() - self.started)
 
-    rows = [{"input_ids": row, "labels": row} for row in ids.cpu()] * steps
+    columns = {name: tensor.cpu() for name, tensor in batch.items()}
+    rows = [{name: tensor[i] for name, tensor in columns.items()} for i in range(case.micro_batch_size)] * steps
     with tempfile.TemporaryDirectory() as out:
         args = transformers.TrainingArguments(
             output_dir=out, per_device_train_batch_size=case.micro_batch_size, max_steps=steps, learning_rate=1e-5,
             bf16=True, optim="adamw_torch", gradient_checkpointing=case.gradient_checkpointing != "off",
             gradient_checkpointing_kwargs={"use_reentrant": False}, save_strategy="no", report_to=[],
-            logging_strategy="no", dataloader_num_workers=0, use_cpu=ids.device.type == "cpu")
+            logging_strategy="no", dataloader_num_workers=0, use_cpu=batch["input_ids"].device.type == "cpu")
         trainer = transformers.Trainer(model=model, args=args, train_dataset=rows, callbacks=[Peaks()])
         trainer.train()
         meter.end("trainer")
@@ -267,23 +303,40 @@ def _trainer_loop(case: Case, model: Any, ids: Any, meter: Meter, steps: int) ->
     return seconds[1:]
 
 
-def measure(case: Case, config: dict[str, Any], device: str, checkpoints: dict[str, str],
-            steps: int = 3) -> dict[str, Any]:
-    """Bytes at each phase of steps 2..steps and their mean wall time; byte figures are 0 on a CPU."""
+def batch_for(case: Case, vocab_size: int, device: str) -> dict[str, Any]:
+    """Random token ids as input and labels; padded cases mask the last quarter of the first sequence."""
     import torch
 
+    ids = torch.randint(0, vocab_size, (case.micro_batch_size, case.seq_len), device=device)
+    if not case.padding:
+        return {"input_ids": ids, "labels": ids}
+    mask = torch.ones_like(ids)
+    mask[0, -case.seq_len // 4:] = 0
+    return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+
+
+def measure(case: Case, config: dict[str, Any], device: str, checkpoints: dict[str, str],
+            steps: int = 3) -> dict[str, Any]:
+    """Bytes at each phase (load, then steps 2..steps) and the steps' mean wall time; zeros on a CPU.
+
+    `leftover` is what is still allocated when the case begins, once earlier cases are freed: torch's cuBLAS
+    workspaces, made at the first matmul and kept for the process (64 MiB on an H200). A run has them too, so
+    the figures include them, as they include them in the first case, where they appear mid-step."""
     meter = Meter(device)
-    model = build(case, config, device, checkpoints)
-    meter.keep("model", meter.live())
-    ids = torch.randint(0, config["vocab_size"], (case.micro_batch_size, case.seq_len), device=device)
+    release(device)
+    meter.keep("leftover", meter.live())
+    quantised = case.method == "qlora" or case.base_quantization is not None
+    checkpoint = checkpoint_for(config, device, checkpoints) if quantised else None
+    meter.start()
+    model = build(case, config, device, checkpoint)
+    meter.end("load")
     loop = _trainer_loop if case.loop == "trainer" else _plain_loop
-    seconds = loop(case, model, ids, meter, steps)
+    seconds = loop(case, model, batch_for(case, config["vocab_size"], device), meter, steps)
     figures = meter.figures
-    figures["peak"] = max(v for k, v in figures.items() if k.endswith("_peak") and k != "reserved_peak") if (
-        device == "cuda") else 0
+    training = {"forward_peak", "backward_peak", "optimizer_peak", "trainer_peak"}
+    figures["peak"] = max((v for k, v in figures.items() if k in training), default=0)
     del model
-    if device == "cuda":
-        torch.cuda.empty_cache()
+    release(device)
     return {"bytes": figures, "step_seconds": statistics.mean(seconds) if seconds else None}
 
 
@@ -336,42 +389,62 @@ def run_cases(cases: list[tuple[Case, dict[str, Any]]], device: str, out: Path |
 
 # ---------------------------------------------------------------- scoring (hfmem)
 
-def predict(row: dict[str, Any], models: dict[str, Any]) -> Any:
-    """hfmem's estimate for a recorded row's settings."""
+def argv(row: dict[str, Any]) -> list[str]:
+    """The `hfmem` command line that asks for a recorded row's run: every setting as its flag, JSON out."""
     sys.path[:0] = [str(ROOT)]
-    from hfmem.memory.estimate import estimate
+    from hfmem.cli.options import settings_flags
     from hfmem.memory.settings import TrainingSettings
-    from hfmem.model.architecture import read_architecture
-    from hfmem.model.meta import build_inventory
 
-    if row["model"] not in models:
-        config = config_of(row["model"])
-        models[row["model"]] = read_architecture(config), build_inventory(config)
-    settings = dict(row["settings"])
-    settings["lora_targets"] = tuple(settings.get("lora_targets", ("all-linear",)))
-    return estimate(*models[row["model"]], TrainingSettings(**settings).validated())
+    names = {flag.param: flag.names[0] for flag in settings_flags(TrainingSettings)}
+    args = [str(HUB / row["model"] / "config.json")]
+    for param, value in row["settings"].items():
+        on, _, off = names[param].partition("/")
+        if isinstance(value, bool):
+            args.append(on if value else off)
+        else:
+            args += [on, ",".join(value) if isinstance(value, list | tuple) else str(value)]
+    return [*args, "--format", "json"]
+
+
+def predict(row: dict[str, Any], gpu: str) -> tuple[float, float]:
+    """hfmem's peak allocated bytes and step seconds on `gpu` for a recorded row, from the CLI's own entry point
+    run in-process."""
+    sys.path[:0] = [str(ROOT / "bench")]
+    from published import cli_report
+
+    report = cli_report([*argv(row), "--gpu", gpu])
+    (estimate,) = report["estimates"]
+    (cell,) = report["fit"]["rows"]
+    time = dict(zip(report["fit"]["columns"], cell, strict=True))["time"]
+    return estimate["per_gpu_bytes"]["allocated_peak"], time[0]
 
 
 def score(path: Path) -> list[tuple[str, float, float]]:
-    """(case, measured GiB, predicted GiB) of each measured row of a recorded run, printed as a table."""
+    """(case, measured GiB, predicted GiB) of each measured row of a recorded run, printed as a table with the
+    step times beside them (hfmem's time model is not fitted to them: they show its error)."""
     data = json.loads(path.read_text())
-    models: dict[str, Any] = {}
-    found = []
+    gpu = data["device"].split()[-1].lower()  # "NVIDIA H200" is the catalogue's h200
+    found, times = [], []
     print(f"{data['device']}; " + ", ".join(f"{k} {v}" for k, v in data["versions"].items()))
-    print(f"{'case':62} {'measured':>9} {'hfmem':>9} {'error':>7}   (GiB, peak allocated)")
+    print(f"{'case':62} {'measured':>9} {'hfmem':>9} {'error':>7}   {'step s':>7} {'hfmem':>7} {'error':>7}")
     for row in data["rows"]:
         if "bytes" not in row:
             print(f"{row['case']:62} {row.get('skipped') or row.get('error')}")
             continue
         measured = row["bytes"]["peak"] / GIB
-        predicted = predict(row, models).per_gpu_bytes.allocated_peak / GIB
+        predicted, seconds = predict(row, gpu)
+        predicted /= GIB
         found.append((row["case"], measured, predicted))
-        print(f"{row['case']:62} {measured:9.2f} {predicted:9.2f} {predicted / measured - 1:+7.1%}")
+        times.append(seconds / row["step_seconds"] - 1)
+        print(f"{row['case']:62} {measured:9.2f} {predicted:9.2f} {predicted / measured - 1:+7.1%}   "
+              f"{row['step_seconds']:7.3f} {seconds:7.3f} {times[-1]:+7.1%}")
     if found:
         errors = [p / m - 1 for _, m, p in found]
         print(f"median |error| {statistics.median(abs(e) for e in errors):.1%} over {len(errors)} rows; "
               f"signed median {statistics.median(errors):+.1%}; under by more than 10%: "
               f"{sum(e < -0.10 for e in errors)}")
+        print(f"step time: median |error| {statistics.median(abs(e) for e in times):.1%}, signed median "
+              f"{statistics.median(times):+.1%} (negative: hfmem says faster than measured)")
     return found
 
 
@@ -382,7 +455,8 @@ def dry_run_cases() -> list[tuple[Case, dict[str, Any]]]:
 
     config = tiny_config("meta-llama/Meta-Llama-3-8B", 2)
     return [(Case("tiny-llama", "full", 2, 64), config), (Case("tiny-llama", "lora", 2, 64, lora_dropout=0.1), config),
-            (Case("tiny-llama", "lora", 2, 64, dtype="bf16", loop="trainer"), config)]
+            (Case("tiny-llama", "lora", 2, 64, dtype="bf16", padding=True, loop="trainer"), config),
+            (Case("tiny-llama", "lora", 2, 64, attention="eager", padding=True), config)]
 
 
 def main() -> None:
