@@ -22,8 +22,9 @@ sys.path[:0] = [str(ROOT)]
 
 from hfmem.compute.flops import forward_flops, training_flops
 from hfmem.compute.roofline import (
-    DEFAULT_HFU,
+    HFU_BY_ARCH,
     data_parallel_transfers,
+    hfu_for,
     hbm_traffic,
     machine,
     step_time,
@@ -48,12 +49,14 @@ def _model(spec: str | dict[str, Any], cache: dict[str, Any]) -> tuple[Any, Any]
     return cache[key]
 
 
-def predict(row: dict[str, Any], models: dict[str, Any], cache: dict[str, Any], hfu: float = DEFAULT_HFU) -> float:
-    """Predicted tokens/s per GPU for one published row."""
+def predict(row: dict[str, Any], models: dict[str, Any], cache: dict[str, Any], hfu: float | None = None) -> float:
+    """Predicted tokens/s per GPU for one published row (at its GPU architecture's utilisation unless `hfu`)."""
     arch, inventory = _model(models[row["model"]], cache)
+    gpu = find_gpu(row["gpu"])
+    hfu = hfu_for(gpu.arch) if hfu is None else hfu
     flops = training_flops(arch, forward_flops(arch, inventory, row["seq_len"]), checkpointing=row["checkpointing"])
     gpus = row["num_gpus"] or 1
-    node = machine(gpu_specs(find_gpu(row["gpu"])), "bf16", gpus, network_gbps=row["network_gbps"])
+    node = machine(gpu_specs(gpu), "bf16", gpus, network_gbps=row["network_gbps"])
     params = inventory.total
     transfers = ()
     if row["sharding"]:
@@ -75,7 +78,7 @@ def main() -> None:
     rows, models, cache = data["rows"], data["models"], {}
     predicted = {r["id"]: predict(r, models, cache) for r in rows}
     error = {r["id"]: predicted[r["id"]] / r["published"]["tokens_per_s_per_gpu"] - 1 for r in rows}
-    print(f"default HFU {DEFAULT_HFU:.3f}\n")
+    print("HFU by architecture: " + ", ".join(f"{a} {h:.3f}" for a, h in sorted(HFU_BY_ARCH.items())) + "\n")
     print("| row | split | GPU x n | seq | ckpt | published tok/s/GPU | predicted | error |\n|---|---|---|---:|---|---:|---:|---:|")
     for r in rows:
         print(f"| {r['id']} | {r['split']} | {r['gpu']} x {r['num_gpus'] or '?'} | {r['seq_len']} | {r['checkpointing']} | "
@@ -91,7 +94,8 @@ def main() -> None:
     per_gpu = {}
     for gpu in sorted({r["gpu"] for r in rows}):
         ratios = [1 + error[r["id"]] for r in rows if r["gpu"] == gpu and r["split"] == "fit"]
-        per_gpu[gpu] = min(1.0, DEFAULT_HFU / statistics.median(ratios)) if ratios else DEFAULT_HFU
+        assumed = hfu_for(find_gpu(gpu).arch)
+        per_gpu[gpu] = min(1.0, assumed / statistics.median(ratios)) if ratios else assumed
     held = [r for r in rows if r["split"] == "held_out"]
     errs = [predict(r, models, cache, per_gpu[r["gpu"]]) / r["published"]["tokens_per_s_per_gpu"] - 1 for r in held]
     fitted = ", ".join(f"{gpu} {hfu:.3f}" for gpu, hfu in per_gpu.items())

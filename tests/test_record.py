@@ -23,8 +23,8 @@ from hfmem.scan.runner import iter_records
 
 EXAMPLES = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "hfmem" / "examples").iterdir())
 SCHEMA = json.loads(resources.files("hfmem").joinpath("report.schema.json").read_text(encoding="utf-8"))
-FULL_LIMIT = 32_500
-"""Bytes of `hfmem example:NAME -f json` at most (schema_version 2 wrote 346-420 kB per example; 26-32 kB now)."""
+FULL_LIMIT = 33_000
+"""Bytes of `hfmem example:NAME -f json` at most (schema_version 2 wrote 346-420 kB per example; 26.7-32.6 kB now)."""
 COMPACT_LIMIT = 4_000
 """Bytes of one `hfmem scan --compact` JSONL line at most (3.8 kB for Meta-Llama-3-8B on the whole catalogue)."""
 
@@ -150,3 +150,20 @@ def test_settings_are_written_once(capsys):
     (full,) = estimates(report)
     assert full["settings"]["lora_rank"] == 8 and full["assumptions"]["lora"]["rank"] == 8
     assert all(c["settings"]["lora_rank"] == 8 for c in cells(report))
+
+
+def test_each_gpu_is_timed_at_its_architecture_s_utilisation_and_version_3_still_reads(capsys):
+    """Schema 4 keys fit.hfu_assumed by architecture (an H100 at Hopper's, an A100 at Ampere's); a schema-3 record,
+    whose hfu_assumed is one number, still gives every cell its time and still exports."""
+    from hfmem.compute.roofline import hfu_for
+    from hfmem.scan.export import summarise
+
+    _, report = hfmem_json(capsys, "example:Qwen2.5-0.5B", "-g", "h100", "-g", "a100", "-f", "json")
+    assert report["fit"]["hfu_assumed"] == {"hopper": hfu_for("hopper"), "ampere": hfu_for("ampere")}
+    timed = {c["gpu"]["name"]: c["time"]["hfu_assumed"] for c in cells(report) if c["time"]["seconds"]}
+    assert timed == {"H100 80GB": hfu_for("hopper"), "A100 80GB": hfu_for("ampere")}
+    old = json.loads(json.dumps(report)) | {"schema_version": 3}
+    old["fit"]["hfu_assumed"] = 0.561
+    assert {c["time"]["hfu_assumed"] for c in cells(old) if c["time"]["seconds"]} == {0.561}
+    ((row, _),) = summarise([{"model": "m", "status": "ok", "settings_digest": "d", "report": old}], [])
+    assert row["fits"]  # the cells were read: a record of another schema exports without any

@@ -16,6 +16,7 @@ from hfmem.compute.roofline import (
     UTILISATION_SOURCES,
     Traffic,
     data_parallel_transfers,
+    hfu_for,
     hbm_traffic,
     machine,
     offload_transfers,
@@ -187,4 +188,14 @@ def test_bad_inputs_are_one_line_errors(call) -> None:
 
 def test_the_default_utilisation_is_the_sources_median() -> None:
     assert all(s.url.startswith("https://arxiv.org/") and 0 < s.hfu <= 1 for s in UTILISATION_SOURCES)
-    assert sorted(s.hfu for s in UTILISATION_SOURCES)[1] == DEFAULT_HFU
+    ordered = sorted(s.hfu for s in UTILISATION_SOURCES)
+    assert len(ordered) == 6 and DEFAULT_HFU == round((ordered[2] + ordered[3]) / 2, 3)
+
+
+def test_each_architecture_is_timed_at_its_own_sources_median() -> None:
+    """Hopper at Llama 3's H100 figures (430, 400 and 380 TFLOPs of 989.5), Ampere at Megatron-LM's; a GPU of an
+    architecture no source measured (Ada, Blackwell, CDNA...) at the median of all."""
+    assert hfu_for("hopper") == round(400 / 989.5, 3) == 0.404
+    assert hfu_for("ampere") == round((0.421 * 4 / 3 + 0.52) / 2, 3)
+    assert hfu_for("ada") == hfu_for(None) == DEFAULT_HFU
+    assert hfu_for(find_gpu("h100").arch) < hfu_for(find_gpu("a100").arch)

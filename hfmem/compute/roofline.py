@@ -39,18 +39,37 @@ class UtilisationSource:
     where: str
     mfu: float | None
     hfu: float
+    arch: str
+    """The accelerator architecture it was measured on (the catalogue's `arch` names for GPUs)."""
 
 
+LLAMA3 = "https://arxiv.org/abs/2407.21783"
+H100_DENSE_BF16_TFLOPS = 989.5
 UTILISATION_SOURCES = (
     UtilisationSource("PaLM 540B, 6144 TPU v4, rematerialisation", "https://arxiv.org/abs/2204.02311",
-                      "Section 4 and Appendix B: 46.2% MFU, 57.8% HFU", 0.462, 0.578),
+                      "Section 4 and Appendix B: 46.2% MFU, 57.8% HFU", 0.462, 0.578, "tpu-v4"),
     UtilisationSource("Megatron-LM GPT 530B, 2240 A100, full recomputation", "https://arxiv.org/abs/2205.05198",
-                      "abstract: 42.1% MFU; one extra forward of three makes HFU 4/3 of it", 0.421, 0.421 * 4 / 3),
+                      "abstract: 42.1% MFU; one extra forward of three makes HFU 4/3 of it", 0.421, 0.421 * 4 / 3,
+                      "ampere"),
     UtilisationSource("Megatron-LM GPT 1T, 3072 A100, PTD-P with recomputation", "https://arxiv.org/abs/2104.04473",
-                      "abstract: 52% of peak, FLOPs counted with the recomputed forward", None, 0.52),
+                      "abstract: 52% of peak, FLOPs counted with the recomputed forward", None, 0.52, "ampere"),
+    *(UtilisationSource(f"Llama 3 405B, {gpus} H100, BF16", LLAMA3,
+                        f"Table 4: {tflops} TFLOPs/GPU of the H100's {H100_DENSE_BF16_TFLOPS} dense BF16 peak",
+                        tflops / H100_DENSE_BF16_TFLOPS, tflops / H100_DENSE_BF16_TFLOPS, "hopper")
+      for gpus, tflops in (("8,192", 430), ("16,384", 400), ("16,384 (context parallel)", 380))),
 )
-DEFAULT_HFU = statistics.median(s.hfu for s in UTILISATION_SOURCES)
-"""The median hardware FLOPs utilisation of UTILISATION_SOURCES (tuned large-scale training; 0.56)."""
+DEFAULT_HFU = round(statistics.median(s.hfu for s in UTILISATION_SOURCES), 3)
+"""The median hardware FLOPs utilisation of UTILISATION_SOURCES (tuned large-scale training; 0.48), for an
+architecture none of them was measured on."""
+HFU_BY_ARCH = {arch: round(statistics.median(s.hfu for s in UTILISATION_SOURCES if s.arch == arch), 3)
+               for arch in sorted({s.arch for s in UTILISATION_SOURCES})}
+"""The median of the sources measured on each architecture: Ampere 0.54, Hopper 0.40 (the H100's dense peak is three
+times the A100's, and the same kind of software reaches a smaller share of it)."""
+
+
+def hfu_for(arch: str | None) -> float:
+    """The utilisation assumed on a GPU of `arch`: its architecture's published median, else DEFAULT_HFU."""
+    return HFU_BY_ARCH.get(arch or "", DEFAULT_HFU)
 
 
 @dataclass(frozen=True)

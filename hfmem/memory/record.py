@@ -104,9 +104,10 @@ def estimates(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def fit_table(found: list[dict[str, Any]], ests: list[dict[str, Any]], gpu_entries: dict[str, dict[str, Any]],
-              hfu_assumed: float | None) -> dict[str, Any]:
+              hfu_assumed: dict[str, float]) -> dict[str, Any]:
     """The `fit` table of full cells (memory.fit `Fit.to_dict` plus `time`) whose methods' full estimates are
-    `ests` and whose GPUs are `gpu_entries` (gpu_table)."""
+    `ests` and whose GPUs are `gpu_entries` (gpu_table); `hfu_assumed`: the utilisation a GPU is timed at, by its
+    architecture (the `arch` of its gpu_table entry)."""
     by_method = {e["method"]: e for e in ests}
     mitigations: dict[str, dict[str, Any]] = {}
     variants: dict[str, int] = {}
@@ -290,7 +291,8 @@ def _cell(i: int, c: dict[str, Any], gpu_entries: dict[str, dict[str, Any]], by_
         "settings": settings, "assumptions": assumptions,
         "gpu_defaults": gpu.get("gpu_defaults") if c.get("gpu_defaults") is True else c.get("gpu_defaults"),
     }
-    cell["time"] = _time_of(c.get("time"), cell, table.get("hfu_assumed"))
+    hfu = table.get("hfu_assumed")  # schema 4: by GPU architecture; schema 3: one number
+    cell["time"] = _time_of(c.get("time"), cell, hfu.get(gpu.get("arch")) if isinstance(hfu, dict) else hfu)
     return cell | {"suggestion": c["suggestion"] if "suggestion" in c else suggestion(cell),
                    "gpus_needed": c["gpus_needed"] if "gpus_needed" in c else (cell["multi_gpu"] or {}).get("num_gpus")}
 

@@ -27,7 +27,9 @@ from hfmem.model.inventory import Inventory
 SettingsSource = HubSettings | Callable[[], HubSettings] | None
 
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+"""The report's layout: 4 gives `fit.hfu_assumed` by GPU architecture (3, a single number, is still read)."""
+READABLE_SCHEMA_VERSIONS = (3, SCHEMA_VERSION)
 
 
 @dataclass

@@ -142,8 +142,10 @@ def time_line(report: dict[str, Any]) -> str:
         parts.append(f"ranked by {by}: " + ", ".join(best))
     if not parts:
         return ""
-    hfu = picks["fastest"]["time"]["hfu_assumed"]
-    return " · ".join(parts) + f" (roofline, {hfu:.0%} hardware FLOPs use)"
+    used = {p["gpu"]: p["time"]["hfu_assumed"] for p in picks.values() if p}  # by the GPU's architecture
+    hfu = (f"{next(iter(used.values())):.0%}" if len(set(used.values())) == 1 else
+           ", ".join(f"{gpu} {h:.0%}" for gpu, h in used.items()))
+    return " · ".join(parts) + f" (roofline, {hfu} hardware FLOPs use)"
 
 
 def time_cell(fit: dict[str, Any]) -> str:

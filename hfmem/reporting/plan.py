@@ -129,7 +129,7 @@ def shape_key(arch: Architecture, inventory: Inventory, plan: Plan) -> tuple[str
 
 def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
-    from hfmem.compute.roofline import DEFAULT_HFU
+    from hfmem.compute.roofline import hfu_for
     from hfmem.hardware.gpus import catalogue
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
@@ -176,7 +176,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     gpu_entries = gpu_table(cells)
     return PlanPart(gpus=gpus, fits=fits, plan=plan_dict, gpu_entries=gpu_entries,
                     estimates=compact_estimates(full, plan_dict["training"]),
-                    fit=fit_table(cells, full, gpu_entries, DEFAULT_HFU),
+                    fit=fit_table(cells, full, gpu_entries, {g.arch: hfu_for(g.arch) for g in gpus}),
                     fastest_and_cheapest=fastest_and_cheapest(cells), fit_ranking=ranking(cells, plan.rank),
                     prices=price_entry(prices))
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from hfmem.compute.flops import TrainingFlops, forward_flops, training_flops
 from hfmem.compute.roofline import (
-    DEFAULT_HFU,
     data_parallel_transfers,
+    hfu_for,
     hbm_traffic,
     machine,
     offload_transfers,
@@ -51,10 +51,11 @@ def flops_of(arch: Architecture, inventory: Inventory, est: Estimate) -> Trainin
                           rank=s.lora_rank, checkpointing=s.gradient_checkpointing)
 
 
-def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float = DEFAULT_HFU) -> dict[str, Any]:
-    """The step time of an estimate's setup (its `flops_of`) on `gpu`: seconds, tokens/s (all GPUs), MFU and every
-    term; or the reason there is none."""
+def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float | None = None) -> dict[str, Any]:
+    """The step time of an estimate's setup (its `flops_of`) on `gpu` at `hfu` (default: its architecture's,
+    hfu_for): seconds, tokens/s (all GPUs), MFU and every term; or the reason there is none."""
     s = est.settings
+    hfu = hfu_for(gpu.arch) if hfu is None else hfu
     dtype = matmul_dtype(s)
     if dtype is None:
         return {"seconds": None, "reason": "fp32 training: the catalogue lists no fp32 tensor-core peak"}

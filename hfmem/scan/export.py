@@ -15,7 +15,7 @@ from typing import Any, Iterable, NamedTuple
 from hfmem import errors
 from hfmem.memory.record import cells
 from hfmem.memory.settings import METHODS, TrainingSettings
-from hfmem.model.load import SCHEMA_VERSION
+from hfmem.model.load import READABLE_SCHEMA_VERSIONS
 from hfmem.scan.runner import record_key
 from hfmem.units import GIB, count
 
@@ -99,7 +99,7 @@ def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
     row that does not read (a file handed to --csv may be edited or foreign)."""
     report = record.get("report")
     table = report.get("fit") if isinstance(report, dict) else None
-    if not isinstance(table, dict) or report.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(table, dict) or report.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
         return []
     try:
         return cells(report, skip_bad=True)
