@@ -48,6 +48,7 @@ class Case:
     base_quantization: str | None = None
     attention: str = "sdpa"
     padding: bool = False
+    eval_batch_size: int | None = None
     loop: str = "plain"
 
     @property
@@ -55,9 +56,11 @@ class Case:
         parts = [self.model.split("/")[-1], self.method, self.dtype, f"b{self.micro_batch_size}", f"s{self.seq_len}"]
         if self.method != "full":
             parts.append(f"r{self.lora_rank}:{'+'.join(t.removesuffix('_proj') for t in self.lora_targets)}")
-        parts += ["ckpt"] * (self.gradient_checkpointing != "off") + [f"drop{self.lora_dropout}"] * bool(self.lora_dropout)
+        parts += ["ckpt"] * (self.gradient_checkpointing != "off")
+        parts += [f"drop{self.lora_dropout}"] * bool(self.lora_dropout)
         parts += ["kbit-prep"] * self.kbit_preparation + [self.base_quantization or ""] * bool(self.base_quantization)
         parts += [self.attention] * (self.attention != "sdpa") + ["padded"] * self.padding
+        parts += [f"eval{self.eval_batch_size}"] * bool(self.eval_batch_size)
         parts += ["trainer"] * (self.loop == "trainer")
         return " ".join(parts)
 
@@ -68,10 +71,12 @@ class Case:
                   "attention": self.attention, "optimizer": "adamw_torch", "loss_upcast": True,
                   "padding_mask": self.padding}
         if self.method != "full":
-            stated |= {"lora_rank": self.lora_rank, "lora_targets": self.lora_targets, "lora_dropout": self.lora_dropout,
-                       "adapter_dtype": "fp32"}
+            stated |= {"lora_rank": self.lora_rank, "lora_targets": self.lora_targets,
+                       "lora_dropout": self.lora_dropout, "adapter_dtype": "fp32"}
         if self.kbit_preparation:
             stated["kbit_upcast"] = True
+        if self.eval_batch_size:
+            stated["eval_batch_size"] = self.eval_batch_size
         if self.base_quantization:
             stated["base_quantization"] = self.base_quantization
         return stated
@@ -85,10 +90,12 @@ LLAMA32_1B, QWEN25_05B, QWEN25_15B = "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Q
 ALL_LINEAR = ("all-linear",)
 CASES = (
     # LoRA r=8 on q and v, pure bf16, no checkpointing, ~1k tokens: micro-batch 1, 2, 4
-    *(Case(LLAMA2_7B, "lora", mb, 1024) for mb in (1, 2, 4)),
+    Case(LLAMA2_7B, "lora", 1, 1024, eval_batch_size=8),
+    *(Case(LLAMA2_7B, "lora", mb, 1024) for mb in (2, 4)),
     Case(LLAMA2_7B, "lora", 4, 1024, lora_dropout=0.1),
     *(Case(MISTRAL_7B, "lora", mb, 1024) for mb in (1, 4)),
-    *(Case(GEMMA_2B, "lora", mb, 1024) for mb in (1, 4)),
+    Case(GEMMA_2B, "lora", 1, 1024, eval_batch_size=8),
+    Case(GEMMA_2B, "lora", 4, 1024),
     *(Case(PHI_2, "lora", mb, 1024) for mb in (1, 4)),
     Case(LLAMA31_8B, "lora", 1, 4096, lora_rank=16, lora_targets=ALL_LINEAR),
     Case(LLAMA31_8B, "lora", 4, 2048, lora_rank=16, lora_targets=ALL_LINEAR, gradient_checkpointing="full"),
@@ -96,22 +103,22 @@ CASES = (
     Case(LLAMA2_7B, "lora", 1, 1024, attention="eager"),
     Case(LLAMA2_7B, "lora", 4, 1024, padding=True),
     Case(QWEN3_8B, "lora", 2, 2048),
-    Case(GEMMA2_9B, "lora", 1, 2048),
-    Case(MIXTRAL, "lora", 1, 1024),
-    Case(QWEN3_MOE, "lora", 1, 2048),
+    Case(GEMMA2_9B, "lora", 1, 2048, eval_batch_size=4),
+    Case(MIXTRAL, "lora", 1, 1024, eval_batch_size=4),
+    Case(QWEN3_MOE, "lora", 1, 2048, eval_batch_size=2),
     # full fine-tunes
-    Case(LLAMA32_1B, "full", 2, 2048),
-    Case(LLAMA32_1B, "full", 2, 2048, dtype="amp-bf16"),
+    Case(LLAMA32_1B, "full", 2, 2048, eval_batch_size=8),
+    Case(LLAMA32_1B, "full", 2, 2048, dtype="amp-bf16", eval_batch_size=8),
     Case(LLAMA32_1B, "full", 2, 4096, gradient_checkpointing="full"),
-    Case(QWEN25_05B, "full", 2, 2048),
+    Case(QWEN25_05B, "full", 2, 2048, eval_batch_size=8),
     Case(QWEN25_15B, "full", 4, 2048, gradient_checkpointing="full"),
     Case(GEMMA_2B, "full", 1, 2048),
     # transformers.Trainer (bf16=True autocast over the bf16-loaded model)
-    Case(LLAMA2_7B, "lora", 4, 1024, dtype="bf16", loop="trainer"),
+    Case(LLAMA2_7B, "lora", 4, 1024, dtype="bf16", eval_batch_size=8, loop="trainer"),
     Case(LLAMA32_1B, "full", 2, 2048, dtype="amp-bf16", loop="trainer"),
     # QLoRA (bitsandbytes nf4, double quantisation), with and without PEFT's kbit preparation
     *(Case(LLAMA2_7B, "qlora", mb, 1024) for mb in (1, 4)),
-    Case(LLAMA2_7B, "qlora", 1, 1024, kbit_preparation=True, gradient_checkpointing="full"),
+    Case(LLAMA2_7B, "qlora", 1, 1024, kbit_preparation=True, gradient_checkpointing="full", eval_batch_size=8),
     Case(LLAMA2_7B, "qlora", 4, 1024, kbit_preparation=True, gradient_checkpointing="full"),
     Case(LLAMA2_7B, "lora", 1, 1024, base_quantization="int8"),
     Case(LLAMA31_8B, "qlora", 2, 2048, lora_rank=16, lora_targets=ALL_LINEAR, gradient_checkpointing="full"),
@@ -236,7 +243,10 @@ class Meter:
         self.keep(f"after_{phase}", self.cuda.memory_allocated())
 
 
-def _plain_loop(case: Case, model: Any, batch: dict[str, Any], meter: Meter, steps: int) -> list[float]:
+def _plain_loop(case: Case, model: Any, batch: dict[str, Any], meter: Meter, steps: int,
+                evaluation: dict[str, Any] | None) -> list[float]:
+    """Training steps; then, with an evaluation batch, one no-grad forward of it (phase "eval") as a Trainer's
+    evaluation loop runs it between steps: model.eval(), the optimizer states alive, the loss computed."""
     import torch
 
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
@@ -265,12 +275,22 @@ def _plain_loop(case: Case, model: Any, batch: dict[str, Any], meter: Meter, ste
             meter.end("optimizer")
         meter.live()
         seconds.append(time.perf_counter() - started)
+    if evaluation:
+        model.eval()
+        meter.start()
+        with torch.no_grad(), amp:
+            loss = model(**evaluation).loss
+        del loss
+        meter.end("eval")
+        model.train()
     del optimizer
     return seconds[1:]
 
 
-def _trainer_loop(case: Case, model: Any, batch: dict[str, Any], meter: Meter, steps: int) -> list[float]:
-    """transformers.Trainer's own step; the peak is reset when step 2 begins and read when training ends."""
+def _trainer_loop(case: Case, model: Any, batch: dict[str, Any], meter: Meter, steps: int,
+                  evaluation: dict[str, Any] | None) -> list[float]:
+    """transformers.Trainer's own step; the peak is reset when step 2 begins and read when training ends; with an
+    evaluation batch, Trainer.evaluate then runs it (phase "eval")."""
     import transformers
 
     seconds: list[float] = []
@@ -288,26 +308,35 @@ def _trainer_loop(case: Case, model: Any, batch: dict[str, Any], meter: Meter, s
             meter.live()
             seconds.append(time.perf_counter() - self.started)
 
-    columns = {name: tensor.cpu() for name, tensor in batch.items()}
-    rows = [{name: tensor[i] for name, tensor in columns.items()} for i in range(case.micro_batch_size)] * steps
+    def rows_of(tensors: dict[str, Any]) -> list[dict[str, Any]]:
+        columns = {name: tensor.cpu() for name, tensor in tensors.items()}
+        return [{name: tensor[i] for name, tensor in columns.items()} for i in range(len(columns["input_ids"]))]
+
+    rows = rows_of(batch) * steps
     with tempfile.TemporaryDirectory() as out:
         args = transformers.TrainingArguments(
             output_dir=out, per_device_train_batch_size=case.micro_batch_size, max_steps=steps, learning_rate=1e-5,
+            per_device_eval_batch_size=case.eval_batch_size or 8,
             bf16=True, optim="adamw_torch", gradient_checkpointing=case.gradient_checkpointing != "off",
             gradient_checkpointing_kwargs={"use_reentrant": False}, save_strategy="no", report_to=[],
             logging_strategy="no", dataloader_num_workers=0, use_cpu=batch["input_ids"].device.type == "cpu")
         trainer = transformers.Trainer(model=model, args=args, train_dataset=rows, callbacks=[Peaks()])
         trainer.train()
         meter.end("trainer")
+        if evaluation:
+            meter.start()
+            trainer.evaluate(eval_dataset=rows_of(evaluation))
+            meter.end("eval")
         del trainer
     return seconds[1:]
 
 
-def batch_for(case: Case, vocab_size: int, device: str) -> dict[str, Any]:
-    """Random token ids as input and labels; padded cases mask the last quarter of the first sequence."""
+def batch_for(case: Case, vocab_size: int, device: str, rows: int | None = None) -> dict[str, Any]:
+    """Random token ids as input and labels (`rows` of them, else a micro-batch); padded cases mask the last
+    quarter of the first sequence."""
     import torch
 
-    ids = torch.randint(0, vocab_size, (case.micro_batch_size, case.seq_len), device=device)
+    ids = torch.randint(0, vocab_size, (rows or case.micro_batch_size, case.seq_len), device=device)
     if not case.padding:
         return {"input_ids": ids, "labels": ids}
     mask = torch.ones_like(ids)
@@ -331,7 +360,8 @@ def measure(case: Case, config: dict[str, Any], device: str, checkpoints: dict[s
     model = build(case, config, device, checkpoint)
     meter.end("load")
     loop = _trainer_loop if case.loop == "trainer" else _plain_loop
-    seconds = loop(case, model, batch_for(case, config["vocab_size"], device), meter, steps)
+    evaluation = batch_for(case, config["vocab_size"], device, case.eval_batch_size) if case.eval_batch_size else None
+    seconds = loop(case, model, batch_for(case, config["vocab_size"], device), meter, steps, evaluation)
     figures = meter.figures
     training = {"forward_peak", "backward_peak", "optimizer_peak", "trainer_peak"}
     figures["peak"] = max((v for k, v in figures.items() if k in training), default=0)
@@ -406,46 +436,49 @@ def argv(row: dict[str, Any]) -> list[str]:
     return [*args, "--format", "json"]
 
 
-def predict(row: dict[str, Any], gpu: str) -> tuple[float, float]:
-    """hfmem's peak allocated bytes and step seconds on `gpu` for a recorded row, from the CLI's own entry point
-    run in-process."""
+def predict(row: dict[str, Any], gpu: str) -> dict[str, float]:
+    """hfmem's figures for a recorded row on `gpu`, from the CLI's own entry point run in-process: the training
+    step's peak allocated bytes, the evaluation phase's (0 without one; no context or fragmentation added, as
+    max_memory_allocated counts neither) and the step seconds."""
     sys.path[:0] = [str(ROOT / "bench")]
     from published import cli_report
 
-    report = cli_report([*argv(row), "--gpu", gpu])
+    report = cli_report([*argv(row), "--gpu", gpu, "--fragmentation", "0", "--cuda-context-gib", "0"])
     (estimate,) = report["estimates"]
     (cell,) = report["fit"]["rows"]
     time = dict(zip(report["fit"]["columns"], cell, strict=True))["time"]
-    return estimate["per_gpu_bytes"]["allocated_peak"], time[0]
+    per_gpu = estimate["per_gpu_bytes"]
+    return {"peak": per_gpu["allocated_peak"], "eval_peak": per_gpu["evaluation"], "seconds": time[0]}
 
 
-def score(path: Path) -> list[tuple[str, float, float]]:
-    """(case, measured GiB, predicted GiB) of each measured row of a recorded run, printed as a table with the
-    step times beside them (hfmem's time model is not fitted to them: they show its error)."""
+def score(path: Path) -> dict[str, dict[str, float]]:
+    """Each measured row's relative errors ("peak": the training step's allocated peak, "eval_peak" where the row
+    evaluates, "seconds": the step time), printed as a table. hfmem's time model is not fitted to these times:
+    they show its error."""
     data = json.loads(path.read_text())
     gpu = data["device"].split()[-1].lower()  # "NVIDIA H200" is the catalogue's h200
-    found, times = [], []
+    errors: dict[str, dict[str, float]] = {}
     print(f"{data['device']}; " + ", ".join(f"{k} {v}" for k, v in data["versions"].items()))
-    print(f"{'case':62} {'measured':>9} {'hfmem':>9} {'error':>7}   {'step s':>7} {'hfmem':>7} {'error':>7}")
+    print(f"{'case':66} {'GiB':>6} {'hfmem':>6} {'error':>6}  {'eval':>6} {'hfmem':>6} {'error':>6}  "
+          f"{'step s':>6} {'hfmem':>6} {'error':>6}")
     for row in data["rows"]:
         if "bytes" not in row:
-            print(f"{row['case']:62} {row.get('skipped') or row.get('error')}")
+            print(f"{row['case']:66} {row.get('skipped') or row.get('error')}")
             continue
-        measured = row["bytes"]["peak"] / GIB
-        predicted, seconds = predict(row, gpu)
-        predicted /= GIB
-        found.append((row["case"], measured, predicted))
-        times.append(seconds / row["step_seconds"] - 1)
-        print(f"{row['case']:62} {measured:9.2f} {predicted:9.2f} {predicted / measured - 1:+7.1%}   "
-              f"{row['step_seconds']:7.3f} {seconds:7.3f} {times[-1]:+7.1%}")
-    if found:
-        errors = [p / m - 1 for _, m, p in found]
-        print(f"median |error| {statistics.median(abs(e) for e in errors):.1%} over {len(errors)} rows; "
-              f"signed median {statistics.median(errors):+.1%}; under by more than 10%: "
-              f"{sum(e < -0.10 for e in errors)}")
-        print(f"step time: median |error| {statistics.median(abs(e) for e in times):.1%}, signed median "
-              f"{statistics.median(times):+.1%} (negative: hfmem says faster than measured)")
-    return found
+        predicted = predict(row, gpu)
+        measured = row["bytes"] | {"seconds": row["step_seconds"]}
+        errors[row["case"]] = {k: predicted[k] / measured[k] - 1 for k in predicted if measured.get(k)}
+        cells = []
+        for key, unit in (("peak", GIB), ("eval_peak", GIB), ("seconds", 1)):
+            found = key in errors[row["case"]]
+            cells.append(f"{measured[key] / unit:6.2f} {predicted[key] / unit:6.2f} {errors[row['case']][key]:+6.1%}"
+                         if found else f"{'':20}")
+        print(f"{row['case']:66} " + "  ".join(cells))
+    for key, label in (("peak", "training step peak"), ("eval_peak", "evaluation peak"), ("seconds", "step time")):
+        found = [e[key] for e in errors.values() if key in e]
+        print(f"{label}: median |error| {statistics.median(abs(e) for e in found):.1%} over {len(found)} rows, "
+              f"signed median {statistics.median(found):+.1%}, under by more than 5%: {sum(e < -0.05 for e in found)}")
+    return errors
 
 
 def dry_run_cases() -> list[tuple[Case, dict[str, Any]]]:
@@ -454,8 +487,9 @@ def dry_run_cases() -> list[tuple[Case, dict[str, Any]]]:
     from tiny_models import tiny_config
 
     config = tiny_config("meta-llama/Meta-Llama-3-8B", 2)
-    return [(Case("tiny-llama", "full", 2, 64), config), (Case("tiny-llama", "lora", 2, 64, lora_dropout=0.1), config),
-            (Case("tiny-llama", "lora", 2, 64, dtype="bf16", padding=True, loop="trainer"), config),
+    return [(Case("tiny-llama", "full", 2, 64, eval_batch_size=4), config),
+            (Case("tiny-llama", "lora", 2, 64, lora_dropout=0.1), config),
+            (Case("tiny-llama", "lora", 2, 64, dtype="bf16", padding=True, eval_batch_size=3, loop="trainer"), config),
             (Case("tiny-llama", "lora", 2, 64, attention="eager", padding=True), config)]
 
 

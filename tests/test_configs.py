@@ -378,6 +378,28 @@ def test_trainer_arguments_sync_each_batch(tmp_path, each):
     assert "sync_each_batch" not in read_config(path).values
 
 
+@pytest.mark.parametrize(("args", "expected"), [
+    ({"eval_strategy": "steps", "per_device_eval_batch_size": 4}, 4),
+    ({"evaluation_strategy": "epoch"}, 8),  # the older spelling; TrainingArguments' default eval batch
+    ({"eval_strategy": "no", "per_device_eval_batch_size": 4}, None),
+    ({"per_device_eval_batch_size": 4}, None),  # eval_strategy defaults to "no": nothing is evaluated
+])
+def test_trainer_arguments_evaluate_only_with_an_eval_strategy(tmp_path, args, expected):
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"output_dir": "out", "per_device_train_batch_size": 2} | args))
+    config = read_config(path)
+    assert config.values.get("eval_batch_size") == expected and config.unknown == ()
+
+
+def test_real_configs_that_evaluate_get_an_evaluation_phase():
+    """The alignment-handbook-style QLoRA recipe evaluates every epoch at 8 sequences; Axolotl's Llama-3 LoRA holds
+    out 5% and evaluates it at its micro-batch (eval_batch_size unset); its QLoRA holds out nothing."""
+    assert read_config(ROOT / "trainer-args/config_qlora.yaml").values["eval_batch_size"] == 8
+    lora = read_config(ROOT / "axolotl/examples/llama-3/lora-8b.yml")
+    assert lora.values["eval_batch_size"] == lora.values["micro_batch_size"] == 2
+    assert "eval_batch_size" not in read_config(ROOT / "axolotl/examples/llama-3/qlora.yml").values
+
+
 # -- what is listed --------------------------------------------------------------------------------------------
 
 

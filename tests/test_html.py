@@ -159,14 +159,14 @@ def test_every_figure_on_the_page_is_the_jsons(llama):
 
 
 def test_the_bars_stack_every_term_to_the_total(llama):
-    """The stacked terms less the overlap are the training step's total (the estimate's, unless loading needs more),
-    and bar heights are the terms to one scale."""
-    from hfmem.render.charts import LOAD, OVERLAP, TERMS
+    """The stacked terms less the overlap are the training step's total (the estimate's, unless another phase needs
+    more), and bar heights are the terms to one scale."""
+    from hfmem.render.charts import OVERLAP, PHASES, TERMS
 
     report, page = llama
     for est in report["estimates"]:
         terms = est["per_gpu_bytes"]
-        assert max(sum(terms[t] for t, _ in TERMS) - terms[OVERLAP], terms[LOAD]) == terms["total"]
+        assert max(sum(terms[t] for t, _ in TERMS) - terms[OVERLAP], *(terms[p] for p, _ in PHASES)) == terms["total"]
     chart = parse(page).by_id("chart-terms")
     rects = [n for n in chart.all("rect") if "data-src" in n.attrs and "overlap" not in n.attrs["class"]]
     assert len(rects) >= 3 * 4

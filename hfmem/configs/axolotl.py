@@ -18,16 +18,16 @@ ATTENTION_SWITCHES = {"flash_attention": "flash_attention_2", "sdp_attention": "
 
 IGNORED = (
     "base_model", "base_model_config", "model_type", "tokenizer_type", "tokenizer_config", "tokenizer_use_fast",
-    "tokenizer_legacy", "trust_remote_code", "datasets", "test_datasets", "pretraining_dataset",
+    "tokenizer_legacy", "trust_remote_code", "datasets", "pretraining_dataset",
     "dataset_prepared_path", "dataset_processes", "dataset_exact_deduplication", "shuffle_merged_datasets",
-    "push_dataset_to_hub", "skip_prepare_dataset", "val_set_size", "output_dir", "hub_model_id", "hub_strategy",
+    "push_dataset_to_hub", "skip_prepare_dataset", "output_dir", "hub_model_id", "hub_strategy",
     "wandb_project", "wandb_entity", "wandb_watch", "wandb_name", "wandb_log_model", "wandb_run_id", "use_wandb",
     "mlflow_tracking_uri", "mlflow_experiment_name", "trackio_project_name", "trackio_run_name", "trackio_space_id",
     "comet_project_name", "num_epochs", "max_steps", "lr_scheduler", "lr_scheduler_kwargs", "learning_rate",
     "warmup_ratio", "warmup_steps", "cosine_min_lr_ratio", "lr_quadratic_warmup", "weight_decay", "adam_beta1",
     "adam_beta2", "adam_epsilon", "max_grad_norm", "evals_per_epoch", "eval_steps", "saves_per_epoch", "save_steps",
-    "save_strategy", "eval_strategy", "save_total_limit", "save_first_step", "save_safetensors", "eval_table_size",
-    "eval_max_new_tokens", "eval_sample_packing", "eval_batch_size", "batch_size", "logging_steps",
+    "save_strategy", "save_total_limit", "save_first_step", "save_safetensors", "eval_table_size",
+    "eval_max_new_tokens", "eval_sample_packing", "batch_size", "logging_steps",
     "resume_from_checkpoint", "auto_resume_from_checkpoints", "early_stopping_patience", "special_tokens", "tokens",
     "eot_tokens", "chat_template", "default_system_message", "train_on_inputs", "group_by_length", "seed", "strict",
     "debug", "local_rank", "tf32", "gradient_checkpointing_kwargs", "torch_compile_backend", "torch_compile_mode",
@@ -72,6 +72,7 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
         value = d.integer(key)
         if value is not None:
             d.set(field, value, key)
+    evaluation(d)
     hf.optimizer(d, "optimizer")
     checkpointing(d)
     attention_of(d)
@@ -84,6 +85,20 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
     engine, flag = parallelism(d, linked)
     precision(d, method, engine, flag)
     return "axolotl", d.text("base_model")
+
+
+def evaluation(d: Draft) -> None:
+    """A validation split (val_set_size above 0, or test_datasets) is evaluated between steps unless eval_strategy
+    is "no", at eval_batch_size, which defaults to micro_batch_size (axolotl's utils/config/__init__.py)."""
+    d.know("val_set_size", "test_datasets", "eval_strategy", "eval_batch_size")
+    held_out = (d.number("val_set_size") or 0) > 0 or bool(d.raw("test_datasets"))
+    if not held_out or (d.text("eval_strategy") or "").strip().lower() == "no":
+        return
+    size = d.integer("eval_batch_size")
+    if size is not None:
+        d.set("eval_batch_size", size, "eval_batch_size")
+    else:
+        d.default("eval_batch_size", d.integer("micro_batch_size") or 1, "eval_batch_size (micro_batch_size)")
 
 
 def method_of(d: Draft) -> str:

@@ -17,12 +17,13 @@ from hfmem.memory.fields import setting_of
 from hfmem.memory.settings import TrainingSettings
 
 HF_BATCH_SIZE = 8
-"""TrainingArguments.per_device_train_batch_size's default (transformers 5.24 training_args.py)."""
+"""TrainingArguments.per_device_train_batch_size's default (transformers 5.24 training_args.py); the same for
+per_device_eval_batch_size."""
 
 
 TRAINING_IGNORED = (
-    "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy", "evaluation_strategy",
-    "eval_steps", "eval_delay", "eval_on_start", "per_device_eval_batch_size", "eval_accumulation_steps",
+    "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict",
+    "eval_steps", "eval_delay", "eval_on_start", "eval_accumulation_steps",
     "prediction_loss_only", "eval_do_concat_batches", "eval_use_gather_object", "batch_eval_metrics",
     "include_for_metrics", "include_inputs_for_metrics", "bf16_full_eval", "fp16_full_eval", "predict_with_generate",
     "generation_max_length", "generation_num_beams", "generation_config", "sortish_sampler", "num_train_epochs",
@@ -154,6 +155,19 @@ def linked_deepspeed(d: Draft, linked: Linked) -> str | None:
     return flag
 
 
+def evaluation(d: Draft) -> None:
+    """eval_strategy (or evaluation_strategy) other than "no" evaluates between steps at per_device_eval_batch_size."""
+    d.know("eval_strategy", "evaluation_strategy", "per_device_eval_batch_size")
+    strategy = next((d.text(key) for key in ("eval_strategy", "evaluation_strategy") if d.raw(key) is not None), None)
+    if strategy is None or strategy.strip().lower() == "no":
+        return
+    size = d.integer("per_device_eval_batch_size")
+    if size is None:
+        d.default("eval_batch_size", HF_BATCH_SIZE, "per_device_eval_batch_size")
+    else:
+        d.set("eval_batch_size", size, "per_device_eval_batch_size")
+
+
 def training_arguments(d: Draft, linked: Linked | None, bf16_default: bool = False) -> Run:
     """The TrainingArguments keys of a Trainer run; `linked` is the DeepSpeed config its `deepspeed` key names.
 
@@ -165,6 +179,7 @@ def training_arguments(d: Draft, linked: Linked | None, bf16_default: bool = Fal
         d.default("micro_batch_size", HF_BATCH_SIZE, "per_device_train_batch_size")
     else:
         d.set("micro_batch_size", batch, "per_device_train_batch_size")
+    evaluation(d)
     accum = d.integer("gradient_accumulation_steps")
     if accum is not None:
         d.set("gradient_accumulation_steps", accum, "gradient_accumulation_steps")

@@ -27,10 +27,19 @@ def multi_gpu_text(multi: dict[str, Any] | None) -> str:
     return f"{multi['num_gpus']}×{SHARDING_NAMES.get(sharding, sharding)}{offload}{ckpt}"
 
 
-_SAME_METHOD = {"gradient_checkpointing": "+ckpt", "smaller_micro_batch": "b=1+accum",
-                "checkpointing_and_smaller_micro_batch": "+ckpt b=1", "8bit_optimizer": "8-bit+ckpt"}
+_SAME_METHOD = {"smaller_eval_batch": "eval b=1", "gradient_checkpointing": "+ckpt",
+                "smaller_micro_batch": "b=1+accum", "checkpointing_and_smaller_micro_batch": "+ckpt b=1",
+                "8bit_optimizer": "8-bit+ckpt"}
 _OTHER = {"lora": "LoRA+ckpt", "qlora": "QLoRA+ckpt", "zero3_offload": "offload", "zero3_offload_params": "ZeRO-Inf."}
 MAX_SUGGESTED_GPUS = 64
+
+
+def _label(mitigation: dict[str, Any]) -> str:
+    """A mitigation's short name; one that also evaluates a sequence at a time says so ("+ckpt eval b=1")."""
+    label = (_SAME_METHOD | _OTHER)[mitigation["name"]]
+    also = mitigation["name"] != "smaller_eval_batch" and (mitigation.get("settings_changes") or {}).get(
+        "eval_batch_size") == 1
+    return f"{label} eval b=1" if also else label
 
 
 def short_gib(n_bytes: float | None) -> str:
@@ -79,7 +88,7 @@ def setup_label(fit: dict[str, Any]) -> str:
     if found is None or found[0] == "asked":
         return ""
     advice, mitigation = recommended(fit)
-    return (_SAME_METHOD | _OTHER)[mitigation["name"]] if mitigation else advice
+    return _label(mitigation) if mitigation else advice
 
 
 def picked_setup(fit: dict[str, Any]) -> dict[str, Any]:
@@ -96,14 +105,14 @@ def recommended(fit: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
     listed = fit.get("mitigations") or ([fit["mitigation"]] if fit.get("mitigation") else [])
     by_name = {m["name"]: m for m in listed}
     multi = fewest_gpus(fit)
-    for name, label in _SAME_METHOD.items():
+    for name in _SAME_METHOD:
         if name in by_name:
-            return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip(), by_name[name]
+            return f"{_label(by_name[name])} {short_gib(by_name[name].get('total_bytes'))}".strip(), by_name[name]
     if multi and 1 < multi["num_gpus"] <= MAX_SUGGESTED_GPUS:
         return multi_gpu_text(multi), None
-    for name, label in _OTHER.items():
+    for name in _OTHER:
         if name in by_name:
-            return f"{label} {short_gib(by_name[name].get('total_bytes'))}".strip(), by_name[name]
+            return f"{_label(by_name[name])} {short_gib(by_name[name].get('total_bytes'))}".strip(), by_name[name]
     return multi_gpu_text(multi), None
 
 

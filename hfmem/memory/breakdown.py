@@ -89,7 +89,10 @@ class MemoryBreakdown:
     copies while loading, whichever is larger (checked against host_ram_gib)."""
     load: int
     """The device total while loading the checkpoint (0: loading stays below the training step); `total` and
-    `required` are the larger of the two phases."""
+    `required` are the largest of the phases."""
+    evaluation: int
+    """The device total during an evaluation forward at eval_batch_size (0: no evaluation): the resident weights,
+    optimizer states and buffers, and the no-grad forward's peak (memory.evaluation)."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -101,8 +104,9 @@ class MemoryBreakdown:
 
 
 def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState,
-            act: ActivationEstimate) -> MemoryBreakdown:
-    """Per-GPU bytes by term, and the total (see the module docstring for how they add up)."""
+            act: ActivationEstimate, eval_forward: int = 0) -> MemoryBreakdown:
+    """Per-GPU bytes by term, and the total (see the module docstring for how they add up); `eval_forward`: the
+    evaluation forward's peak over the resident state (memory.evaluation), 0 without evaluation."""
     activations = act.peak
     full_grads = split.trainable * state.bytes_per_param["gradients"]
     shard = state.gradients / full_grads if full_grads else 0.0
@@ -120,14 +124,19 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
     load = state.load_peak + round(state.load_peak * settings.overhead.fragmentation) + context if state.load_peak else 0
+    evaluation = 0
+    if eval_forward:  # between steps: gradients were set to None unless they persist, autocast copies are made again
+        resident = (state.weights + state.optimizer - paged + state.sharding_buffers + state.forward_transient
+                    + (state.gradients if state.gradients_persist else 0) + eval_forward)
+        evaluation = resident + round(resident * settings.overhead.fragmentation) + context
     return MemoryBreakdown(
         weights=state.weights,
         gradients=state.gradients,
         optimizer=state.optimizer,
         activations=activations,
         overhead=fragmentation + context,
-        total=max(allocated + fragmentation + context + paged, load),
-        required=max(allocated + fragmentation + context, load),
+        total=max(allocated + fragmentation + context + paged, load, evaluation + paged),
+        required=max(allocated + fragmentation + context, load, evaluation),
         master_weights=state.master_weights,
         optimizer_states=state.optimizer_states,
         sharding_buffers=state.sharding_buffers,
@@ -146,6 +155,7 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         fragmentation=fragmentation,
         host_per_node=host_per_node(settings, state),
         load=load,
+        evaluation=evaluation,
     )
 
 

@@ -28,6 +28,7 @@ from hfmem.memory.activations import (
     layer_modules,
 )
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
+from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory, retied
 from hfmem.memory.model_state import (
@@ -93,8 +94,10 @@ class Estimate:
 def phases(per_gpu: MemoryBreakdown) -> dict[str, Any]:
     """The device total of each modelled phase and which is the largest (the one `total` reports)."""
     step = per_gpu.allocated_peak + per_gpu.fragmentation + per_gpu.cuda_context + per_gpu.paged_optimizer
-    out: dict[str, Any] = {"train_step": step, "load": per_gpu.load or None}
-    out["largest"] = "load" if per_gpu.load > step else "train_step"
+    evaluation = per_gpu.evaluation + per_gpu.paged_optimizer if per_gpu.evaluation else 0
+    out: dict[str, Any] = {"train_step": step, "load": per_gpu.load or None, "evaluation": evaluation or None}
+    out["largest"] = max(("train_step", step), ("load", per_gpu.load), ("evaluation", evaluation),
+                         key=lambda phase: phase[1])[0]
     return out
 
 
@@ -255,7 +258,7 @@ def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
     split = ctx.split(s)
     state = state_for(ctx, s)
     act = activations_for(ctx, s, seq)
-    per_gpu = combine(s, split, state, act)
+    per_gpu = combine(s, split, state, act, eval_forward_bytes(ctx.arch, s, seq))
     notes = state.notes + act.notes + method_notes(ctx, s)
     return Estimate(
         settings=s, seq_len=seq, split=split, state=state, activations=act, per_gpu_bytes=per_gpu,

@@ -12,7 +12,7 @@ Public API (pure functions, no torch):
                   GPU unless the settings name several), "total_bytes" (the device total per GPU, the figure every
                   output shows), "required_bytes" (what must stay resident, compared with the GPU: the total less
                   paged optimizer states), "headroom_bytes", "host_per_node_bytes", "short_of" (None, "GPU
-                  memory" or the host RAM shortfall), "phase" (train_step or load: the larger), "per_gpu_bytes"},
+                  memory" or the host RAM shortfall), "phase" (train_step, load or evaluation: the largest), "per_gpu_bytes"},
         "max_micro_batch_size": int (0: not even 1), "max_seq_len": int (0: none),
         "max_seq_len_capped": bool (the model's maximum fits),
         "multi_gpu": {"num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing",
@@ -47,6 +47,7 @@ from hfmem.errors import InvalidInputError
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
 from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.estimate import Context, activations_for, estimate_in, phases, state_for
+from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.hardware.gpus import Gpu
 from hfmem.model.inventory import Inventory
 from hfmem.memory.model_state import ModelState
@@ -146,7 +147,7 @@ class _Planner:
         act = self._acts.get(ak)
         if act is None:
             act = self._acts[ak] = activations_for(self.ctx, s, seq)
-        return combine(s, self.ctx.split(s), state, act)
+        return combine(s, self.ctx.split(s), state, act, eval_forward_bytes(self.ctx.arch, s, seq))
 
     def resident(self, s: TrainingSettings, seq: int) -> int:
         """The bytes compared with a GPU: `required`, or more than any GPU where the host cannot hold its share."""
@@ -221,6 +222,9 @@ def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[
     """Single-GPU changes that cut memory, cheapest (least intrusive) first."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     b, ga = base.micro_batch_size, base.gradient_accumulation_steps
+    if (base.eval_batch_size or 1) > 1:
+        out.append(("smaller_eval_batch", "evaluate one sequence at a time (per_device_eval_batch_size 1): the "
+                    "evaluation forward's logits and loss buffers shrink with it", {"eval_batch_size": 1}))
     if base.gradient_checkpointing == "off":
         out.append(("gradient_checkpointing", "turn on full gradient checkpointing (recompute each layer in backward)",
                     {"gradient_checkpointing": "full"}))
@@ -244,6 +248,9 @@ def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[
                     {"method": "qlora", "optimizer": None} | gc))
     out.append(("zero3_offload_params", "DeepSpeed ZeRO-3 with optimizer and parameter offload (ZeRO-Infinity, "
                 "slowest) and checkpointing", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True} | gc))
+    if (base.eval_batch_size or 1) > 1:  # the training-side changes leave the evaluation forward as it is
+        out[1:] = [(name, f"{text}, evaluating one sequence at a time", changes | {"eval_batch_size": 1})
+                   for name, text, changes in out[1:]]
     return out
 
 

@@ -151,6 +151,10 @@ class TrainingSettings:
     """Micro-batch size per GPU."""
     gradient_accumulation_steps: int = setting(1, COUNT, flags=("--grad-accum",), affects=("state",), panel=TRAINING)
     """Gradient accumulation steps: more than one keeps the gradients alive between micro-batches."""
+    eval_batch_size: int | None = setting(None, OrNone(COUNT), affects=(), shown="no evaluation", panel=TRAINING)
+    """Sequences per GPU in an evaluation forward between steps (TrainingArguments.per_device_eval_batch_size when
+    eval_strategy is on): a no-grad forward at the training length beside the weights and optimizer states, whose
+    logits and fp32 loss buffers can outgrow the training step's. The fit takes the larger phase."""
     dtype: str = setting("bf16", Choice(DTYPES, DTYPE_ALIASES), affects=("trainability", "state", "activations"),
                          panel=TRAINING)
     """Training precision: bf16/fp16 mixed precision (16-bit weights and gradients, fp32 master weights and

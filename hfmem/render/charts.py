@@ -25,9 +25,10 @@ TERMS = (
     ("overhead", "fragmentation + CUDA context"),
 )
 """The per_gpu_bytes terms stacked in a bar, bottom up; their sum less the overlap is the training step's total,
-and `total` is that or the load phase's `load`, whichever is larger (hfmem.memory.breakdown)."""
+and `total` is the largest of that and the other phases' (hfmem.memory.breakdown)."""
 OVERLAP = "gradient_activation_overlap"
-LOAD = "load"
+PHASES = (("load", "loading the model"), ("evaluation", "an evaluation forward"))
+"""The per_gpu_bytes figures of the phases beside the training step, drawn as a mark where one needs more."""
 VERDICT_WORDS = {"fits": "fits as asked", "change": "fits one GPU with a change",
                  "gpus": "needs several GPUs", "none": "no fit found"}
 CURVE_AXES = {"seq_len": ("sequence length (tokens)", "micro_batch_size", "micro-batch"),
@@ -113,7 +114,8 @@ def terms_chart(report: dict[str, Any], scope: str = "") -> str:
     memory as a line."""
     estimates = all_estimates(report)
     limits = gpu_limits(report)
-    tops = [max(sum(e["per_gpu_bytes"][t] for t, _ in TERMS), e["per_gpu_bytes"][LOAD]) / GIB for e in estimates]
+    tops = [max(sum(e["per_gpu_bytes"][t] for t, _ in TERMS), *(e["per_gpu_bytes"][p] for p, _ in PHASES)) / GIB
+            for e in estimates]
     y = Scale(0, max(tops + [v for _, v in limits] + [1]) * 1.06, 330, 30)
     x0, bar_w, gap = 70, 72, 52
     x1 = x0 + gap + len(estimates) * (bar_w + gap)
@@ -138,11 +140,13 @@ def terms_chart(report: dict[str, Any], scope: str = "") -> str:
                              x=bx + bar_w + 2, y=y(base), width=8, height=round(y(step) - y(base), 1), class_="overlap",
                              **figure_attrs(f"estimates.{i}.per_gpu_bytes.{OVERLAP}", terms[OVERLAP])))
         parts.append(tag("line", x1=bx - 6, x2=bx + bar_w + 12, y1=y(step), y2=y(step), class_="total-mark"))
-        if terms[LOAD] > step_bytes:  # loading the whole model before sharding needs more than a training step
-            parts.append(tag("line", text("title", f"{method_title(est['method'])}: loading the model needs "
-                                                   f"{terms[LOAD] / GIB:,.2f} GiB, more than the training step"),
-                             x1=bx - 6, x2=bx + bar_w + 12, y1=y(terms[LOAD] / GIB), y2=y(terms[LOAD] / GIB),
-                             class_="load-mark", **figure_attrs(f"estimates.{i}.per_gpu_bytes.{LOAD}", terms[LOAD])))
+        for phase, words in PHASES:  # loading before sharding, or evaluating a larger batch, can need more
+            if terms[phase] > step_bytes:
+                parts.append(tag("line", text("title", f"{method_title(est['method'])}: {words} needs "
+                                                       f"{terms[phase] / GIB:,.2f} GiB, more than the training step"),
+                                 x1=bx - 6, x2=bx + bar_w + 12, y1=y(terms[phase] / GIB), y2=y(terms[phase] / GIB),
+                                 class_="phase-mark",
+                                 **figure_attrs(f"estimates.{i}.per_gpu_bytes.{phase}", terms[phase])))
         parts.append(text("text", f"{total:,.1f}", x=bx + bar_w / 2, y=y(max(base, total)) - 6, class_="bar-value",
                           text_anchor="middle"))
         parts.append(text("text", method_title(est["method"]), x=bx + bar_w / 2, y=348, class_="col-head",

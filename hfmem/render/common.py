@@ -79,7 +79,8 @@ def settings_line(report: dict[str, Any]) -> str:
     overrides = [f"modules_to_save {','.join(a['modules_to_save'])}" if lora and a.get("modules_to_save") else "",
                  f"base {a['base_quantization']}" if lora and a.get("base_quantization") else "",
                  f"activation {a['activation_fn']}" if a.get("activation_fn") else "",
-                 "" if tie is None else f"head {'tied' if tie else 'untied'}"]
+                 "" if tie is None else f"head {'tied' if tie else 'untied'}",
+                 f"eval batch {a['eval_batch_size']}" if a.get("eval_batch_size") else ""]
     return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"

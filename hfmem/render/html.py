@@ -17,8 +17,8 @@ from hfmem.memory.record import estimates as all_estimates
 from hfmem.memory.record import path
 from hfmem.render.charts import (
     CURVE_AXES,
-    LOAD,
     OVERLAP,
+    PHASES,
     TERMS,
     VERDICT_WORDS,
     curve_chart,
@@ -146,11 +146,11 @@ def limit_text(fit: dict[str, Any]) -> str:
 def terms_section(report: dict[str, Any], scope: str = "") -> str:
     """The stacked bars and every term of each estimate in GiB."""
     estimates = all_estimates(report)
-    names = dict(TERMS) | {OVERLAP: "minus: not alive at the peak (overlap)",
-                           LOAD: "loading the model (the total where it needs more)", "total": "total",
+    names = dict(TERMS) | {OVERLAP: "minus: not alive at the peak (overlap)", "total": "total",
                            "required": "must stay resident (the fit compares this)",
                            "paged_optimizer": "of which paged optimizer states"}
-    keys = [t for t, _ in TERMS] + [OVERLAP, LOAD, "total", "required", "paged_optimizer"]
+    names |= {phase: f"{words} (the total where it needs more)" for phase, words in PHASES}
+    keys = [t for t, _ in TERMS] + [OVERLAP, *(p for p, _ in PHASES), "total", "required", "paged_optimizer"]
     rows = [[escape(names[k])] + [gib_number(e["per_gpu_bytes"][k], f"estimates.{i}.per_gpu_bytes.{k}", 2)
                                   for i, e in enumerate(estimates)]
             for k in keys if any(e["per_gpu_bytes"][k] for e in estimates) or k in ("total", "required")]

@@ -126,7 +126,8 @@ def breakdown_table(report: dict[str, Any]) -> Table:
     ests = estimates(report)
     for est in ests:
         table.add_column(METHOD_TITLES.get(est["method"], est["method"]), justify="right")
-    terms = ["weights", "gradients", "optimizer", "activations", "overhead", "total"]
+    phases = [p for p in ("load", "evaluation") if any(e["per_gpu_bytes"][p] for e in ests)]  # the total where larger
+    terms = ["weights", "gradients", "optimizer", "activations", "overhead", *phases, "total"]
     for term in terms:
         table.add_row(Text(term, style="bold" if term == "total" else ""),
                       *(gib(e["per_gpu_bytes"][term]) for e in ests))

@@ -1,0 +1,58 @@
+"""The evaluation phase: what a no-grad forward at the eval batch allocates over the state that stays resident.
+
+Under torch.no_grad nothing is saved for backward, so the forward's peak is one place where the most tensors
+are alive at once: the output end (the logits, the fp32 copy the loss upcasts them to and log_softmax's output,
+beside the final hidden state), or, for a small vocabulary, one MLP (its activation's output, the up projection
+and their product; a MoE's routed copies of each token at once). The resident state is counted by
+breakdown.combine.
+"""
+
+from __future__ import annotations
+
+from hfmem.memory.activation_functions import activation_saves
+from hfmem.memory.activations.families import family_traits
+from hfmem.memory.settings import TrainingSettings
+from hfmem.model.architecture import Architecture
+
+
+def eval_forward_bytes(arch: Architecture, settings: TrainingSettings, seq_len: int) -> int:
+    """Peak bytes of one evaluation forward over the resident state (0 when the settings evaluate nothing)."""
+    if settings.eval_batch_size is None:
+        return 0
+    p = settings.precision.compute_bytes
+    tokens = settings.eval_batch_size * seq_len
+    logits = tokens * arch.vocab_size
+    chunks = max(1, min(int(settings.loss_chunks), seq_len))
+    if settings.compile_loss:
+        loss = 8.0 * tokens  # one fused kernel: fp32 row statistics
+    elif settings.loss_upcast:
+        loss = ((4 if p < 4 else 0) + 4) * logits / chunks  # the fp32 copy (none of fp32 logits), log_softmax's
+    else:
+        loss = p * logits / chunks  # log_softmax's output in the compute dtype
+    softcap = p * logits if family_traits(arch.model_type).softcap else 0  # tanh's output beside its input
+    h = arch.hidden_size
+    # the residual stream alive around a layer: the embeddings, the layer's input, its attention sum, the normed copy
+    stream = HIDDEN_ALIVE * h
+    head = p * logits + max(loss, softcap) + p * tokens * h  # beside the final norm's output alone
+    if arch.experts_per_token:  # each routed copy: its gathered input, fused gate_up, the activation, the product
+        routed = arch.experts_per_token * (4 * (arch.moe_intermediate_size or arch.intermediate_size) + h)
+        mlp = p * tokens * (routed + stream)
+    else:
+        mlp = p * tokens * (arch.intermediate_size * mlp_widths(arch, settings) + stream)
+    return round(max(head, mlp))
+
+
+HIDDEN_ALIVE = 4
+"""Hidden-size tensors alive while a decoder layer runs under no_grad: the model's input embeddings (its forward
+keeps the name), the layer's input, the attention sum (a parallel block: the attention output) and the normed
+input the MLP reads."""
+
+
+def mlp_widths(arch: Architecture, settings: TrainingSettings) -> int:
+    """Intermediate-width tensors alive at once in a no-grad MLP: a gated one holds act(gate), up and their product;
+    an ungated one its fc output and the activation's output, or, for an activation written as several eager ops
+    (gelu_new: pow, mul, add, tanh...), the fc output and the temporaries one of its expressions holds."""
+    if arch.gated_mlp:
+        return 3
+    saves = activation_saves(settings.activation_fn or arch.hidden_act)
+    return max(2, len(saves) if "t" in saves else len(saves) + 1)
