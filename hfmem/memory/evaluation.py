@@ -14,6 +14,11 @@ from hfmem.memory.activations.families import family_traits
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
 
+HIDDEN_ALIVE = 4
+"""Hidden-size tensors alive while a decoder layer runs under no_grad: the model's input embeddings (its forward
+keeps the name), the layer's input, the attention sum (a parallel block: the attention output) and the normed
+input the MLP reads."""
+
 
 def eval_forward_bytes(arch: Architecture, settings: TrainingSettings, seq_len: int) -> int:
     """Peak bytes of one evaluation forward over the resident state (0 when the settings evaluate nothing)."""
@@ -31,7 +36,6 @@ def eval_forward_bytes(arch: Architecture, settings: TrainingSettings, seq_len: 
         loss = p * logits / chunks  # log_softmax's output in the compute dtype
     softcap = p * logits if family_traits(arch.model_type).softcap else 0  # tanh's output beside its input
     h = arch.hidden_size
-    # the residual stream alive around a layer: the embeddings, the layer's input, its attention sum, the normed copy
     stream = HIDDEN_ALIVE * h
     head = p * logits + max(loss, softcap) + p * tokens * h  # beside the final norm's output alone
     if arch.experts_per_token:  # each routed copy: its gathered input, fused gate_up, the activation, the product
@@ -40,12 +44,6 @@ def eval_forward_bytes(arch: Architecture, settings: TrainingSettings, seq_len: 
     else:
         mlp = p * tokens * (arch.intermediate_size * mlp_widths(arch, settings) + stream)
     return round(max(head, mlp))
-
-
-HIDDEN_ALIVE = 4
-"""Hidden-size tensors alive while a decoder layer runs under no_grad: the model's input embeddings (its forward
-keeps the name), the layer's input, the attention sum (a parallel block: the attention output) and the normed
-input the MLP reads."""
 
 
 def mlp_widths(arch: Architecture, settings: TrainingSettings) -> int:
