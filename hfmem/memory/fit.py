@@ -222,7 +222,8 @@ def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[
     """Single-GPU changes that cut memory, cheapest (least intrusive) first."""
     out: list[tuple[str, str, dict[str, Any]]] = []
     b, ga = base.micro_batch_size, base.gradient_accumulation_steps
-    if (base.eval_batch_size or 1) > 1:
+    evaluates_several = (base.eval_batch_size or 1) > 1
+    if evaluates_several:
         out.append(("smaller_eval_batch", "evaluate one sequence at a time (per_device_eval_batch_size 1): the "
                     "evaluation forward's logits and loss buffers shrink with it", {"eval_batch_size": 1}))
     if base.gradient_checkpointing == "off":
@@ -248,7 +249,7 @@ def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[
                     {"method": "qlora", "optimizer": None} | gc))
     out.append(("zero3_offload_params", "DeepSpeed ZeRO-3 with optimizer and parameter offload (ZeRO-Infinity, "
                 "slowest) and checkpointing", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True} | gc))
-    if (base.eval_batch_size or 1) > 1:  # the training-side changes leave the evaluation forward as it is
+    if evaluates_several:  # the training-side changes leave the evaluation forward as it is
         out[1:] = [(name, f"{text}, evaluating one sequence at a time", changes | {"eval_batch_size": 1})
                    for name, text, changes in out[1:]]
     return out

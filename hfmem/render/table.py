@@ -11,6 +11,7 @@ from rich.text import Text
 
 from hfmem.memory.advice import fit_grid, verdict_parts
 from hfmem.memory.record import estimates
+from hfmem.render.charts import PHASES
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, napkin_line, origin_line, paged_hint,
                                  parameter_count, settings_line, time_cell, time_line, wants_time_table)
 from hfmem.units import count, gib, size
@@ -126,7 +127,7 @@ def breakdown_table(report: dict[str, Any]) -> Table:
     ests = estimates(report)
     for est in ests:
         table.add_column(METHOD_TITLES.get(est["method"], est["method"]), justify="right")
-    phases = [p for p in ("load", "evaluation") if any(e["per_gpu_bytes"][p] for e in ests)]  # the total where larger
+    phases = [p for p, _ in PHASES if any(e["per_gpu_bytes"][p] for e in ests)]  # the total where larger
     terms = ["weights", "gradients", "optimizer", "activations", "overhead", *phases, "total"]
     for term in terms:
         table.add_row(Text(term, style="bold" if term == "total" else ""),

@@ -23,6 +23,7 @@ from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
 from hfmem.hardware.specs import gpu_specs
 from hfmem.memory.estimate import Estimate
+from hfmem.memory.precision import KBIT_UPCAST
 from hfmem.memory.model_state import lora_targets
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
@@ -38,7 +39,7 @@ HEADLINE = ("seconds", "tokens_per_s", "mfu", "hfu")
 def matmul_dtype(settings: TrainingSettings) -> str | None:
     """The tensor-core dtype a run's matmuls use: bf16 or fp16 (mixed, pure or autocast), None for fp32. With
     kbit_upcast the quantised linears, which carry almost every FLOP, still compute in the dtype's 16 bits."""
-    if settings.precision.compute_bytes != 2 and not (settings.kbit_upcast and settings.method != "full"):
+    if settings.precision.compute_bytes != 2 and settings.precision is not KBIT_UPCAST:
         return None
     return "fp16" if "fp16" in settings.dtype else "bf16"
 
