@@ -443,12 +443,13 @@ def predict(row: dict[str, Any], gpu: str) -> dict[str, float]:
     sys.path[:0] = [str(ROOT / "bench")]
     from published import cli_report
 
+    from hfmem.memory.record import cells, estimates
+
     report = cli_report([*argv(row), "--gpu", gpu, "--fragmentation", "0", "--cuda-context-gib", "0"])
-    (estimate,) = report["estimates"]
-    (cell,) = report["fit"]["rows"]
-    time = dict(zip(report["fit"]["columns"], cell, strict=True))["time"]
+    (estimate,) = estimates(report)
+    (cell,) = cells(report)
     per_gpu = estimate["per_gpu_bytes"]
-    return {"peak": per_gpu["allocated_peak"], "eval_peak": per_gpu["evaluation"], "seconds": time[0]}
+    return {"peak": per_gpu["allocated_peak"], "eval_peak": per_gpu["evaluation"], "seconds": cell["time"]["seconds"]}
 
 
 def score(path: Path) -> dict[str, dict[str, float]]:

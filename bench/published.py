@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hfmem.cli.main import run
+from hfmem.memory.record import estimates
 from hfmem.units import GIB
 
 FIXTURES = ROOT / "fixtures"
@@ -85,7 +86,7 @@ def cli_report(args: list[str]) -> dict[str, Any]:
 
 def figure_gib(report: dict[str, Any], metric: str) -> float:
     """The figure a report gives for a source metric, in GiB (the report's one estimate: each run names one method)."""
-    (estimate,) = report["estimates"]
+    (estimate,) = estimates(report)
     return estimate["per_gpu_bytes"][METRIC.get(metric, "total")] / GIB
 
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import fields
-
-from hfmem.memory.breakdown import MemoryBreakdown
+from hfmem.memory.fit import STATUSES
 from hfmem.memory.record import FIT_COLUMNS
 from hfmem.model.load import SCHEMA_VERSION
 from hfmem.render.comment import LEGEND, Item, render
@@ -17,32 +15,29 @@ LIMIT = 65_536
 
 
 def report(name: str, params: int, layers: int = 32, peak_gib: dict[str, float] | None = None) -> dict:
-    """A report shaped like build_report's (hfmem.memory.record): the GPUs, estimates[] and the fit table's rows."""
+    """A report shaped like build_report's (hfmem.memory.record): GPU rows, estimates[] and the fit rows per method;
+    the plan's training settings are hfmem's defaults, so the record leaves them out."""
     peak_gib = peak_gib or {"full": params * 16 / GIB, "lora": params * 2.2 / GIB, "qlora": params * 0.7 / GIB}
     capacity = {"rtx4090": 24, "a100-80gb": 80, "h100-80gb": 80}
-    training = {"num_gpus": 1, "resolved_sharding": "none", "offload_optimizer": False, "offload_params": False,
-                "host_ram_gib": None, "gradient_checkpointing": "off"}
 
-    def breakdown(total: int) -> dict:
-        return {f.name: 0 for f in fields(MemoryBreakdown)} | {"total": total, "required": total}
-
-    def row(method: str, gpu: str, peak: float) -> list:
+    def row(gpu: str, peak: float) -> list:
         ok = peak <= capacity[gpu]
-        multi = None if ok else [-int(-peak // capacity[gpu]), "zero3", False, False, int(capacity[gpu] * GIB)]
-        cell = {"method": method, "gpu": gpu, "status": "fits" if ok else "multi_gpu", "total_bytes": int(peak * GIB),
-                "max_micro_batch_size": int(ok), "max_seq_len": 0, "max_seq_len_capped": False, "variant": None,
-                "gpu_defaults": None, "multi_gpu": multi, "multi_gpu_with_checkpointing": None, "mitigations": [],
-                "time": None}
-        return [cell[c] for c in FIT_COLUMNS]
+        multi = None if ok else [-int(-peak // capacity[gpu]), "zero3", int(capacity[gpu] * GIB)]
+        cell = {"gpu": list(capacity).index(gpu), "status": STATUSES.index("fits" if ok else "multi_gpu"),
+                "max_micro_batch_size": int(ok), "max_seq_len": 0, "multi_gpu": multi,
+                "multi_gpu_with_checkpointing": None, "mitigations": [], "time": None}
+        return [cell[c] for c in FIT_COLUMNS if c in cell]
 
     return {
         "schema_version": SCHEMA_VERSION, "model": name, "architecture": {"num_layers": layers, "hidden_size": 4096},
-        "parameters": {"total": params}, "plan": {"training": training},
-        "gpus": {gpu: {"usable_gib": gib} for gpu, gib in capacity.items()},
-        "estimates": [{"method": m, "settings": {}, "assumptions": {}, "per_gpu_bytes": breakdown(int(g * GIB))}
-                      for m, g in peak_gib.items()],
-        "fit": {"columns": list(FIT_COLUMNS), "variants": [], "mitigations": {},
-                "rows": [row(m, gpu, g) for m, g in peak_gib.items() for gpu in GPUS]},
+        "parameters": {"total": params}, "plan": {"training": {}},
+        "gpus": [[gpu, gib, "ampere"] for gpu, gib in capacity.items()],
+        "estimates": [{"method": m, "settings": {}, "assumptions": {}, "notes": [],
+                       "per_gpu_bytes": {"total": int(g * GIB), "required": int(g * GIB)},
+                       "activations": {"per_layer": [], "notes": []}} for m, g in peak_gib.items()],
+        "fit": {"columns": list(FIT_COLUMNS), "statuses": list(STATUSES), "variants": [], "mitigations": {},
+                "tried": [], "reasons": [],
+                "methods": {m: {"rows": [row(gpu, g) for gpu in GPUS]} for m, g in peak_gib.items()}},
     }
 
 

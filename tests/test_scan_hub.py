@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hfmem.cli.main import run
+from hfmem.memory.record import cells
 from hfmem.scan.runner import iter_records
 from hubserver import sha_of
 from scan_repos import ORG, add_scan_repos
@@ -71,7 +72,7 @@ def test_fits_filter_on_real_reports(hub, tmp_path, capsys):
     run(["scan", str(write_list(tmp_path, repos.models)), "-o", str(out), *plan, "--fits", "qlora:4090",
          "--csv", str(tmp_path / "fit.csv")])
     analysed = sorted(m for m, r in by_model(out).items() if r["status"] == "ok")
-    assert len(analysed) == 6 and all(len(r["report"]["fit"]["rows"]) == 4 for r in by_model(out).values() if r["report"])
+    assert len(analysed) == 6 and all(len(cells(r["report"])) == 4 for r in by_model(out).values() if r["report"])
     rows = list(csv.DictReader((tmp_path / "fit.csv").open()))
     assert sorted(r["model"] for r in rows) == analysed
     assert {r["fits"] for r in rows} == {"qlora:RTX 4090; lora:RTX 4090"}

@@ -102,7 +102,7 @@ def model(
 
 def emit(report: dict, output: OutputFormat, details: bool) -> None:
     if output is OutputFormat.json:
-        sys.stdout.write(json.dumps(report, separators=(",", ":")) + "\n")
+        sys.stdout.write(json.dumps(report, separators=(",", ":"), ensure_ascii=False) + "\n")
     elif output is OutputFormat.markdown:
         from hfmem.render.markdown import render
 

@@ -262,7 +262,7 @@ def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
     notes = state.notes + act.notes + method_notes(ctx, s)
     return Estimate(
         settings=s, seq_len=seq, split=split, state=state, activations=act, per_gpu_bytes=per_gpu,
-        assumptions=assumptions(ctx, s, seq, act, state), notes=tuple(dict.fromkeys(notes)),
+        assumptions=assumptions(ctx, s, seq, act), notes=tuple(dict.fromkeys(notes)),
         model={"model_type": ctx.arch.model_type, "architecture": ctx.arch.architecture,
                "parameters": ctx.inventory.total, "num_layers": ctx.arch.num_layers},
     )
@@ -321,7 +321,7 @@ _GROUPED = frozenset({"lora_rank", "lora_targets", "lora_dropout", "adapter_dtyp
                       "qlora_kernel", "quantize_head", "previous_step_alive"})
 
 
-def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEstimate, state: ModelState) -> dict[str, Any]:
+def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEstimate) -> dict[str, Any]:
     """Every setting an estimate rests on, as data for the renderers: each field under its name, unless resolved,
     grouped or explained below."""
     max_positions = ctx.arch.max_position_embeddings
@@ -341,15 +341,12 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
             "adapted_layers": sorted({g.name for g in lora_targets(ctx.inventory, s.lora_targets)}),
         },
         "quantization": _quantization(ctx, s),
-        "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation,
-                     "meaning": "cuda_context: CUDA context and libraries outside PyTorch's allocator; "
-                                "fragmentation: reserved-but-unused share of the allocated peak"},
+        "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation},
         "dropout_masks": "1 byte per element (CUDA bool masks)",
         "padding": ("padded to the longest sample, with an attention mask (seq_len is the padded length)"
                     if s.padding_mask else "none (full-length or packed sequences; no padding mask)"),
         "kv_cache": "off in training (use_cache=False; with the config default and no checkpointing, transformers "
                     "would also keep every layer's K and V)",
-        "bytes_per_param": state.bytes_per_param,
     }
     plain = {f.name: getattr(s, f.name) for f in fields(s) if f.name not in derived and f.name not in _GROUPED}
     plain = {name: list(value) if isinstance(value, tuple) else value for name, value in plain.items()}  # as JSON
@@ -373,7 +370,8 @@ def _quantization(ctx: Context, s: TrainingSettings) -> dict[str, Any] | None:
 
 
 def rule_of_thumb(est: Estimate) -> dict[str, Any]:
-    """The napkin rule "VRAM ≈ 6 × params(B) GB" beside the model state this method really keeps, both in GiB."""
+    """The napkin rule "VRAM ≈ 6 × params(B) GB" (6 bytes per parameter, whatever the method) beside the model
+    state this method really keeps (its bytes_per_param), both in GiB."""
     params = est.split.total
     bpp = est.state.bytes_per_param
     trained = bpp["weights"] + bpp["gradients"] + bpp["master_weights"] + bpp["optimizer_states"]
@@ -382,19 +380,5 @@ def rule_of_thumb(est: Estimate) -> dict[str, Any]:
     state = est.split.trainable * trained + frozen
     per_param = state / params if params else 0.0
     napkin = 6 * est.model["parameters"]  # the model's own count: the rule knows no adapters
-    if est.settings.method == "full":
-        why = (f"{est.settings.precision.label} with {est.settings.resolved_optimizer} keeps {per_param:g} bytes per "
-               "parameter of model state (mixed-precision AdamW: 2 weights + 2 gradients + 4 fp32 master + 8 fp32 "
-               "moments, ZeRO paper) before any activation")
-    else:
-        quantized = est.split.frozen_quantized
-        base = est.split.quantized_bytes / quantized if quantized else stored
-        why = (f"{est.settings.method}: the frozen base keeps {base:.3g} bytes per parameter and only the adapters "
-               f"train, so model state is {per_param:.3g} bytes/param; activations come on top")
-    return {
-        "napkin": "VRAM ≈ 6 × params(B) GB, i.e. 6 bytes per parameter for any method",
-        "napkin_gib": round(napkin / GIB, 2),
-        "model_state_gib": round(state / GIB, 2),
-        "model_state_bytes_per_param": round(per_param, 3),
-        "explanation": why + f"; the napkin figure is {napkin / state:.2f}x this model state" if state else why,
-    }
+    return {"napkin_gib": round(napkin / GIB, 2), "model_state_gib": round(state / GIB, 2),
+            "model_state_bytes_per_param": round(per_param, 3)}

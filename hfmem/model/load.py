@@ -27,9 +27,12 @@ from hfmem.model.inventory import Inventory
 SettingsSource = HubSettings | Callable[[], HubSettings] | None
 
 
-SCHEMA_VERSION = 4
-"""The report's layout: 4 gives `fit.hfu_assumed` by GPU architecture (3, a single number, is still read)."""
-READABLE_SCHEMA_VERSIONS = (3, SCHEMA_VERSION)
+SCHEMA_VERSION = 5
+"""The report's layout: 5 writes the fit's rows under their method with the GPU, status and mitigations as indices,
+the GPUs and linear layers as rows, and leaves zero byte terms out (hfmem.memory.record)."""
+READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION,)
+LINEAR_FIELDS = ("name", "component", "in_features", "out_features", "count", "kind", "has_bias", "parameters")
+"""A row of `parameters.linear_layers`: one group of same-shaped linear layers (model.inventory.LinearGroup)."""
 
 
 @dataclass
@@ -66,7 +69,8 @@ class ModelReport:
                 "checkpoint_files": ckpt.files if ckpt else 0,
                 "by_dtype": ckpt.by_dtype() if ckpt else {},
                 "tied": [list(pair) for pair in self.inventory.tied],
-                "linear_layers": [g.__dict__ | {"parameters": g.parameters} for g in self.inventory.linears],
+                "linear_layers": {"columns": list(LINEAR_FIELDS),
+                                  "rows": [[getattr(g, k) for k in LINEAR_FIELDS] for g in self.inventory.linears]},
             },
             "crosscheck": self.crosscheck.to_dict(),
             "notes": self.notes,

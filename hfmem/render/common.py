@@ -9,6 +9,7 @@ from typing import Any
 
 from hfmem.memory.advice import SHARDING_NAMES, fit_grid, setup_label, short_gib
 from hfmem.memory.record import cells, estimates
+from hfmem.memory.record import training as settings_of
 from hfmem.units import count
 
 # Control, zero-width and bidi-override characters: they could hide or reorder what a reader sees.
@@ -104,7 +105,7 @@ def origin_line(report: dict[str, Any]) -> str:
     """Which settings a framework profile and a config file set, e.g. "torchtune defaults (0.7): loss_chunks=8";
     "" when every setting is hfmem's default or a flag."""
     plan = report.get("plan") or {}
-    training, sources = plan.get("training") or {}, plan.get("sources") or {}
+    training, sources = settings_of(report), plan.get("sources") or {}
     parts = []
     if framework := plan.get("framework"):
         set_here = [f"{k}={_value(training.get(k))}" for k, src in sources.items() if src.startswith("framework")]

@@ -46,9 +46,14 @@ from hfmem.render.markup import document, escape, number, tag, text
 from hfmem.units import GIB
 
 
-def gib_number(n_bytes: int, src: str, digits: int = 1) -> str:
-    """Bytes from the report shown in GiB, traced to their JSON path."""
+def gib_number(n_bytes: int, src: str | None, digits: int = 1) -> str:
+    """Bytes from the report shown in GiB, traced to their JSON path (where there is one)."""
     return number(f"{n_bytes / GIB:,.{digits}f}", n_bytes, src, "GiB")
+
+
+def term_path(i: int, term: str, value: int) -> str | None:
+    """Where estimate i's breakdown term is in the report; None for a zero, which the record leaves out."""
+    return f"estimates.{i}.per_gpu_bytes.{term}" if value else None
 
 
 def count_number(n: int, src: str) -> str:
@@ -151,7 +156,7 @@ def terms_section(report: dict[str, Any], scope: str = "") -> str:
                            "paged_optimizer": "of which paged optimizer states"}
     names |= {phase: f"{words} (the total where it needs more)" for phase, words in PHASES}
     keys = [t for t, _ in TERMS] + [OVERLAP, *(p for p, _ in PHASES), "total", "required", "paged_optimizer"]
-    rows = [[escape(names[k])] + [gib_number(e["per_gpu_bytes"][k], f"estimates.{i}.per_gpu_bytes.{k}", 2)
+    rows = [[escape(names[k])] + [gib_number(e["per_gpu_bytes"][k], term_path(i, k, e["per_gpu_bytes"][k]), 2)
                                   for i, e in enumerate(estimates)]
             for k in keys if any(e["per_gpu_bytes"][k] for e in estimates) or k in ("total", "required")]
     rows.append([escape("trainable parameters")] + [count_number(e["parameters"]["trainable"],

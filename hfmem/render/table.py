@@ -137,8 +137,9 @@ def breakdown_table(report: dict[str, Any]) -> Table:
 
 
 def activations_table(report: dict[str, Any]) -> Table:
-    act = report["estimates"][0]["activations"]
-    table = Table(title=f"Activations ({report['estimates'][0]['method']}, per micro-batch)", title_justify="left",
+    first = estimates(report)[0]
+    act = first["activations"]
+    table = Table(title=f"Activations ({first['method']}, per micro-batch)", title_justify="left",
                   box=None, pad_edge=False)
     table.add_column("part", style="dim")
     table.add_column("bytes", justify="right")

@@ -75,8 +75,9 @@ def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = No
 
 
 def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> dict[str, Any]:
-    """The analysis as a dict, plus `warnings[]`, `gpus{}`, `estimates[]` (one per method) and `fit` (method x GPU
-    as rows, hfmem.memory.record); with `curves`, also `curves` (memory against sequence length and micro-batch).
+    """The analysis as a dict, plus `warnings[]`, `gpus[]`, `estimate_notes[]`, `estimates[]` (one per method) and
+    `fit` (method x GPU as rows, hfmem.memory.record); with `curves`, also `curves` (memory against sequence length
+    and micro-batch).
 
     The plan's part is computed once per model shape (`shape_key`) and shared by the reports of that shape:
     treat a report as read-only."""
@@ -89,7 +90,7 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     warnings = [*plan.notes, *warnings_for(arch, result.config, training, part.fits),
                 *unsupported(training, part.gpus, plan.stated)]
     report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
-                                 "estimates": part.estimates, "fit": part.fit,
+                                 "estimates": part.estimates, "estimate_notes": part.estimate_notes, "fit": part.fit,
                                  "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking,
                                  "prices": part.prices}
     if curves:
@@ -107,9 +108,12 @@ class PlanPart:
     gpus: tuple[Gpu, ...]
     fits: list[Any]
     plan: dict[str, Any]
-    gpu_entries: dict[str, Any]
+    gpu_entries: list[list[Any]]
+    """The GPUs as rows, in the order the fit's rows index them (hfmem.memory.record.gpu_rows)."""
     estimates: list[dict[str, Any]]
     """The compact estimates (hfmem.memory.record)."""
+    estimate_notes: list[str]
+    """The notes the estimates index."""
     fit: dict[str, Any]
     """The fit matrix as rows (hfmem.memory.record.fit_table)."""
     fastest_and_cheapest: dict[str, Any]
@@ -134,7 +138,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
-    from hfmem.memory.record import compact_estimates, fit_table, gpu_table
+    from hfmem.memory.record import compact_estimates, fit_table, gpu_rows, written_training
     from hfmem.reporting.timing import budget, flops_of, step_for
 
     training = plan.training.validated()
@@ -173,9 +177,11 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
         cells.append(cell)
     full = [e.to_dict() for e in estimates.values()]
     plan_dict = plan.to_dict()
-    gpu_entries = gpu_table(cells)
-    return PlanPart(gpus=gpus, fits=fits, plan=plan_dict, gpu_entries=gpu_entries,
-                    estimates=compact_estimates(full, plan_dict["training"]),
+    gpu_entries = gpu_rows(cells)
+    compact, notes = compact_estimates(full, plan_dict["training"])
+    written = plan_dict | {"training": written_training(plan_dict["training"])}
+    return PlanPart(gpus=gpus, fits=fits, plan=written, gpu_entries=gpu_entries, estimates=compact,
+                    estimate_notes=notes,
                     fit=fit_table(cells, full, gpu_entries, {g.arch: hfu_for(g.arch) for g in gpus}),
                     fastest_and_cheapest=fastest_and_cheapest(cells), fit_ranking=ranking(cells, plan.rank),
                     prices=price_entry(prices))

@@ -29,11 +29,11 @@ from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 
-FIGURE_DIGITS = 6
+FIGURE_DIGITS = 4
 """Significant digits of a reported step time, throughput, utilisation, duration or cost: the same figure in every
-output (a roofline is good to a few percent; a cost is its GPU-hours times the price to 1e-5)."""
+output (a roofline is good to some percent, not to more digits; a cost is its GPU-hours times the price to 1e-3)."""
 HEADLINE = ("seconds", "tokens_per_s", "mfu", "hfu")
-"""The step's figures reported at FIGURE_DIGITS (its terms stay exact)."""
+"""The step's figures reported at FIGURE_DIGITS, as are its terms."""
 
 
 def matmul_dtype(settings: TrainingSettings) -> str | None:
@@ -85,7 +85,8 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float | None
     except InvalidInputError as err:
         return {"seconds": None, "reason": str(err)}
     terms = step.to_dict()
-    return terms | {k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu}
+    return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | {
+        k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu}
 
 
 def figure(value: float) -> float:

@@ -128,28 +128,13 @@ class ActivationEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """The estimate as JSON-ready data, derived figures included."""
-        return {
-            "micro_batch_size": self.micro_batch_size,
-            "seq_len": self.seq_len,
-            "attention": self.attention,
-            "gradient_checkpointing": self.gradient_checkpointing,
-            "per_layer": [layer.to_dict() for layer in self.layers],
-            "embedding": self.embedding,
-            "checkpoint_inputs": self.checkpoint_inputs,
-            "final": self.final,
-            "loss": self.loss,
-            "loss_peak": self.loss_peak,
-            "recompute": self.recompute,
-            "backward_working": self.backward_working,
-            "released": self.released,
-            "first_layer_backward": self.first_layer_backward,
-            "adjustments": self.adjustments,
-            "saved": self.saved,
-            "offloaded": self.offloaded,
-            "retained": self.retained,
-            "dequant_workspace": self.dequant_workspace,
-            "stored": self.stored,
-            "transient": self.transient,
-            "peak": self.peak,
-            "notes": list(self.notes),
-        }
+        return {"micro_batch_size": self.micro_batch_size, "seq_len": self.seq_len, "attention": self.attention,
+                "gradient_checkpointing": self.gradient_checkpointing,
+                "per_layer": [layer.to_dict() for layer in self.layers],
+                **{name: getattr(self, name) for name in FIGURES}, "notes": list(self.notes)}
+
+
+FIGURES = ("embedding", "checkpoint_inputs", "final", "loss", "loss_peak", "recompute", "backward_working",
+           "released", "first_layer_backward", "adjustments", "saved", "offloaded", "retained", "dequant_workspace",
+           "stored", "transient", "peak")
+"""The byte figures of an activation estimate's data (`ActivationEstimate.to_dict`), stored and derived."""
