@@ -595,3 +595,33 @@ def test_eight_bit_bases_and_saved_modules_become_settings(tmp_path) -> None:
     read = read_config(factory)
     assert read.values["base_quantization"] == "int8" and read.values["modules_to_save"] == ("embed_tokens",)
     assert not {"quantization_bit", "additional_target"} & set(read.unmodelled)
+
+
+# -- checkpoint saving ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("relative", "expected"), [
+    ("accelerate/fsdp_config.yaml", "sharded"),  # fsdp_state_dict_type: SHARDED_STATE_DICT
+    ("accelerate/fsdp2.yaml", "full"),  # FSDP2, FULL_STATE_DICT stated
+    ("axolotl/examples/llama-3/qlora-fsdp-70b.yaml", "full"),
+    ("accelerate/deepspeed_config_z3_qlora.yaml", "full"),  # zero3_save_16bit_model: true
+    ("llama-factory/examples/deepspeed/ds_z3_config.json", "full"),  # stage3_gather_16bit_weights_on_model_save
+    ("deepspeed/zero_stage3_offload_config.json", "full"),  # the same key as "auto", which DeepSpeed reads as true
+])
+def test_how_real_files_save_their_checkpoints(relative, expected):
+    assert read(relative).values["state_dict_type"] == expected
+
+
+def test_checkpoint_saving_defaults_follow_the_framework(tmp_path):
+    """accelerate's FSDP2 saves shards unless told, DeepSpeed ZeRO-3 unless it gathers; a stated key wins."""
+    fsdp2 = tmp_path / "fsdp2.yaml"
+    fsdp2.write_text(yaml.safe_dump({"distributed_type": "FSDP", "num_processes": 2, "fsdp_config": {"fsdp_version": 2}}))
+    assert read_config(fsdp2).values["state_dict_type"] == "sharded"
+    zero3 = tmp_path / "ds.json"
+    zero3.write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+    assert read_config(zero3).values["state_dict_type"] == "sharded"
+    zero3.write_text(json.dumps({"zero_optimization": {"stage": 3, "gather_16bit_weights_on_model_save": False}}))
+    assert read_config(zero3).values["state_dict_type"] == "sharded"
+    zero2 = tmp_path / "ds2.json"
+    zero2.write_text(json.dumps({"zero_optimization": {"stage": 2}}))
+    assert "state_dict_type" not in read_config(zero2).values  # nothing gathered to save below ZeRO-3

@@ -1,5 +1,6 @@
 """The load phase and host RAM: where loading the whole model on every GPU before sharding is the peak, and what a
-machine's RAM must hold (offloaded states of its ranks, or every rank's copy of the checkpoint while loading)."""
+machine's RAM must hold (offloaded states of its ranks, every rank's copy of the checkpoint while loading, or rank
+0's copy while it saves a full checkpoint)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ def _whole_model_bytes(est) -> int:
 def test_loading_the_whole_model_on_each_gpu_is_the_peak_of_a_sharded_lora() -> None:
     on_cpu = estimate(*LLAMA3, TrainingSettings(**SHARDED_LORA))
     on_gpu = estimate(*LLAMA3, TrainingSettings(**SHARDED_LORA, model_loading="per-rank-gpu"))
-    assert on_cpu.to_dict()["phases"] == {"train_step": on_cpu.total, "load": None, "evaluation": None,
-                                          "largest": "train_step"}
+    steady = on_cpu.to_dict()["phases"]
+    assert steady["largest"] == "train_step" and steady["train_step"] == on_cpu.total
+    assert steady["load"] is steady["evaluation"] is None and steady["save"] < on_cpu.total  # a unit, no activations
     phases = on_gpu.to_dict()["phases"]
     assert phases["largest"] == "load" and phases["train_step"] == on_cpu.total  # the step itself is the same
     assert on_gpu.total == phases["load"] > _whole_model_bytes(on_gpu) > on_cpu.total
@@ -35,8 +37,10 @@ def test_loading_the_whole_model_on_each_gpu_is_the_peak_of_a_sharded_lora() -> 
 
 
 def test_host_ram_per_machine_counts_every_loading_rank() -> None:
-    for loading, copies in (("per-rank-cpu", 4), ("rank0", 1), ("per-rank-gpu", 0)):
-        est = estimate(*LLAMA3, TrainingSettings(**SHARDED_LORA, model_loading=loading))
+    """Loading copies per rank, or rank 0's copy of a full checkpoint save (a LoRA's optimizer state is smaller)."""
+    for loading, save, copies in (("per-rank-cpu", "full", 4), ("rank0", "full", 1), ("per-rank-gpu", "full", 1),
+                                  ("per-rank-gpu", "sharded", 0)):
+        est = estimate(*LLAMA3, TrainingSettings(**SHARDED_LORA, model_loading=loading, state_dict_type=save))
         assert est.per_gpu_bytes.host_per_node == copies * _whole_model_bytes(est), loading
     two_machines = estimate(*LLAMA3, TrainingSettings(**SHARDED_LORA | {"num_gpus": 16}, gpus_per_node=8))
     assert two_machines.per_gpu_bytes.host_per_node == 8 * _whole_model_bytes(two_machines)
@@ -54,3 +58,20 @@ def test_a_setup_whose_host_ram_is_short_does_not_fit_and_says_why() -> None:
     assert roomy["asked"]["fits"] and roomy["asked"]["short_of"] is None
     assert not short["asked"]["fits"] and short["asked"]["short_of"].startswith("host RAM")
     assert short["asked"]["host_per_node_bytes"] == need
+
+
+def test_a_full_checkpoint_save_short_of_host_ram_suggests_sharded_checkpoints() -> None:
+    """Rank 0's host gathers the whole optimizer state (AdamW: 8 bytes per parameter) to save it in full; saving
+    shards instead is the change that fits, before any that costs speed or accuracy."""
+    from hfmem.memory.advice import recommended
+
+    sharded = dict(method="full", sharding="fsdp", num_gpus=8, model_loading="rank0")
+    full = estimate(*LLAMA3, TrainingSettings(**sharded))
+    assert full.state.host_save_bytes == 8 * full.split.trainable  # the fp32 moments, larger than the fp32 weights
+    assert full.per_gpu_bytes.host_per_node == full.state.host_save_bytes
+    ram = full.state.host_save_bytes / GIB - 1
+    cell = fit_one(*LLAMA3, TrainingSettings(**sharded, host_ram_gib=ram), find_gpu("h100"), "full").to_dict()
+    assert cell["asked"]["short_of"].startswith("host RAM") and cell["mitigations"][0]["name"] == "sharded_checkpoints"
+    assert recommended(cell)[0].startswith("sharded save")
+    saved = estimate(*LLAMA3, TrainingSettings(**sharded, state_dict_type="sharded"))
+    assert saved.per_gpu_bytes.host_per_node < full.per_gpu_bytes.host_per_node and saved.total == full.total

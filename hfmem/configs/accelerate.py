@@ -20,7 +20,7 @@ IGNORED = (
     "rdzv_backend", "same_network", "tpu_env", "tpu_use_cluster", "tpu_use_sudo", "tpu_name", "tpu_zone",
     "tpu_vm", "command_file", "commands", "gpu_ids", "main_process_ip", "main_process_port",
     "enable_cpu_affinity", "mpirun_config", "deepspeed_config.deepspeed_multinode_launcher",
-    "deepspeed_config.zero3_init_flag", "deepspeed_config.zero3_save_16bit_model", "deepspeed_config.gradient_clipping",
+    "deepspeed_config.zero3_init_flag", "deepspeed_config.gradient_clipping",
     "deepspeed_config.deepspeed_hostfile", "deepspeed_config.deepspeed_exclusion_filter",
     "deepspeed_config.deepspeed_inclusion_filter", "deepspeed_config.offload_optimizer_nvme_path",
     "deepspeed_config.offload_param_nvme_path", "deepspeed_config.deepspeed_config_file", "num_processes",
@@ -45,6 +45,8 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
     if kind in DISTRIBUTED:
         d.set("sharding", DISTRIBUTED[kind], "distributed_type")
     elif kind == "FSDP":
+        if d.integer("fsdp_config.fsdp_version") == 2:  # accelerate's FSDP2 saves SHARDED_STATE_DICT unless told
+            d.default("state_dict_type", "sharded", "fsdp_config.fsdp_state_dict_type")
         hf.fsdp_config(d, "fsdp_config")
     elif kind == "DEEPSPEED":
         flag = deepspeed_plugin(d, linked)
@@ -69,6 +71,11 @@ def deepspeed_plugin(d: Draft, linked: Linked | None) -> str | None:
         if stage not in deepspeed.STAGES:
             raise d.fail("deepspeed_config.zero_stage", "0, 1, 2 or 3", stage)
         d.set("sharding", deepspeed.STAGES[stage], "deepspeed_config.zero_stage")
+    saved = d.boolean("deepspeed_config.zero3_save_16bit_model")
+    if saved is not None:
+        d.set("state_dict_type", "full" if saved else "sharded", "deepspeed_config.zero3_save_16bit_model")
+    elif stage == 3:  # accelerate's plugin default: false
+        d.default("state_dict_type", "sharded", "deepspeed_config.zero3_save_16bit_model")
     for field, path in (("offload_optimizer", "deepspeed_config.offload_optimizer_device"),
                         ("offload_params", "deepspeed_config.offload_param_device")):
         device = d.text(path)

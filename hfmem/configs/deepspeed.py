@@ -18,6 +18,11 @@ ADAM = {"adam", "adamw", "fusedadam", "cpuadam", "deepspeedcpuadam"}
 """DeepSpeed's Adam family: FusedAdam on the GPU (DeepSpeedCPUAdam with offload), no extra state buffer."""
 OFFLOADED = {"cpu", "nvme"}
 
+GATHER_ON_SAVE = ("zero_optimization.stage3_gather_16bit_weights_on_model_save",
+                  "zero_optimization.gather_16bit_weights_on_model_save",
+                  "zero_optimization.stage3_gather_fp16_weights_on_model_save")
+"""Where a DeepSpeed JSON says whether ZeRO-3 gathers the 16-bit weights on rank 0 to save the model."""
+
 IGNORED = (
     "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "zero_allow_untested_optimizer",
     "zero_force_ds_cpu_optimizer", "scheduler", "optimizer.params", "prescale_gradients", "gradient_predivide_factor",
@@ -30,8 +35,7 @@ IGNORED = (
     "activation_checkpointing.synchronize_checkpoint_boundary", "activation_checkpointing.profile",
     "zero_optimization.overlap_comm", "zero_optimization.contiguous_gradients", "zero_optimization.reduce_scatter",
     "zero_optimization.allgather_partitions", "zero_optimization.round_robin_gradients",
-    "zero_optimization.stage3_gather_16bit_weights_on_model_save", "zero_optimization.gather_16bit_weights_on_model_save",
-    "zero_optimization.stage3_gather_fp16_weights_on_model_save", "zero_optimization.stage3_max_reuse_distance",
+    "zero_optimization.stage3_max_reuse_distance",
     "zero_optimization.max_reuse_distance", "zero_optimization.elastic_checkpoint",
     "zero_optimization.load_from_fp32_weights", "zero_optimization.ignore_unused_parameters",
     "zero_optimization.legacy_stage1", "zero_optimization.use_multi_rank_bucket_allreduce",
@@ -100,6 +104,7 @@ def read(d: Draft) -> str | None:
         if stage not in STAGES:
             raise d.fail("zero_optimization.stage", "0, 1, 2 or 3", stage)
         d.set("sharding", STAGES[stage], "zero_optimization.stage")
+    gathered_save(d, stage)
     for field, path in (("offload_optimizer", "zero_optimization.offload_optimizer.device"),
                         ("offload_params", "zero_optimization.offload_param.device")):
         device = d.text(path)
@@ -126,6 +131,19 @@ def read(d: Draft) -> str | None:
         d.unmodelled_unless(path, *harmless)
     d.unmodelled_if_active(*FEATURES)
     return precision_flag(d)
+
+
+def gathered_save(d: Draft, stage: int | None) -> None:
+    """ZeRO-3 saves a 16-bit model state dict on rank 0 only with stage3_gather_16bit_weights_on_model_save (or its
+    older spellings) true, or "auto" (a string DeepSpeed reads as true); its default, false, writes per-rank
+    shards."""
+    d.know(*GATHER_ON_SAVE)
+    path = next((p for p in GATHER_ON_SAVE if d.raw(p) is not None), None)
+    if path is not None:
+        gathers = auto_or(d, path, d.boolean)
+        d.set("state_dict_type", "sharded" if gathers is False else "full", path)
+    elif stage == 3:
+        d.default("state_dict_type", "sharded", GATHER_ON_SAVE[0])
 
 
 def read_file(d: Draft) -> None:

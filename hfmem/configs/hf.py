@@ -58,7 +58,7 @@ FSDP_SHARDING = {"full_shard": "fsdp_full_shard", "1": "fsdp_full_shard", "shard
 """FSDP sharding strategies as TrainingArguments, accelerate (names or their enum numbers) and Axolotl write them;
 HYBRID_SHARD (4) and _HYBRID_SHARD_ZERO2 (5) shard within a node only: unmodelled."""
 FSDP_CONFIG_IGNORED = ("transformer_layer_cls_to_wrap", "backward_prefetch", "forward_prefetch",
-                       "cpu_ram_efficient_loading", "state_dict_type", "sync_module_states", "use_orig_params",
+                       "cpu_ram_efficient_loading", "sync_module_states", "use_orig_params",
                        "limit_all_gathers", "version", "xla", "xla_fsdp_settings", "xla_fsdp_grad_ckpt",
                        "cpu_offload_pin_memory", "activation_cpu_offload")
 """FSDP options that do not change what one GPU holds (prefetch is in hfmem's two gathered layers)."""
@@ -114,6 +114,8 @@ def fsdp_config(d: Draft, path: str) -> None:
             d.set("sharding", "fsdp_full_shard" if d.boolean(at) else "fsdp_shard_grad_op", at)
         elif name == "offload_params":
             offload(d, bool(d.boolean(at)), at)
+        elif name == "state_dict_type":
+            choice(d, at, "state_dict_type")
         elif name == "activation_checkpointing":
             d.set("gradient_checkpointing", "full" if d.boolean(at) else "off", at)
         elif name == "auto_wrap_policy":

@@ -8,7 +8,8 @@ How the total is formed (all per GPU):
                            the first layer's backward + gradients,
                            gradients + optimizer_step_transient)
     total = allocated_peak + fragmentation + cuda_context + paged_optimizer
-(or the load phase's total, where loading the whole model on each GPU before sharding needs more), where
+(or the total of another phase where it needs more: loading the whole model on each GPU before sharding, an
+evaluation forward, a full checkpoint save), where
 paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
 allocator: it is in the device total but not in allocated/reserved, and it can page out to the CPU,
 so `required` = total - paged_optimizer is what must stay resident (the fit checks use it);
@@ -85,14 +86,18 @@ class MemoryBreakdown:
     fragmentation: int
     """The allocator's reserved-but-unused share of allocated_peak (a setting)."""
     host_per_node: int
-    """Host RAM per machine, not GPU memory: offloaded states of its ranks during training, or the checkpoint
-    copies while loading, whichever is larger (checked against host_ram_gib)."""
+    """Host RAM per machine, not GPU memory: offloaded states of its ranks during training (plus rank 0's copy
+    while it saves a full checkpoint), or the checkpoint copies while loading, whichever is larger (checked against
+    host_ram_gib)."""
     load: int
     """The device total while loading the checkpoint (0: loading stays below the training step); `total` and
     `required` are the largest of the phases."""
     evaluation: int
     """The device total during an evaluation forward at eval_batch_size (0: no evaluation): the resident weights,
     optimizer states and buffers, and the no-grad forward's peak (memory.evaluation)."""
+    save: int
+    """The device total while a sharded run saves a full checkpoint (0: it saves shards, or runs unsharded): the
+    resident weights and optimizer states and the unit being unsharded for rank 0's copy."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -129,14 +134,19 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         resident = (state.weights + state.optimizer - paged + state.sharding_buffers + state.forward_transient
                     + (state.gradients if state.gradients_persist else 0) + eval_forward)
         evaluation = resident + round(resident * settings.overhead.fragmentation) + context
+    save = 0
+    if state.save_gathered:  # between steps, as evaluation, with one unit unsharded instead of a forward
+        resident = (state.weights + state.optimizer - paged + (state.gradients if state.gradients_persist else 0)
+                    + state.save_gathered)
+        save = resident + round(resident * settings.overhead.fragmentation) + context
     return MemoryBreakdown(
         weights=state.weights,
         gradients=state.gradients,
         optimizer=state.optimizer,
         activations=activations,
         overhead=fragmentation + context,
-        total=max(allocated + fragmentation + context + paged, load, evaluation + paged),
-        required=max(allocated + fragmentation + context, load, evaluation),
+        total=max(allocated + fragmentation + context + paged, load, evaluation + paged, save + paged),
+        required=max(allocated + fragmentation + context, load, evaluation, save),
         master_weights=state.master_weights,
         optimizer_states=state.optimizer_states,
         sharding_buffers=state.sharding_buffers,
@@ -156,14 +166,16 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         host_per_node=host_per_node(settings, state),
         load=load,
         evaluation=evaluation,
+        save=save,
     )
 
 
 def host_per_node(settings: TrainingSettings, state: ModelState) -> int:
-    """Host RAM one machine needs: its ranks' offloaded states in training, or the load-time copies."""
+    """Host RAM one machine needs: its ranks' offloaded states in training (and beside them rank 0's copy while it
+    saves a full checkpoint), or the load-time copies."""
     ranks = min(settings.num_gpus, settings.gpus_per_node)
     loading = state.host_load_bytes * (ranks if settings.model_loading == "per-rank-cpu" else 1)
-    return max(state.cpu_bytes * ranks, loading)
+    return max(state.cpu_bytes * ranks + state.host_save_bytes, loading)
 
 
 def fits_on(per_gpu: MemoryBreakdown, usable_bytes: int, settings: TrainingSettings) -> bool:

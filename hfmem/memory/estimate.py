@@ -93,12 +93,13 @@ class Estimate:
 
 def phases(per_gpu: MemoryBreakdown) -> dict[str, Any]:
     """The device total of each modelled phase and which is the largest (the one `total` reports)."""
-    step = per_gpu.allocated_peak + per_gpu.fragmentation + per_gpu.cuda_context + per_gpu.paged_optimizer
-    evaluation = per_gpu.evaluation + per_gpu.paged_optimizer if per_gpu.evaluation else 0
-    out: dict[str, Any] = {"train_step": step, "load": per_gpu.load or None, "evaluation": evaluation or None}
-    out["largest"] = max(("train_step", step), ("load", per_gpu.load), ("evaluation", evaluation),
-                         key=lambda phase: phase[1])[0]
-    return out
+    paged = per_gpu.paged_optimizer
+    totals = {"train_step": per_gpu.allocated_peak + per_gpu.fragmentation + per_gpu.cuda_context + paged,
+              "load": per_gpu.load,
+              "evaluation": per_gpu.evaluation + paged if per_gpu.evaluation else 0,
+              "save": per_gpu.save + paged if per_gpu.save else 0}
+    largest = max(totals.items(), key=lambda phase: phase[1])[0]
+    return {k: v or None for k, v in totals.items()} | {"train_step": totals["train_step"], "largest": largest}
 
 
 class Context:

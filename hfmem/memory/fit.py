@@ -252,6 +252,10 @@ def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[
     if evaluates_several:  # the training-side changes leave the evaluation forward as it is
         out[1:] = [(name, f"{text}, evaluating one sequence at a time", changes | {"eval_batch_size": 1})
                    for name, text, changes in out[1:]]
+    if base.state_dict_type == "full" and (base.zero_stage or 0) >= 2 and base.num_gpus > 1:
+        out.insert(0, ("sharded_checkpoints", "save sharded checkpoints (SHARDED_STATE_DICT; DeepSpeed's per-rank "
+                       "files): rank 0's host no longer gathers the whole model and optimizer state",
+                       {"state_dict_type": "sharded"}))
     return out
 
 

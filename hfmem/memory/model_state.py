@@ -254,6 +254,12 @@ class ModelState:
     model plus one unit being flattened); 0 where loading stays below the training step."""
     host_load_bytes: int
     """Host RAM of a loading rank: the whole model (every rank with per-rank-cpu, rank 0 alone with rank0)."""
+    save_gathered: int
+    """Gathered on each GPU while a sharded run saves a full checkpoint (FSDP: the root unit and one layer's unit
+    unsharded in their sharded dtype; ZeRO-3: the largest module's 16-bit weights); 0 when it saves shards."""
+    host_save_bytes: int
+    """Host RAM rank 0 holds while saving a full checkpoint of a sharded run (the larger of the whole model's
+    state dict and, under FSDP, the whole optimizer state); 0 when each rank saves its shard."""
     bytes_per_param: dict[str, float]
     notes: tuple[str, ...] = ()
 
@@ -381,7 +387,7 @@ def model_state_bytes(
         t.grads = split.largest_trainable * b.train_g
         t.notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
     units = _units(split, b, t.weights, hidden_size, layer_parameters, root_parameters, largest_root_unit)
-    whole_model = t.weights
+    whole_model, whole_states = t.weights, t.states
     sharding = settings.resolved_sharding
     if sharding == "ddp":
         t.buffers += t.grads  # DDP's reducer keeps the gradients again in its flat buckets
@@ -395,6 +401,11 @@ def model_state_bytes(
     _offload(t, settings, b, units)
     stage = settings.zero_stage or 0
     load_peak, host_load = _loading(settings, whole_model, units, b)
+    save_gathered, host_save = _saving(settings, split, b, whole_states, units)
+    if host_save:
+        t.notes.append("full checkpoint save: rank 0's host gathers the whole model's state dict"
+                       + (" and then the whole optimizer state" if sharding.startswith("fsdp") else "")
+                       + "; each GPU unshards one unit at a time")
     if load_peak:
         t.notes.append("per-rank-gpu loading: each GPU holds the whole model (and one unit being flattened) before "
                        "sharding; the fit uses that phase where it is the larger")
@@ -411,6 +422,8 @@ def model_state_bytes(
         paged_optimizer=round(t.states) if optimizer.startswith("paged") else 0,
         load_peak=round(load_peak),
         host_load_bytes=round(host_load),
+        save_gathered=round(save_gathered),
+        host_save_bytes=round(host_save),
         bytes_per_param=per_param,
         notes=tuple(t.notes),
     )
@@ -422,6 +435,24 @@ def _loading(settings: TrainingSettings, whole_model: float, units: _Units, b: _
     gpu = whole_model + units.layer_parameters * b.stored if sharded and settings.model_loading == "per-rank-gpu" else 0.0
     host = 0.0 if settings.model_loading == "per-rank-gpu" else whole_model
     return gpu, host
+
+
+def _saving(settings: TrainingSettings, split: ParameterSplit, b: _ElementBytes, whole_states: float,
+            units: _Units) -> tuple[float, float]:
+    """(GPU bytes gathered while saving a full checkpoint, rank 0's host bytes) of a sharded run. FSDP's full state
+    dict holds each parameter as its sharded copy keeps it (the fp32 master under mixed precision), its full
+    optimizer state every state, one after the other; ZeRO-3 gathers the 16-bit weights alone, module by module
+    (its optimizer states stay in per-rank files)."""
+    sharding = settings.resolved_sharding
+    full_save = settings.state_dict_type == "full" and settings.num_gpus > 1
+    frozen = split.frozen_16bit * b.stored + split.quantized_bytes
+    if not full_save or not (sharding.startswith("fsdp") or sharding == "zero3"):
+        return 0.0, 0.0
+    if sharding == "zero3":
+        return units.largest_root_unit * b.stored, frozen + split.trainable * b.train_w
+    kept = b.master or b.train_w
+    root = units.largest_root_unit if settings.fsdp_wrap_embeddings else units.root_parameters
+    return (root + units.layer_parameters) * kept, max(frozen + split.trainable * kept, whole_states)
 
 
 def _per_param(split: ParameterSplit, adapter: int, copy: int) -> float:

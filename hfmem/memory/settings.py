@@ -76,6 +76,9 @@ QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
 MODEL_LOADING = ("per-rank-cpu", "per-rank-gpu", "rank0")
 MODEL_LOADING_ALIASES = {"cpu": "per-rank-cpu", "gpu": "per-rank-gpu", "device_map": "per-rank-gpu",
                          "meta": "rank0", "cpu_ram_efficient_loading": "rank0", "rank-0": "rank0"}
+STATE_DICT_TYPES = ("full", "sharded")
+STATE_DICT_TYPE_ALIASES = {"full_state_dict": "full", "sharded_state_dict": "sharded", "local_state_dict": "sharded",
+                           "local": "sharded"}
 BASE_QUANTIZATIONS = ("nf4", "int8", "gptq", "awq")
 BASE_QUANTIZATION_ALIASES = {"4bit": "nf4", "bnb_4bit": "nf4", "load_in_4bit": "nf4", "8bit": "int8",
                              "bnb_8bit": "int8", "load_in_8bit": "int8", "llm.int8": "int8", "llm_int8": "int8"}
@@ -200,6 +203,13 @@ class TrainingSettings:
     (every rank materialises the whole model on its GPU first, e.g. device_map={"": rank}: the load phase peaks
     at the full model per GPU); rank0 (rank 0 reads it, the others start on the meta device and receive their
     shards: accelerate fsdp_cpu_ram_efficient_loading, torchtune)."""
+    state_dict_type: str = setting("full", Choice(STATE_DICT_TYPES, STATE_DICT_TYPE_ALIASES), affects=("state",),
+                                   panel=SHARDING)
+    """How a sharded run saves its checkpoints: full (FSDP FULL_STATE_DICT with offload_to_cpu and rank0_only, the
+    default of HF Trainer and accelerate's FSDP1: rank 0's host gathers the whole model, then the whole optimizer
+    state; DeepSpeed ZeRO-3 with stage3_gather_16bit_weights_on_model_save: the 16-bit weights alone) or sharded
+    (each rank writes its own shard: SHARDED_STATE_DICT, accelerate's FSDP2 default, DeepSpeed's own checkpoint
+    files). Only FSDP and ZeRO-3 on several GPUs read it."""
     gpus_per_node: int = setting(8, COUNT, affects=(), panel=SHARDING)
     """GPUs per machine: how many ranks share one host's RAM (offloaded states, load-time copies)."""
     host_ram_gib: float | None = setting(None, OrNone(Number(1, 1 << 20)), affects=(), shown="not checked",
