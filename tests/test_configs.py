@@ -625,3 +625,26 @@ def test_checkpoint_saving_defaults_follow_the_framework(tmp_path):
     zero2 = tmp_path / "ds2.json"
     zero2.write_text(json.dumps({"zero_optimization": {"stage": 2}}))
     assert "state_dict_type" not in read_config(zero2).values  # nothing gathered to save below ZeRO-3
+
+
+# -- generation between steps (TRL GRPO) -------------------------------------------------------------------
+
+
+def test_grpo_generates_its_completions_between_steps(tmp_path):
+    """GRPOConfig: per GPU, per_device_train_batch_size x steps_per_generation completions of
+    max_completion_length new tokens after prompts of max_prompt_length; the ZeRO-3 gather switch carried."""
+    path = tmp_path / "grpo.yaml"
+    path.write_text(yaml.safe_dump({"model_name_or_path": "Qwen/Qwen2.5-1.5B-Instruct", "per_device_train_batch_size": 4,
+                                    "gradient_accumulation_steps": 2, "num_generations": 8, "max_prompt_length": 256,
+                                    "max_completion_length": 1024, "ds3_gather_for_generation": False}))
+    config = read_config(path)
+    assert config.framework == "trl"
+    values = config.values
+    assert (values["generation_batch_size"], values["generation_tokens"], values["seq_len"]) == (8, 1024, 1280)
+    assert values["generation_gathers_weights"] is False
+    path.write_text(yaml.safe_dump({"per_device_train_batch_size": 4, "num_generations": 4,
+                                    "generation_batch_size": 64}))
+    assert read_config(path).values["generation_batch_size"] == 64  # global: all on one GPU, as no count is given
+    path.write_text(yaml.safe_dump({"per_device_train_batch_size": 4, "num_generations": 4, "use_vllm": True}))
+    vllm = read_config(path)
+    assert "generation_batch_size" not in vllm.values and "use_vllm" in " ".join(vllm.unmodelled)

@@ -24,6 +24,15 @@ TRL_KEYS = frozenset({
 })
 """Keys of TRL's SFTConfig, ModelConfig and ScriptArguments that TrainingArguments does not have."""
 
+GRPO_KEYS = frozenset({
+    "num_generations", "max_prompt_length", "max_completion_length", "use_vllm", "ds3_gather_for_generation",
+    "generation_batch_size", "steps_per_generation",
+})
+"""Keys of TRL's GRPOConfig for the completions it generates between steps."""
+
+GRPO_PROMPT, GRPO_COMPLETION = 512, 256
+"""TRL GRPOConfig's max_prompt_length and max_completion_length defaults."""
+
 TRL_MAX_LENGTH = 1024
 
 IGNORED = (
@@ -62,7 +71,7 @@ def load_dtype(d: Draft) -> str:
 
 def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
     """Map trainer arguments into `d`; return the framework ("trl" or "hf-trainer") and the model named."""
-    trl = bool(TRL_KEYS & d.data.keys())
+    trl = bool((TRL_KEYS | GRPO_KEYS) & d.data.keys())
     d.know(*IGNORED)
     run = training_arguments(d, linked, bf16_default=trl)
     if trl:
@@ -72,6 +81,8 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
             d.set("seq_len", d.integer(path), path)
     if trl and "max_length" not in d.data and "max_seq_length" not in d.data:
         d.default("seq_len", TRL_MAX_LENGTH, "max_length")
+    if GRPO_KEYS & d.data.keys():
+        generation(d)
     method = method_of(d)
     d.unmodelled_if_active(*UNMODELLED)
     if method == "full":
@@ -87,6 +98,30 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
     if trl and (method == "qlora" or (method == "lora" and run.zero3)):
         d.set("adapter_dtype", "compute", "load_in_4bit" if method == "qlora" else "deepspeed")
     return ("trl" if trl else "hf-trainer"), d.text("model_name_or_path")
+
+
+def generation(d: Draft) -> None:
+    """GRPO generates each step's completions with model.generate: per GPU, its share of generation_batch_size
+    (global), else per_device_train_batch_size x steps_per_generation (gradient_accumulation_steps by default);
+    sequences of prompt + completion. With use_vllm, vLLM generates (its memory is not modelled)."""
+    d.know("num_generations")
+    prompt = d.integer("max_prompt_length") or GRPO_PROMPT
+    completion = d.integer("max_completion_length") or GRPO_COMPLETION
+    d.set("seq_len", prompt + completion, "max_prompt_length + max_completion_length")
+    d.set("generation_tokens", completion, "max_completion_length")
+    gathers = d.boolean("ds3_gather_for_generation")
+    if gathers is not None:
+        d.set("generation_gathers_weights", gathers, "ds3_gather_for_generation")
+    if d.boolean("use_vllm"):
+        d.unmodelled("use_vllm")
+        return
+    total = d.integer("generation_batch_size")
+    if total is not None:
+        d.set("generation_batch_size", -(-total // d.values.get("num_gpus", 1)), "generation_batch_size")
+        return
+    steps = d.integer("steps_per_generation") or d.values.get("gradient_accumulation_steps", 1)
+    d.set("generation_batch_size", d.values["micro_batch_size"] * steps,
+          "per_device_train_batch_size x steps_per_generation")
 
 
 def method_of(d: Draft) -> str:

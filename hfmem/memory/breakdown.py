@@ -9,7 +9,7 @@ How the total is formed (all per GPU):
                            gradients + optimizer_step_transient)
     total = allocated_peak + fragmentation + cuda_context + paged_optimizer
 (or the total of another phase where it needs more: loading the whole model on each GPU before sharding, an
-evaluation forward, a full checkpoint save), where
+evaluation forward, generating samples, a full checkpoint save), where
 paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
 allocator: it is in the device total but not in allocated/reserved, and it can page out to the CPU,
 so `required` = total - paged_optimizer is what must stay resident (the fit checks use it);
@@ -95,6 +95,9 @@ class MemoryBreakdown:
     evaluation: int
     """The device total during an evaluation forward at eval_batch_size (0: no evaluation): the resident weights,
     optimizer states and buffers, and the no-grad forward's peak (memory.evaluation)."""
+    generation: int
+    """The device total while generating samples between steps (0: no generation): the resident state (under
+    ZeRO-3 with the whole model gathered) and model.generate's KV cache and forward (memory.generation)."""
     save: int
     """The device total while a sharded run saves a full checkpoint (0: it saves shards, or runs unsharded): the
     resident weights and optimizer states and the unit being unsharded for rank 0's copy."""
@@ -109,9 +112,10 @@ class MemoryBreakdown:
 
 
 def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState,
-            act: ActivationEstimate, eval_forward: int = 0) -> MemoryBreakdown:
+            act: ActivationEstimate, eval_forward: int = 0, generate: int = 0) -> MemoryBreakdown:
     """Per-GPU bytes by term, and the total (see the module docstring for how they add up); `eval_forward`: the
-    evaluation forward's peak over the resident state (memory.evaluation), 0 without evaluation."""
+    evaluation forward's peak over the resident state (memory.evaluation), 0 without evaluation; `generate`:
+    model.generate's (memory.generation), 0 without generation."""
     activations = act.peak
     full_grads = split.trainable * state.bytes_per_param["gradients"]
     shard = state.gradients / full_grads if full_grads else 0.0
@@ -129,11 +133,16 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
     load = state.load_peak + round(state.load_peak * settings.overhead.fragmentation) + context if state.load_peak else 0
-    evaluation = 0
-    if eval_forward:  # between steps: gradients were set to None unless they persist, autocast copies are made again
-        resident = (state.weights + state.optimizer - paged + state.sharding_buffers + state.forward_transient
-                    + (state.gradients if state.gradients_persist else 0) + eval_forward)
+    # between steps: gradients were set to None unless they persist, autocast copies are made again
+    between = (state.weights + state.optimizer - paged + state.sharding_buffers + state.forward_transient
+               + (state.gradients if state.gradients_persist else 0))
+    evaluation = generation = 0
+    if eval_forward:
+        resident = between + eval_forward
         evaluation = resident + round(resident * settings.overhead.fragmentation) + context
+    if generate:
+        resident = between + state.generation_gathered + generate
+        generation = resident + round(resident * settings.overhead.fragmentation) + context
     save = 0
     if state.save_gathered:  # between steps, as evaluation, with one unit unsharded instead of a forward
         resident = (state.weights + state.optimizer - paged + (state.gradients if state.gradients_persist else 0)
@@ -145,8 +154,9 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         optimizer=state.optimizer,
         activations=activations,
         overhead=fragmentation + context,
-        total=max(allocated + fragmentation + context + paged, load, evaluation + paged, save + paged),
-        required=max(allocated + fragmentation + context, load, evaluation, save),
+        total=max(allocated + fragmentation + context + paged, load, evaluation + paged, generation + paged,
+                  save + paged),
+        required=max(allocated + fragmentation + context, load, evaluation, generation, save),
         master_weights=state.master_weights,
         optimizer_states=state.optimizer_states,
         sharding_buffers=state.sharding_buffers,
@@ -166,6 +176,7 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         host_per_node=host_per_node(settings, state),
         load=load,
         evaluation=evaluation,
+        generation=generation,
         save=save,
     )
 

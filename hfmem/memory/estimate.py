@@ -29,6 +29,7 @@ from hfmem.memory.activations import (
 )
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
 from hfmem.memory.evaluation import eval_forward_bytes
+from hfmem.memory.generation import generation_bytes
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory, retied
 from hfmem.memory.model_state import (
@@ -97,6 +98,7 @@ def phases(per_gpu: MemoryBreakdown) -> dict[str, Any]:
     totals = {"train_step": per_gpu.allocated_peak + per_gpu.fragmentation + per_gpu.cuda_context + paged,
               "load": per_gpu.load,
               "evaluation": per_gpu.evaluation + paged if per_gpu.evaluation else 0,
+              "generation": per_gpu.generation + paged if per_gpu.generation else 0,
               "save": per_gpu.save + paged if per_gpu.save else 0}
     largest = max(totals.items(), key=lambda phase: phase[1])[0]
     return {k: v or None for k, v in totals.items()} | {"train_step": totals["train_step"], "largest": largest}
@@ -259,7 +261,8 @@ def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
     split = ctx.split(s)
     state = state_for(ctx, s)
     act = activations_for(ctx, s, seq)
-    per_gpu = combine(s, split, state, act, eval_forward_bytes(ctx.arch, s, seq))
+    per_gpu = combine(s, split, state, act, eval_forward_bytes(ctx.arch, s, seq),
+                      generation_bytes(ctx.arch, s, seq))
     notes = state.notes + act.notes + method_notes(ctx, s)
     return Estimate(
         settings=s, seq_len=seq, split=split, state=state, activations=act, per_gpu_bytes=per_gpu,

@@ -35,15 +35,21 @@ def eval_forward_bytes(arch: Architecture, settings: TrainingSettings, seq_len: 
     else:
         loss = p * logits / chunks  # log_softmax's output in the compute dtype
     softcap = p * logits if family_traits(arch.model_type).softcap else 0  # tanh's output beside its input
+    head = p * logits + max(loss, softcap) + p * tokens * arch.hidden_size  # beside the final norm's output alone
+    return round(max(head, no_grad_mlp_bytes(arch, settings, tokens)))
+
+
+def no_grad_mlp_bytes(arch: Architecture, settings: TrainingSettings, tokens: int) -> float:
+    """Bytes alive while one MLP runs under no_grad over `tokens` tokens: the hidden-size tensors a decoder layer
+    keeps (HIDDEN_ALIVE) and the intermediate-width ones (a MoE: each routed copy's gathered input, fused gate_up,
+    the activation and the product)."""
+    p = settings.precision.compute_bytes
     h = arch.hidden_size
-    stream = HIDDEN_ALIVE * h
-    head = p * logits + max(loss, softcap) + p * tokens * h  # beside the final norm's output alone
-    if arch.experts_per_token:  # each routed copy: its gathered input, fused gate_up, the activation, the product
-        routed = arch.experts_per_token * (4 * (arch.moe_intermediate_size or arch.intermediate_size) + h)
-        mlp = p * tokens * (routed + stream)
+    if arch.experts_per_token:
+        widths = arch.experts_per_token * (4 * (arch.moe_intermediate_size or arch.intermediate_size) + h)
     else:
-        mlp = p * tokens * (arch.intermediate_size * mlp_widths(arch, settings) + stream)
-    return round(max(head, mlp))
+        widths = arch.intermediate_size * mlp_widths(arch, settings)
+    return p * tokens * (widths + HIDDEN_ALIVE * h)
 
 
 def mlp_widths(arch: Architecture, settings: TrainingSettings) -> int:

@@ -48,6 +48,7 @@ from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
 from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.estimate import Context, activations_for, estimate_in, phases, state_for
 from hfmem.memory.evaluation import eval_forward_bytes
+from hfmem.memory.generation import generation_bytes
 from hfmem.hardware.gpus import Gpu
 from hfmem.model.inventory import Inventory
 from hfmem.memory.model_state import ModelState
@@ -147,7 +148,8 @@ class _Planner:
         act = self._acts.get(ak)
         if act is None:
             act = self._acts[ak] = activations_for(self.ctx, s, seq)
-        return combine(s, self.ctx.split(s), state, act, eval_forward_bytes(self.ctx.arch, s, seq))
+        return combine(s, self.ctx.split(s), state, act, eval_forward_bytes(self.ctx.arch, s, seq),
+                       generation_bytes(self.ctx.arch, s, seq))
 
     def resident(self, s: TrainingSettings, seq: int) -> int:
         """The bytes compared with a GPU: `required`, or more than any GPU where the host cannot hold its share."""

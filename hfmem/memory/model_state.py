@@ -257,6 +257,9 @@ class ModelState:
     save_gathered: int
     """Gathered on each GPU while a sharded run saves a full checkpoint (FSDP: the root unit and one layer's unit
     unsharded in their sharded dtype; ZeRO-3: the largest module's 16-bit weights); 0 when it saves shards."""
+    generation_gathered: int
+    """Gathered on each GPU while it generates: under ZeRO-3 with generation_gathers_weights, the weights it does
+    not hold (the whole model less its shard); 0 otherwise."""
     host_save_bytes: int
     """Host RAM rank 0 holds while saving a full checkpoint of a sharded run (the larger of the whole model's
     state dict and, under FSDP, the whole optimizer state); 0 when each rank saves its shard."""
@@ -402,6 +405,9 @@ def model_state_bytes(
     stage = settings.zero_stage or 0
     load_peak, host_load = _loading(settings, whole_model, units, b)
     save_gathered, host_save = _saving(settings, split, b, whole_states, units)
+    if _gathers_to_generate(settings):
+        t.notes.append("generation under ZeRO-3: every GPU gathers the whole model's weights to generate (TRL's "
+                       "ds3_gather_for_generation)")
     if host_save:
         t.notes.append("full checkpoint save: rank 0's host gathers the whole model's state dict"
                        + (" and then the whole optimizer state" if sharding.startswith("fsdp") else "")
@@ -423,6 +429,7 @@ def model_state_bytes(
         load_peak=round(load_peak),
         host_load_bytes=round(host_load),
         save_gathered=round(save_gathered),
+        generation_gathered=round(whole_model - t.weights) if _gathers_to_generate(settings) else 0,
         host_save_bytes=round(host_save),
         bytes_per_param=per_param,
         notes=tuple(t.notes),
@@ -435,6 +442,12 @@ def _loading(settings: TrainingSettings, whole_model: float, units: _Units, b: _
     gpu = whole_model + units.layer_parameters * b.stored if sharded and settings.model_loading == "per-rank-gpu" else 0.0
     host = 0.0 if settings.model_loading == "per-rank-gpu" else whole_model
     return gpu, host
+
+
+def _gathers_to_generate(settings: TrainingSettings) -> bool:
+    """Whether generating gathers the whole model on every GPU (TRL under ZeRO-3, ds3_gather_for_generation)."""
+    return (settings.generation_batch_size is not None and settings.generation_gathers_weights
+            and settings.resolved_sharding == "zero3" and settings.num_gpus > 1)
 
 
 def _saving(settings: TrainingSettings, split: ParameterSplit, b: _ElementBytes, whole_states: float,

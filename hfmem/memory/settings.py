@@ -158,6 +158,17 @@ class TrainingSettings:
     """Sequences per GPU in an evaluation forward between steps (TrainingArguments.per_device_eval_batch_size when
     eval_strategy is on): a no-grad forward at the training length beside the weights and optimizer states, whose
     logits and fp32 loss buffers can outgrow the training step's. The fit takes the larger phase."""
+    generation_batch_size: int | None = setting(None, OrNone(COUNT), affects=(), shown="no generation",
+                                                panel=TRAINING)
+    """Sequences per GPU generated between steps with model.generate and its KV cache (TRL's GRPO without vLLM:
+    per_device_train_batch_size x steps_per_generation; a sampling callback): the prompt's prefill forward, then
+    the cache growing to seq_len tokens, beside the resident weights and optimizer states. The fit takes the
+    larger phase."""
+    generation_tokens: int = setting(256, COUNT, affects=(), panel=TRAINING)
+    """New tokens per generated sequence (TRL's max_completion_length); the prompt is the rest of seq_len."""
+    generation_gathers_weights: bool = setting(True, SWITCH, affects=("state",), panel=SHARDING)
+    """ZeRO-3 gathers the whole model's weights on every GPU to generate (TRL's ds3_gather_for_generation, its
+    default); off, each layer is gathered as the forward reaches it. Only ZeRO-3 with generation reads it."""
     dtype: str = setting("bf16", Choice(DTYPES, DTYPE_ALIASES), affects=("trainability", "state", "activations"),
                          panel=TRAINING)
     """Training precision: bf16/fp16 mixed precision (16-bit weights and gradients, fp32 master weights and

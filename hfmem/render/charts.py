@@ -27,7 +27,8 @@ TERMS = (
 """The per_gpu_bytes terms stacked in a bar, bottom up; their sum less the overlap is the training step's total,
 and `total` is the largest of that and the other phases' (hfmem.memory.breakdown)."""
 OVERLAP = "gradient_activation_overlap"
-PHASES = (("load", "loading the model"), ("evaluation", "an evaluation forward"), ("save", "saving a full checkpoint"))
+PHASES = (("load", "loading the model"), ("evaluation", "an evaluation forward"), ("generation", "generating samples"),
+          ("save", "saving a full checkpoint"))
 """The per_gpu_bytes figures of the phases beside the training step, drawn as a mark where one needs more."""
 VERDICT_WORDS = {"fits": "fits as asked", "change": "fits one GPU with a change",
                  "gpus": "needs several GPUs", "none": "no fit found"}

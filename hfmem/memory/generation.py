@@ -1,0 +1,52 @@
+"""The generation phase: what model.generate allocates over the resident state to sample between steps.
+
+Two moments can be the peak. The prefill: one no-grad forward over the prompts (seq_len minus the new tokens),
+whose MLP working set sits beside the KV cache it has just filled; transformers asks for the last position's
+logits only. The last decoding step: the cache at seq_len tokens, the half of one layer's cache that torch.cat
+holds twice while it appends the key (then the value; a sliding-window layer concatenates both before it drops
+either, so the whole layer's), that step's logits in the compute dtype and the fp32 copy the logits processors
+read (and their output), and the token ids. The resident state is counted by breakdown.combine. Checked against
+real generate calls on CPU (tests/test_generation_phase.py); DeepSeek's (multi-head latent attention, its own MoE)
+is not: on its tiny model this count is 45% over the measured cache peak and 46% under the prefill's.
+"""
+
+from __future__ import annotations
+
+from hfmem.memory.evaluation import no_grad_mlp_bytes
+from hfmem.memory.settings import TrainingSettings
+from hfmem.model.architecture import Architecture
+
+ID_BYTES = 8
+"""Token ids are int64."""
+
+
+def generation_bytes(arch: Architecture, settings: TrainingSettings, seq_len: int) -> int:
+    """Peak bytes of one model.generate call over the resident state (0 when the settings generate nothing)."""
+    if settings.generation_batch_size is None:
+        return 0
+    b = settings.generation_batch_size
+    p = settings.precision.compute_bytes
+    prompt = max(1, seq_len - settings.generation_tokens)
+    per_token = kv_bytes_per_token(arch, p)
+    layers = cached_layers(arch)
+    prefill = layers * b * prompt * per_token + no_grad_mlp_bytes(arch, settings, b * prompt)
+    appending = per_token if arch.sliding_window else per_token / 2
+    decode = (layers * b * seq_len * per_token + b * seq_len * appending
+              + b * arch.vocab_size * (p + 4 + 4) + b * seq_len * ID_BYTES)
+    return round(max(prefill, decode))
+
+
+def kv_bytes_per_token(arch: Architecture, p: int) -> int:
+    """One layer's cached key and value of one token: the K/V heads, or under multi-head latent attention the
+    per-head keys (no-RoPE and RoPE parts) and values that transformers' DeepSeek layers cache."""
+    if arch.mla:
+        m = arch.mla
+        return p * arch.num_attention_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+    return 2 * p * arch.num_key_value_heads * arch.head_dim
+
+
+def cached_layers(arch: Architecture) -> int:
+    """Decoder layers that keep a KV cache (attention layers; a hybrid's SSM layers keep a small fixed state).
+    Sliding-window layers are counted at full length, more than transformers keeps past the window."""
+    attention = sum(n for kind, n in arch.layer_types.items() if "attention" in kind)
+    return attention or arch.num_layers

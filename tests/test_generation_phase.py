@@ -1,0 +1,54 @@
+"""The generation phase against real model.generate calls of scaled-down real models on CPU: the peak of live
+tensors over the resident weights (LiveBytes) is what memory.generation predicts, at a short prompt with a long
+completion (the KV cache is the peak) and at a long prompt with a short one (the prefill forward is)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from live_peak import LiveBytes  # noqa: E402
+from saved_activations import build_model  # noqa: E402
+from tiny_models import tiny_config  # noqa: E402
+
+from hfmem.memory.generation import generation_bytes  # noqa: E402
+from hfmem.memory.settings import TrainingSettings  # noqa: E402
+from hfmem.model.architecture import read_architecture  # noqa: E402
+
+SHAPES = [(8, 4, 16, 240), (2, 4, 96, 32)]
+"""(layers, batch, prompt tokens, new tokens): the cache's peak, then the prefill's."""
+
+
+def generate_peak(model: torch.nn.Module, batch: int, prompt: int, new: int) -> int:
+    """Bytes alive at the peak of one greedy model.generate over the weights, buffers and prompts."""
+    ids = torch.randint(0, model.config.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(0))
+    tracker = LiveBytes()
+    model.eval()
+    with tracker:
+        tracker.adopt(list(model.parameters()) + list(model.buffers()) + [ids], "resident")
+        tracker.reset_peak()
+        resident = tracker.current
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False, use_cache=True,
+                                 pad_token_id=0)
+        del out
+    return tracker.peak - resident
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=["cache", "prefill"])
+@pytest.mark.parametrize("model_id", ["meta-llama/Meta-Llama-3-8B", "Qwen/Qwen2.5-0.5B", "google/gemma-2b",
+                                      "microsoft/phi-2", "mistralai/Mistral-7B-v0.1", "mistralai/Mixtral-8x7B-v0.1"])
+def test_the_generate_peak_is_predicted(model_id, shape):
+    layers, batch, prompt, new = shape
+    config = tiny_config(model_id, layers)
+    measured = generate_peak(build_model(config, "sdpa", torch.bfloat16), batch, prompt, new)
+    settings = TrainingSettings(method="full", dtype="bf16-pure", generation_batch_size=batch,
+                                generation_tokens=new).validated()
+    predicted = generation_bytes(read_architecture(config), settings, prompt + new)
+    assert predicted == pytest.approx(measured, rel=0.05), (predicted, measured)
+
+
+def test_no_generation_adds_nothing():
+    arch = read_architecture(tiny_config("meta-llama/Meta-Llama-3-8B", 2))
+    assert generation_bytes(arch, TrainingSettings().validated(), 512) == 0
