@@ -1,17 +1,20 @@
 """The generation phase: what model.generate allocates over the resident state to sample between steps.
 
 Two moments can be the peak. The prefill: one no-grad forward over the prompts (seq_len minus the new tokens),
-whose MLP working set sits beside the KV cache it has just filled; transformers asks for the last position's
-logits only. The last decoding step: the cache at seq_len tokens, the half of one layer's cache that torch.cat
-holds twice while it appends the key (then the value; a sliding-window layer concatenates both before it drops
-either, so the whole layer's), that step's logits in the compute dtype and the fp32 copy the logits processors
-read (and their output), and the token ids. The resident state is counted by breakdown.combine. Checked against
-real generate calls on CPU (tests/test_generation_phase.py); DeepSeek's (multi-head latent attention, its own MoE)
-is not: on its tiny model this count is 45% over the measured cache peak and 46% under the prefill's.
+whose MLP working set sits beside the KV cache it has just filled, the ids, attention mask and position ids, and
+the RoPE tables generate makes per sequence (its positions come from the mask); transformers asks for the last
+position's logits only. The last decoding step: the cache at seq_len tokens, the half of one layer's cache that
+torch.cat holds twice while it appends the key (then the value; a sliding-window layer concatenates both before it
+drops either, so the whole layer's), that step's logits in the compute dtype and the fp32 copy the logits
+processors read (and their output), and the token ids. The resident state is counted by breakdown.combine.
+Checked against real generate calls on CPU (tests/test_generation_phase.py); DeepSeek's (multi-head latent
+attention, its own MoE) is not: on its tiny model this count is 45% over the measured cache peak and 46% under the
+prefill's.
 """
 
 from __future__ import annotations
 
+from hfmem.memory.activations.embedding import rope_dims
 from hfmem.memory.evaluation import no_grad_mlp_bytes
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
@@ -29,7 +32,8 @@ def generation_bytes(arch: Architecture, settings: TrainingSettings, seq_len: in
     prompt = max(1, seq_len - settings.generation_tokens)
     per_token = kv_bytes_per_token(arch, p)
     layers = cached_layers(arch)
-    prefill = layers * b * prompt * per_token + no_grad_mlp_bytes(arch, settings, b * prompt)
+    inputs = 2 * b * prompt * rope_dims(arch) * p + 3 * b * prompt * ID_BYTES
+    prefill = layers * b * prompt * per_token + no_grad_mlp_bytes(arch, settings, b * prompt) + inputs
     appending = per_token if arch.sliding_window else per_token / 2
     decode = (layers * b * seq_len * per_token + b * seq_len * appending
               + b * arch.vocab_size * (p + 4 + 4) + b * seq_len * ID_BYTES)

@@ -6,6 +6,7 @@ from hfmem.memory.activations.norms import norm
 from hfmem.memory.activations.ops import mask_bytes
 from hfmem.memory.activations.saved import Saved
 from hfmem.memory.activations.spec import ActivationSpec
+from hfmem.model.architecture import Architecture
 
 
 def embedding_bytes(spec: ActivationSpec, s: int, tokens: int) -> float:
@@ -18,12 +19,18 @@ def embedding_bytes(spec: ActivationSpec, s: int, tokens: int) -> float:
         embedding += 8 * s
     if arch.embedding_dropout > 0:
         embedding += mask_bytes(spec.mask_bytes, spec.p) * arch.hidden_size * tokens
-    if arch.position_embedding == "rope":
-        rope = arch.mla.qk_rope_head_dim if arch.mla else int(arch.head_dim * arch.partial_rotary_factor)
-        # cos and sin for (1, s) positions (in the residual's dtype), shared by all layers
-        embedding += 2 * s * rope * spec.r
+    if arch.position_embedding == "rope":  # cos and sin for (1, s) positions (the residual's dtype), for all layers
+        embedding += 2 * s * rope_dims(arch) * spec.r
     if spec.traits.embedding_norm:
         emb = Saved()
         norm(emb, "embedding_norm", spec, arch.hidden_size, residual=True)
         embedding += emb.total * tokens
     return embedding
+
+
+def rope_dims(arch: Architecture) -> int:
+    """Dimensions of a head that RoPE rotates (its cos and sin tables' width): MLA's RoPE part, or the rotary share
+    of the head; 0 for a model without RoPE."""
+    if arch.position_embedding != "rope":
+        return 0
+    return arch.mla.qk_rope_head_dim if arch.mla else int(arch.head_dim * arch.partial_rotary_factor)
