@@ -158,7 +158,7 @@ class TrainingSettings:
     """Sequences per GPU in an evaluation forward between steps (TrainingArguments.per_device_eval_batch_size when
     eval_strategy is on): a no-grad forward at the training length beside the weights and optimizer states, whose
     logits and fp32 loss buffers can outgrow the training step's. The fit takes the larger phase."""
-    generation_batch_size: int | None = setting(None, OrNone(COUNT), affects=(), shown="no generation",
+    generation_batch_size: int | None = setting(None, OrNone(COUNT), affects=("state",), shown="no generation",
                                                 panel=TRAINING)
     """Sequences per GPU generated between steps with model.generate and its KV cache (TRL's GRPO without vLLM:
     per_device_train_batch_size x steps_per_generation; a sampling callback): the prompt's prefill forward, then
