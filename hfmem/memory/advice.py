@@ -28,8 +28,8 @@ def multi_gpu_text(multi: dict[str, Any] | None) -> str:
 
 
 _SAME_METHOD = {"sharded_checkpoints": "sharded save", "smaller_eval_batch": "eval b=1",
-                "gradient_checkpointing": "+ckpt", "smaller_micro_batch": "b=1+accum", "checkpointing_and_smaller_micro_batch": "+ckpt b=1",
-                "8bit_optimizer": "8-bit+ckpt"}
+                "gradient_checkpointing": "+ckpt", "smaller_micro_batch": "b=1+accum",
+                "checkpointing_and_smaller_micro_batch": "+ckpt b=1", "8bit_optimizer": "8-bit+ckpt"}
 _OTHER = {"lora": "LoRA+ckpt", "qlora": "QLoRA+ckpt", "zero3_offload": "offload", "zero3_offload_params": "ZeRO-Inf."}
 MAX_SUGGESTED_GPUS = 64
 

@@ -132,22 +132,19 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     allocated = state.weights + state.optimizer - paged + state.sharding_buffers + max(backward_peak, step_peak)
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
-    load = state.load_peak + round(state.load_peak * settings.overhead.fragmentation) + context if state.load_peak else 0
-    # between steps: gradients were set to None unless they persist, autocast copies are made again
-    between = (state.weights + state.optimizer - paged + state.sharding_buffers + state.forward_transient
-               + (state.gradients if state.gradients_persist else 0))
-    evaluation = generation = 0
-    if eval_forward:
-        resident = between + eval_forward
-        evaluation = resident + round(resident * settings.overhead.fragmentation) + context
-    if generate:
-        resident = between + state.generation_gathered + generate
-        generation = resident + round(resident * settings.overhead.fragmentation) + context
-    save = 0
-    if state.save_gathered:  # between steps, as evaluation, with one unit unsharded instead of a forward
-        resident = (state.weights + state.optimizer - paged + (state.gradients if state.gradients_persist else 0)
-                    + state.save_gathered)
-        save = resident + round(resident * settings.overhead.fragmentation) + context
+
+    def device(allocated_bytes: int) -> int:
+        """A phase's device total: what it allocates, the allocator's share on top and the CUDA context."""
+        return allocated_bytes + round(allocated_bytes * settings.overhead.fragmentation) + context
+
+    # between steps: gradients were set to None unless they persist; a forward makes its autocast copies again and
+    # gathers its units as the step did, a save unshards one unit at a time instead
+    held = state.weights + state.optimizer - paged + (state.gradients if state.gradients_persist else 0)
+    forward = held + state.sharding_buffers + state.forward_transient
+    load = device(state.load_peak) if state.load_peak else 0
+    evaluation = device(forward + eval_forward) if eval_forward else 0
+    generation = device(forward + state.generation_gathered + generate) if generate else 0
+    save = device(held + state.save_gathered) if state.save_gathered else 0
     return MemoryBreakdown(
         weights=state.weights,
         gradients=state.gradients,

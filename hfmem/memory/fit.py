@@ -51,7 +51,7 @@ from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
 from hfmem.hardware.gpus import Gpu
 from hfmem.model.inventory import Inventory
-from hfmem.memory.model_state import ModelState
+from hfmem.memory.model_state import ModelState, saves_full
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.units import GIB
 
@@ -254,7 +254,7 @@ def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[
     if evaluates_several:  # the training-side changes leave the evaluation forward as it is
         out[1:] = [(name, f"{text}, evaluating one sequence at a time", changes | {"eval_batch_size": 1})
                    for name, text, changes in out[1:]]
-    if base.state_dict_type == "full" and (base.zero_stage or 0) >= 2 and base.num_gpus > 1:
+    if saves_full(base):
         out.insert(0, ("sharded_checkpoints", "save sharded checkpoints (SHARDED_STATE_DICT; DeepSpeed's per-rank "
                        "files): rank 0's host no longer gathers the whole model and optimizer state",
                        {"state_dict_type": "sharded"}))

@@ -405,7 +405,8 @@ def model_state_bytes(
     stage = settings.zero_stage or 0
     load_peak, host_load = _loading(settings, whole_model, units, b)
     save_gathered, host_save = _saving(settings, split, b, whole_states, units)
-    if _gathers_to_generate(settings):
+    gathers_to_generate = _gathers_to_generate(settings)
+    if gathers_to_generate:
         t.notes.append("generation under ZeRO-3: every GPU gathers the whole model's weights to generate (TRL's "
                        "ds3_gather_for_generation)")
     if host_save:
@@ -429,7 +430,7 @@ def model_state_bytes(
         load_peak=round(load_peak),
         host_load_bytes=round(host_load),
         save_gathered=round(save_gathered),
-        generation_gathered=round(whole_model - t.weights) if _gathers_to_generate(settings) else 0,
+        generation_gathered=round(whole_model - t.weights) if gathers_to_generate else 0,
         host_save_bytes=round(host_save),
         bytes_per_param=per_param,
         notes=tuple(t.notes),
@@ -450,18 +451,24 @@ def _gathers_to_generate(settings: TrainingSettings) -> bool:
             and settings.resolved_sharding == "zero3" and settings.num_gpus > 1)
 
 
+def saves_full(settings: TrainingSettings) -> bool:
+    """Whether a sharded run gathers a full checkpoint on rank 0 to save it (FSDP, or ZeRO-3 gathering its 16-bit
+    weights, with state_dict_type full on several GPUs); other setups save without gathering."""
+    sharding = settings.resolved_sharding
+    return (settings.state_dict_type == "full" and settings.num_gpus > 1
+            and (sharding.startswith("fsdp") or sharding == "zero3"))
+
+
 def _saving(settings: TrainingSettings, split: ParameterSplit, b: _ElementBytes, whole_states: float,
             units: _Units) -> tuple[float, float]:
     """(GPU bytes gathered while saving a full checkpoint, rank 0's host bytes) of a sharded run. FSDP's full state
     dict holds each parameter as its sharded copy keeps it (the fp32 master under mixed precision), its full
     optimizer state every state, one after the other; ZeRO-3 gathers the 16-bit weights alone, module by module
     (its optimizer states stay in per-rank files)."""
-    sharding = settings.resolved_sharding
-    full_save = settings.state_dict_type == "full" and settings.num_gpus > 1
-    frozen = split.frozen_16bit * b.stored + split.quantized_bytes
-    if not full_save or not (sharding.startswith("fsdp") or sharding == "zero3"):
+    if not saves_full(settings):
         return 0.0, 0.0
-    if sharding == "zero3":
+    frozen = split.frozen_16bit * b.stored + split.quantized_bytes
+    if settings.resolved_sharding == "zero3":
         return units.largest_root_unit * b.stored, frozen + split.trainable * b.train_w
     kept = b.master or b.train_w
     root = units.largest_root_unit if settings.fsdp_wrap_embeddings else units.root_parameters

@@ -22,6 +22,7 @@ from hfmem.memory.advice import fewest_gpus, recommended, timed_setup
 from hfmem.memory.breakdown import MemoryBreakdown
 from hfmem.memory.estimate import phases
 from hfmem.memory.fit import EQUIVALENT, STATUSES, shortfall
+from hfmem.memory.settings import TrainingSettings
 
 FIT_COLUMNS = ("gpu", "status", "max_micro_batch_size", "max_seq_len", "multi_gpu", "multi_gpu_with_checkpointing",
                "mitigations", "time", "variant", "gpu_defaults", "max_seq_len_capped")
@@ -144,15 +145,11 @@ def breakdown(terms: dict[str, int]) -> dict[str, int]:
 
 def written_training(training: dict[str, Any]) -> dict[str, Any]:
     """The plan's training settings as the record writes them: those that differ from hfmem's defaults."""
-    from hfmem.memory.settings import TrainingSettings
-
     return changed(TrainingSettings().to_dict(), training)
 
 
 def training(report: dict[str, Any]) -> dict[str, Any]:
     """The plan's training settings in full (what `written_training` left out put back)."""
-    from hfmem.memory.settings import TrainingSettings
-
     return TrainingSettings().to_dict() | ((report.get("plan") or {}).get("training") or {})
 
 
