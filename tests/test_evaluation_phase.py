@@ -58,18 +58,18 @@ def test_a_larger_evaluation_is_the_total_and_a_smaller_eval_batch_is_the_advice
     import json
 
     from hfmem.cli.main import run
-    from hfmem.memory.record import cells
+    from hfmem.memory.record import cells, estimates
 
     args = ["example:Qwen2.5-0.5B", "-m", "full", "--dtype", "bf16-pure", "-b", "2", "--seq-len", "2048",
             "-g", "4090", "-g", "t4", "-f", "json"]
     assert run([*args, "--eval-batch-size", "8"]) == 0
     report = json.loads(capsys.readouterr().out)
-    (est,) = report["estimates"]
+    (est,) = estimates(report)
     assert est["phases"]["largest"] == "evaluation"
     assert est["per_gpu_bytes"]["total"] == est["phases"]["evaluation"] > est["phases"]["train_step"]
     advice = {c["gpu"]["name"]: (c["mitigation"]["name"], c["mitigation"]["settings_changes"]) for c in cells(report)}
     assert advice == {"RTX 4090": ("smaller_eval_batch", {"eval_batch_size": 1}),
                       "T4": ("gradient_checkpointing", {"gradient_checkpointing": "full", "eval_batch_size": 1})}
     assert run(args) == 0
-    (plain,) = json.loads(capsys.readouterr().out)["estimates"]
+    (plain,) = estimates(json.loads(capsys.readouterr().out))
     assert plain["phases"]["evaluation"] is None and plain["per_gpu_bytes"]["total"] == est["phases"]["train_step"]

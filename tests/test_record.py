@@ -16,17 +16,18 @@ from hfmem.hardware.gpus import catalogue
 from hfmem.hub.modelref import parse_model_ref
 from hfmem.memory.breakdown import MemoryBreakdown
 from hfmem.memory.fit import STATUSES, fit_matrix
-from hfmem.memory.record import COMPACT_ROW, FIT_COLUMNS, cells, estimates
+from hfmem.memory.record import COMPACT_ROW, FIT_COLUMNS, cells, estimates, picks, ranked
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.model.load import SCHEMA_VERSION, analyse
-from hfmem.reporting.timing import FIGURE_DIGITS
+from hfmem.units import FIGURE_DIGITS
 from hfmem.scan.runner import iter_records
 
 EXAMPLES = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "hfmem" / "examples").iterdir())
 SCHEMA = json.loads(resources.files("hfmem").joinpath("report.schema.json").read_text(encoding="utf-8"))
 FULL_LIMIT = 20_000
-"""Bytes of `hfmem example:NAME -f json` at most (schema_version 2 wrote 346-420 kB per example, 4 26.7-32.6 kB;
-5 writes 17.1-19.2 kB)."""
+"""Bytes of `hfmem example:NAME -f json` at most, also with a token budget, a ranking and 8×ZeRO-3 (schema_version 2
+wrote 346-420 kB per example, 4 26.7-32.6 kB; 5 17.1-19.2 kB, up to 37.9 kB with a budget and a ranking; 6 writes
+16.5-18.0 kB, at most 19.7 kB with all three)."""
 COMPACT_LIMIT = 4_000
 """Bytes of one `hfmem scan --compact` JSONL line at most (3.8 kB for Meta-Llama-3-8B on the whole catalogue)."""
 
@@ -62,6 +63,32 @@ def test_every_example_s_record_is_valid_and_small(capsys, name):
     check("report", report)
     assert len(out.encode()) <= FULL_LIMIT, len(out.encode())
     assert len(cells(report)) == len(METHODS) * len(catalogue())
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_a_budget_a_ranking_and_eight_gpus_stay_small(capsys, name):
+    """What a budget and a ranking add is read back from the rows (tokens from the plan, prices from `prices`):
+    every priced cell's hours, GPU-hours and cost follow from its throughput, and the ranking is every priced
+    cell, cheapest first, the cheapest pick first."""
+    out, report = hfmem_json(capsys, f"example:{name}", "-f", "json", "--num-gpus", "8", "--zero", "3",
+                             "--tokens", "2e9", "--rank", "cost")
+    check("report", report)
+    assert len(out.encode()) <= FULL_LIMIT, len(out.encode())
+    digits = 10.0 ** (1 - FIGURE_DIGITS)
+    priced = [c for c in cells(report) if c["time"] and "cost_usd" in c["time"]]
+    assert priced
+    for c in priced:
+        t = c["time"]
+        gpus = c["multi_gpu"]["num_gpus"] if t["setup"] == "suggested GPUs" else 8
+        assert t["tokens"] == 2e9 and t["usd_per_gpu_hour"] == report["prices"]["by_gpu"][c["gpu"]["name"]][0]
+        assert t["hours"] == pytest.approx(2e9 / t["tokens_per_s"] / 3600, rel=digits)
+        assert t["gpu_hours"] == pytest.approx(t["hours"] * gpus, rel=digits)
+        assert t["cost_usd"] == pytest.approx(t["gpu_hours"] * t["usd_per_gpu_hour"], rel=digits)
+    best = ranked(report)
+    assert [p["time"]["cost_usd"] for p in best] == sorted(t["time"]["cost_usd"] for t in priced)
+    cheapest = picks(report)["cheapest"]
+    assert (best[0]["method"], best[0]["gpu"]) == (cheapest["method"], cheapest["gpu"])
+    assert cheapest["time"]["terms"] and cheapest["time"]["cost_usd"] == best[0]["time"]["cost_usd"]
 
 
 def test_a_budget_and_prices_stay_valid(capsys):

@@ -11,8 +11,8 @@ import pytest
 import hfmem
 
 from hfmem.cli.main import run
-from hfmem.memory.record import cells, estimates
-from hfmem.reporting.timing import FIGURE_DIGITS
+from hfmem.memory.record import cells, estimates, picks, ranked
+from hfmem.units import FIGURE_DIGITS
 
 DIGITS = 10.0 ** (1 - FIGURE_DIGITS)
 """How close two reported figures that follow from each other are: each is rounded to FIGURE_DIGITS."""
@@ -56,10 +56,10 @@ def test_the_step_moves_the_tokens_the_settings_say(capsys) -> None:
     assert cell["asked"]["fits"]
     t = cell["time"]
     assert t["tokens_per_s"] * t["seconds"] == pytest.approx(4 * 2 * 3 * 1024, rel=2 * DIGITS)
-    terms = report["fastest_and_cheapest"]["fastest"]["time"]["terms"]  # the one cell's time with its terms
+    terms = picks(report)["fastest"]["time"]["terms"]  # the one cell's time with its terms
     assert any(k.startswith("exposed_all_gather") for k in terms)  # ZeRO-3 gathers the weights every pass
     single = _report(capsys, "-m", "lora", "-g", "h100", "-b", "2", "--grad-accum", "3", "--seq-len", "1024")
-    terms = single["fastest_and_cheapest"]["fastest"]["time"]["terms"]
+    terms = picks(single)["fastest"]["time"]["terms"]
     assert not any(k.startswith("exposed_all_gather") for k in terms)
 
 
@@ -67,10 +67,10 @@ def test_no_time_without_peaks_and_the_fastest_is_the_fastest(capsys) -> None:
     report = _report(capsys, "-m", "qlora", "-g", "lab=48", "-g", "h100", "-g", "a100")
     by_gpu = {c["gpu"]["name"]: c["time"] for c in cells(report)}
     assert by_gpu["lab"]["seconds"] is None and by_gpu["lab"]["reason"]
-    fastest = report["fastest_and_cheapest"]["fastest"]
+    fastest = picks(report)["fastest"]
     best = max((t for t in by_gpu.values() if t and t.get("tokens_per_s")), key=lambda t: t["tokens_per_s"])
     assert best.items() <= fastest["time"].items()
-    assert report["fastest_and_cheapest"]["cheapest"] is None  # no token budget: no cost, so no cheapest
+    assert picks(report)["cheapest"] is None  # no token budget: no cost, so no cheapest
     fp32 = cells(_report(capsys, "-m", "lora", "-g", "h200", "--dtype", "fp32"))[0]["time"]
     assert fp32["seconds"] is None and "fp32" in fp32["reason"]
 
@@ -90,7 +90,7 @@ def test_a_cell_that_needs_more_gpus_is_timed_on_its_suggested_setup(capsys) -> 
     multi = min((m for m in (cell["multi_gpu"], cell["multi_gpu_with_checkpointing"]) if m), key=lambda m: m["num_gpus"])
     seq = estimates(report)[0]["settings"]["seq_len"]
     assert cell["time"]["tokens_per_s"] * cell["time"]["seconds"] == pytest.approx(multi["num_gpus"] * seq, rel=2 * DIGITS)
-    assert report["fastest_and_cheapest"]["fastest"]["num_gpus"] == multi["num_gpus"]
+    assert picks(report)["fastest"]["num_gpus"] == multi["num_gpus"]
     capsys.readouterr()
     assert run(["example:Llama-2-70b-hf", "-m", "lora", "-g", "h100", "--tokens", "1e9"]) == 0
     out = " ".join(capsys.readouterr().out.split())
@@ -110,13 +110,14 @@ def test_epochs_over_a_dataset_are_a_budget_and_rank_orders_the_setups(capsys) -
                         "--price", "h100=2.5", "--price", "a100=1.6", "--rank", "cost")
     assert by_epochs["plan"]["tokens"] == 1e9
     assert [c["time"] for c in cells(by_epochs)] == [c["time"] for c in cells(by_tokens)]
-    costs = [p["time"]["cost_usd"] for p in by_epochs["fit_ranking"]]
+    costs = [p["time"]["cost_usd"] for p in ranked(by_epochs)]
     assert costs == sorted(costs) and len(costs) == sum(1 for c in cells(by_tokens) if c["time"]
                                                         and "cost_usd" in c["time"])
-    assert by_epochs["fit_ranking"][0]["time"] == by_epochs["fastest_and_cheapest"]["cheapest"]["time"]
-    by_gpus = _report(capsys, "-g", "h100", "-g", "a100", "--rank", "gpus")["fit_ranking"]
+    cheapest = picks(by_epochs)["cheapest"]
+    assert ranked(by_epochs)[0] == cheapest | {"time": {k: v for k, v in cheapest["time"].items() if k != "terms"}}
+    by_gpus = ranked(_report(capsys, "-g", "h100", "-g", "a100", "--rank", "gpus"))
     assert [p["num_gpus"] for p in by_gpus] == sorted(p["num_gpus"] for p in by_gpus)
-    assert by_tokens["fit_ranking"] is None
+    assert ranked(by_tokens) is None and by_tokens["fit_ranking"] is None
 
 
 @pytest.mark.parametrize("bad", [["--epochs", "2"], ["--epochs", "2", "--dataset-tokens", "1e9", "--tokens", "1e9"],
@@ -151,12 +152,12 @@ def test_a_cell_that_fits_with_a_change_is_timed_with_that_change(capsys, monkey
         k: t[k] for k in ("seconds", "tokens_per_s", "cost_usd")}  # the change, timed as if asked
     assert by[("qlora", "A100 80GB")]["time"]["usd_per_gpu_hour"] == report["prices"]["by_gpu"]["A100 80GB"][0]
     full = by[("full", "H100 80GB")]["time"]  # 19 GPUs: more than a node, and no network figure to time it by
-    assert full["seconds"] is None and "span nodes" in full["reason"]
+    assert full["seconds"] is None and "beyond a node" in full["reason"]
     monkeypatch.setenv("COLUMNS", "300")  # the time table's cells on one line each
     capsys.readouterr()
     assert run(["example:Llama-2-70b-hf", "-g", "h100", "-g", "a100", "--tokens", "1e9", "--price", "h100=2.5"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "+ckpt: " in out and "not timed: 19 GPUs span nodes of 8" in out
+    assert "+ckpt: " in out and "19×ZeRO-3+ckpt: not timed: beyond a node of 8 GPUs" in out
     assert "H100 80GB 2.5 (--price); A100 80GB" in out
     assert f"default table of {report['prices']['default_as_of']}" in out
 

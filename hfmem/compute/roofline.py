@@ -107,7 +107,7 @@ def machine(specs: GpuSpecs, dtype: str, num_gpus: int, *, gpus_per_node: int = 
     elif num_gpus <= gpus_per_node:
         link = pcie
     elif network_gbps is None:
-        raise InvalidInputError(f"{num_gpus} GPUs span nodes of {gpus_per_node}; no network figure")
+        raise InvalidInputError(f"beyond a node of {gpus_per_node} GPUs; no network figure")
     else:
         intra = specs.link_gbps if (specs.link_gpus or 0) >= gpus_per_node and specs.link_gbps else specs.pcie_gbps or 0
         link = min(intra / 2, network_gbps) * GB_S

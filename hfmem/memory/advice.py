@@ -91,12 +91,17 @@ def setup_label(fit: dict[str, Any]) -> str:
     return _label(mitigation) if mitigation else advice
 
 
+def timed_gpus(fit: dict[str, Any], setup: str) -> int:
+    """How many GPUs a cell's `setup` (timed_setup's kind) runs on: the suggestion's where it needs more, else
+    the count asked."""
+    return fewest_gpus(fit)["num_gpus"] if setup == "suggested GPUs" else fit["asked"]["num_gpus"]
+
+
 def picked_setup(fit: dict[str, Any]) -> dict[str, Any]:
-    """A timed cell as a setup: method, GPU, GPU count (the suggestion's where it needs more), the change or GPUs it
-    is timed with where not as asked (setup_label) and its time."""
-    gpus = fewest_gpus(fit)["num_gpus"] if fit["time"]["setup"] == "suggested GPUs" else fit["asked"]["num_gpus"]
-    return {"method": fit["method"], "gpu": fit["gpu"]["name"], "num_gpus": gpus, "change": setup_label(fit) or None,
-            "time": fit["time"]}
+    """A timed cell as a setup: method, GPU, GPU count (timed_gpus), the change or GPUs it is timed with where not
+    as asked (setup_label) and its time."""
+    return {"method": fit["method"], "gpu": fit["gpu"]["name"], "num_gpus": timed_gpus(fit, fit["time"]["setup"]),
+            "change": setup_label(fit) or None, "time": fit["time"]}
 
 
 def recommended(fit: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:

@@ -51,7 +51,8 @@ from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
 from hfmem.hardware.gpus import Gpu
 from hfmem.model.inventory import Inventory
-from hfmem.memory.model_state import ModelState, saves_full
+from hfmem.memory.mitigations import candidates, describe
+from hfmem.memory.model_state import ModelState
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.units import GIB
 
@@ -220,47 +221,6 @@ def _boundary(inside: int, outside: int, value: Callable[[int], int], limit: int
     return inside
 
 
-def _mitigation_candidates(base: TrainingSettings) -> list[tuple[str, str, dict[str, Any]]]:
-    """Single-GPU changes that cut memory, cheapest (least intrusive) first."""
-    out: list[tuple[str, str, dict[str, Any]]] = []
-    b, ga = base.micro_batch_size, base.gradient_accumulation_steps
-    evaluates_several = (base.eval_batch_size or 1) > 1
-    if evaluates_several:
-        out.append(("smaller_eval_batch", "evaluate one sequence at a time (per_device_eval_batch_size 1): the "
-                    "evaluation forward's logits and loss buffers shrink with it", {"eval_batch_size": 1}))
-    if base.gradient_checkpointing == "off":
-        out.append(("gradient_checkpointing", "turn on full gradient checkpointing (recompute each layer in backward)",
-                    {"gradient_checkpointing": "full"}))
-    if b > 1:
-        out.append(("smaller_micro_batch", f"micro-batch 1 with gradient accumulation {b * ga} (same effective batch)",
-                    {"micro_batch_size": 1, "gradient_accumulation_steps": b * ga}))
-        if base.gradient_checkpointing == "off":
-            out.append(("checkpointing_and_smaller_micro_batch",
-                        f"gradient checkpointing and micro-batch 1 with gradient accumulation {b * ga}",
-                        {"gradient_checkpointing": "full", "micro_batch_size": 1, "gradient_accumulation_steps": b * ga}))
-    gc = {"gradient_checkpointing": "full"}
-    if base.method == "full" and base.resolved_optimizer in {"adamw", "paged_adamw"}:
-        out.append(("8bit_optimizer", "8-bit paged AdamW (bitsandbytes) and gradient checkpointing",
-                    {"optimizer": "paged_adamw_8bit"} | gc))
-    out.append(("zero3_offload", "DeepSpeed ZeRO-3 with optimizer offload to CPU (ZeRO-Offload) and checkpointing",
-                {"sharding": "zero3", "offload_optimizer": True} | gc))
-    if base.method == "full":
-        out.append(("lora", "LoRA instead of a full fine-tune, with checkpointing", {"method": "lora"} | gc))
-    if base.method != "qlora":
-        out.append(("qlora", "QLoRA (4-bit NF4 base, paged 8-bit AdamW) with checkpointing",
-                    {"method": "qlora", "optimizer": None} | gc))
-    out.append(("zero3_offload_params", "DeepSpeed ZeRO-3 with optimizer and parameter offload (ZeRO-Infinity, "
-                "slowest) and checkpointing", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True} | gc))
-    if evaluates_several:  # the training-side changes leave the evaluation forward as it is
-        out[1:] = [(name, f"{text}, evaluating one sequence at a time", changes | {"eval_batch_size": 1})
-                   for name, text, changes in out[1:]]
-    if saves_full(base):
-        out.insert(0, ("sharded_checkpoints", "save sharded checkpoints (SHARDED_STATE_DICT; DeepSpeed's per-rank "
-                       "files): rank 0's host no longer gathers the whole model and optimizer state",
-                       {"state_dict_type": "sharded"}))
-    return out
-
-
 def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int, fits_one_gpu: bool,
                max_gpus: int) -> dict[str, Any] | None:
     """The fewest GPUs (cheapest sharding first, offload last) that fit `single`; None within max_gpus."""
@@ -292,9 +252,9 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
 
 def _mitigations(planner: _Planner, asked: TrainingSettings, seq: int, limit: int) -> list[dict[str, Any]]:
     """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first."""
-    return [{"name": name, "description": description, "settings_changes": dict(changes),
+    return [{"name": name, "description": describe(name, changes), "settings_changes": dict(changes),
              "total_bytes": per_gpu.total, "required_bytes": per_gpu.required}
-            for name, description, changes, trial, per_gpu in _mitigation_trials(planner, asked, seq)
+            for name, changes, trial, per_gpu in _mitigation_trials(planner, asked, seq)
             if fits_on(per_gpu, limit, trial)]
 
 
@@ -304,13 +264,13 @@ def _mitigation_trials(planner: _Planner, asked: TrainingSettings, seq: int) -> 
     key = ("mitigations", planner.base(asked, seq))
     if key not in planner.memo:
         trials = []
-        for name, description, changes in _mitigation_candidates(asked):
+        for name, changes in candidates(asked):
             try:
                 trial = replace(asked, **changes).validated()
             except InvalidInputError:
                 continue
             per_gpu = planner.total(trial, trial.resolved_seq_len(planner.ctx.arch.max_position_embeddings))
-            trials.append((name, description, changes, trial, per_gpu))
+            trials.append((name, changes, trial, per_gpu))
         planner.memo[key] = trials
     return planner.memo[key]
 

@@ -2,13 +2,15 @@
 
 Written (`gpu_rows`, `compact_estimates`, `fit_table`): the GPUs once, as rows in the order cells index them. Each
 estimate with its settings as those that differ from the plan's, its assumptions as those that differ from its
-settings and the first estimate's, its breakdown as `written`, its activation figures and each layer's terms as
-they differ from the first estimate's, its notes as indices into the report's `estimate_notes`. The fit matrix as
+settings and the previous estimate's, its breakdown as `written`, its activation figures and each layer's terms as
+they differ from the previous estimate's, its notes as indices into the report's `estimate_notes`. The fit matrix as
 rows under each method, the GPU, status and mitigations as indices; a cell's total is its breakdown's. A cell whose
 settings, assumptions or breakdown differ from its method's estimate (a GPU without bf16) names a `variants` entry
-shared by every cell that differs the same way; a mitigation's description and setting changes are kept once by
-name, a time's missing reason once in `reasons`. Read (`gpus`, `estimates`, `cells`): each GPU, estimate and cell in
-full, rebuilt from those tables, so every reader sees one figure for one total."""
+shared by every cell that differs the same way; a mitigation's setting changes are kept once by name (its words
+follow from them), a time's missing reason once in `reasons`; a time's token budget follows from the plan and the GPU's price.
+The fastest, cheapest and ranked setups as references to their rows. Read (`gpus`, `estimates`, `cells`, `picks`,
+`ranked`): each GPU, estimate, cell and setup in full, rebuilt from those tables, so every reader sees one figure
+for one total."""
 
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ from typing import Any
 
 from hfmem.hardware.gpus import Gpu
 from hfmem.memory.activations.result import FIGURES as ACTIVATION_FIGURES
-from hfmem.memory.advice import fewest_gpus, recommended, timed_setup
+from hfmem.memory.advice import fewest_gpus, picked_setup, recommended, timed_gpus, timed_setup
 from hfmem.memory.breakdown import MemoryBreakdown
 from hfmem.memory.estimate import phases
 from hfmem.memory.fit import EQUIVALENT, STATUSES, shortfall
+from hfmem.memory.mitigations import describe
 from hfmem.memory.settings import TrainingSettings
+from hfmem.units import budget
 
 FIT_COLUMNS = ("gpu", "status", "max_micro_batch_size", "max_seq_len", "multi_gpu", "multi_gpu_with_checkpointing",
                "mitigations", "time", "variant", "gpu_defaults", "max_seq_len_capped")
@@ -41,21 +45,22 @@ suggestion before it where there is none (a cell that fits)."""
 MULTI_FIELDS = ("num_gpus", "sharding", "total_bytes", "required_bytes", "offload_optimizer", "offload_params")
 """A multi-GPU suggestion as a list in this order, cut after its last field that is not the default
 (required_bytes: total_bytes; the offloads: false)."""
-MITIGATION_WORDS = ("description", "settings_changes")
-"""What a mitigation says in words, kept once by name in `fit.mitigations` where every cell says the same."""
+MITIGATION_WORDS = ("settings_changes",)
+"""What a mitigation changes, kept once by name in `fit.mitigations` where every cell says the same; its description
+follows from its name and changes (memory.mitigations.describe)."""
 MITIGATION_FIELDS = ("name", "total_bytes", "required_bytes")
 """A mitigation a cell tried, as an entry of `fit.tried`: a list in this order, required_bytes left out where it
-equals total_bytes, and its own {description, settings_changes} last where they differ from `fit.mitigations`."""
+equals total_bytes, and its own {settings_changes} last where they differ from `fit.mitigations`."""
 GPU_FIELDS = ("name", "usable_gib", "arch")
 """A row of the record's `gpus`, in this order, then {user_defined, gpu_defaults} where it has either; usable_bytes
 follows from usable_gib (`hfmem gpus` lists vendors, their memory figures, aliases and where each comes from)."""
 BREAKDOWN_FIELDS = tuple(f.name for f in fields(MemoryBreakdown))
 """A breakdown's terms: the record writes the ones that are not zero."""
-TIME_FIELDS = ("seconds", "tokens_per_s", "mfu", "hfu", "bound", "dtype", "tokens", "hours", "gpu_hours",
-               "usd_per_gpu_hour", "cost_usd")
-"""A cell's step time (reporting.timing) as a list in this order (tokens, hours and gpu_hours only with --tokens, the
-cost where the GPU has a price too: the report's `prices`); a string where there is none (why); the roofline terms
-are in `fastest_and_cheapest`."""
+TIME_FIELDS = ("seconds", "tokens_per_s", "mfu", "hfu", "bound", "dtype", "cost_usd")
+"""A cell's step time (reporting.timing) as a list in this order, the cost only with a token budget (--tokens) on a
+GPU with a price (the report's `prices`); the index in `fit.reasons` of why there is none. The budget's tokens,
+hours, GPU-hours and price follow from the plan's tokens, the throughput and the GPU's price (units.budget) and are
+put back on reading; the roofline terms are in `fastest_and_cheapest`."""
 
 
 def changed(base: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
@@ -95,16 +100,16 @@ def gpus(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def compact_estimates(ests: list[dict[str, Any]], training: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """Estimate dicts (memory.estimate) for the record, and the notes they index (the report's `estimate_notes`):
-    settings that differ from the plan's `training`, assumptions that differ from their settings and the first
-    estimate's, no zero byte term, each layer's activation terms as they differ from the first estimate's layer of
-    its kind, notes as indices; no GiB copy of the byte terms and no `model` (the report's architecture and
-    parameters say it)."""
+    settings that differ from the plan's `training`, assumptions that differ from their settings and the previous
+    estimate's, no zero byte term, its activation figures and each layer's terms as they differ from the previous
+    estimate's (its layer of the same kind), notes as indices; no GiB copy of the byte terms, no `phases` (they
+    follow from the byte terms) and no `model` (the report's architecture and parameters say it)."""
     out = []
     notes: dict[str, int] = {}
     for est in ests:
-        base = (ests[0]["assumptions"] if out else {}) | est["settings"]
-        act = _activations(est["activations"], ests[0]["activations"] if out else None)
-        out.append({k: v for k, v in est.items() if k not in ("per_gpu_gib", "model")}
+        base = (ests[len(out) - 1]["assumptions"] if out else {}) | est["settings"]
+        act = _activations(est["activations"], ests[len(out) - 1]["activations"] if out else None)
+        out.append({k: v for k, v in est.items() if k not in ("per_gpu_gib", "model", "phases")}
                    | {"settings": changed(training, est["settings"]), "assumptions": changed(base, est["assumptions"]),
                       "per_gpu_bytes": written(est["per_gpu_bytes"]),
                       "activations": act | {"notes": [notes.setdefault(n, len(notes)) for n in act["notes"]]},
@@ -112,29 +117,29 @@ def compact_estimates(ests: list[dict[str, Any]], training: dict[str, Any]) -> t
     return out, list(notes)
 
 
-def _activations(act: dict[str, Any], first: dict[str, Any] | None) -> dict[str, Any]:
-    """An estimate's activations as written: the first estimate's (`first` None) without its zero figures; the
-    others' settings, figures, layers and each layer's terms where they differ from the first's (its layer of the
-    same kind), null for a term it lacks."""
-    kinds = {layer["kind"]: layer for layer in (first or {}).get("per_layer", [])}
+def _activations(act: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """An estimate's activations as written: the first estimate's (`previous` None) without its zero figures; the
+    others' settings, figures, layers and each layer's terms where they differ from the previous estimate's (its
+    layer of the same kind), null for a term it lacks."""
+    kinds = {layer["kind"]: layer for layer in (previous or {}).get("per_layer", [])}
     layers = []
     for layer in act["per_layer"]:
         base = kinds.get(layer["kind"], {"terms": {}})
         terms = changed(base["terms"], layer["terms"]) | {k: None for k in base["terms"] if k not in layer["terms"]}
         layers.append({"kind": layer["kind"]} | changed(base, layer) | {"terms": terms})
-    same = first or {k: 0 for k in ACTIVATION_FIGURES}
+    same = previous or {k: 0 for k in ACTIVATION_FIGURES}
     return changed(same, act) | {"per_layer": layers, "notes": act["notes"]}
 
 
-def _activations_of(act: dict[str, Any], first: dict[str, Any] | None) -> dict[str, Any]:
-    """An estimate's activations in full (what `_activations` left out put back)."""
-    kinds = {layer["kind"]: layer for layer in (first or {}).get("per_layer", [])}
+def _activations_of(act: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """An estimate's activations in full (what `_activations` left out put back from the previous estimate's)."""
+    kinds = {layer["kind"]: layer for layer in (previous or {}).get("per_layer", [])}
     layers = []
     for layer in act["per_layer"]:
         base = kinds.get(layer["kind"], {"terms": {}})
         terms = {k: v for k, v in (base["terms"] | layer["terms"]).items() if v is not None}
         layers.append(base | layer | {"terms": terms})
-    same = {k: v for k, v in (first or {}).items() if k not in ("per_layer", "notes")}
+    same = {k: v for k, v in (previous or {}).items() if k not in ("per_layer", "notes")}
     return {k: 0 for k in ACTIVATION_FIGURES} | same | act | {"per_layer": layers}
 
 
@@ -164,12 +169,12 @@ def estimates(report: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for est in report.get("estimates") or []:
         settings = plan | est["settings"]
-        first = out[0] if out else {}
-        act = _activations_of(est["activations"], first.get("activations"))
+        previous = out[-1] if out else {}
+        act = _activations_of(est["activations"], previous.get("activations"))
         b = breakdown(est["per_gpu_bytes"])
         out.append({"model": model} | est | {
-            "settings": settings, "assumptions": first.get("assumptions", {}) | settings | est["assumptions"],
-            "per_gpu_bytes": b,
+            "settings": settings, "assumptions": previous.get("assumptions", {}) | settings | est["assumptions"],
+            "per_gpu_bytes": b, "phases": phases(MemoryBreakdown(**b)),
             "activations": act | {"notes": [notes[i] for i in act["notes"]]}, "notes": [notes[i] for i in est["notes"]]})
     return out
 
@@ -278,16 +283,21 @@ def _time(time: dict[str, Any] | None, reasons: dict[str, int]) -> list[Any] | i
     return [time[k] for k in TIME_FIELDS if k in time]
 
 
-def _time_of(values: list[Any] | int | None, cell: dict[str, Any], table: dict[str, Any]) -> dict[str, Any] | None:
-    """A row's time in full: its figures by name (at its GPU's fit.hfu_assumed), or its reason, and the setup it is
-    for (memory.advice.timed_setup of the cell, as when it was timed)."""
+def _time_of(values: list[Any] | int | None, cell: dict[str, Any], table: dict[str, Any],
+             spend: tuple[float | None, dict[str, float]]) -> dict[str, Any] | None:
+    """A row's time in full: its figures by name (at its GPU's fit.hfu_assumed) with its token budget's (`spend`:
+    the plan's tokens and the price by GPU name), or its reason, and the setup it is for (memory.advice.timed_setup
+    of the cell, as when it was timed)."""
     if values is None:
         return None
-    setup = {"setup": timed_setup(cell)[0]}
+    kind = timed_setup(cell)[0]
     if isinstance(values, int):
-        return {"seconds": None, "reason": table["reasons"][values]} | setup
+        return {"seconds": None, "reason": table["reasons"][values], "setup": kind}
+    own = dict(zip(TIME_FIELDS, values))
+    tokens, prices = spend
+    spent = budget(own["tokens_per_s"], timed_gpus(cell, kind), tokens, prices.get(cell["gpu"]["name"]))
     hfu_assumed = (table.get("hfu_assumed") or {}).get(cell["gpu"].get("arch"))
-    return dict(zip(TIME_FIELDS, values)) | setup | {"hfu_assumed": hfu_assumed}
+    return spent | own | {"setup": kind, "hfu_assumed": hfu_assumed}
 
 
 def _multi(multi: dict[str, Any] | None) -> list[Any] | None:
@@ -322,12 +332,14 @@ def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, A
     gpu_entries = gpus(report)
     names = list(gpu_entries)
     ests = estimates(report)
+    by_gpu = (report.get("prices") or {}).get("by_gpu") or {}
+    spend = (report.get("plan") or {}).get("tokens"), {name: entry[0] for name, entry in by_gpu.items()}
     out = []
     for method, group in (table.get("methods") or {}).items():
         for j, row in enumerate(group["rows"]):
             try:
                 c = _row_values(table, names, method, group, row)
-                out.append(_cell(f"fit.methods.{method}.rows.{j}", c, gpu_entries, ests, table))
+                out.append(_cell(f"fit.methods.{method}.rows.{j}", c, gpu_entries, ests, table, spend))
             except (KeyError, TypeError, ValueError, AttributeError, IndexError):
                 if not skip_bad:
                     raise
@@ -335,8 +347,8 @@ def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, A
 
 
 def _cell(src: str, c: dict[str, Any], gpu_entries: dict[str, dict[str, Any]], ests: list[dict[str, Any]],
-          table: dict[str, Any]) -> dict[str, Any]:
-    """One row's cell in full (`cells`); `src`: the row's path in the record."""
+          table: dict[str, Any], spend: tuple[float | None, dict[str, float]]) -> dict[str, Any]:
+    """One row's cell in full (`cells`); `src`: the row's path in the record; `spend`: as `_time_of` reads it."""
     variants = table.get("variants") or []
     gpu = gpu_entries.get(c["gpu"], {"name": c["gpu"]})
     k, est = next(((k, e) for k, e in enumerate(ests) if e["method"] == c["method"]), (None, None))
@@ -370,9 +382,46 @@ def _cell(src: str, c: dict[str, Any], gpu_entries: dict[str, dict[str, Any]], e
         "settings": settings, "assumptions": assumptions,
         "gpu_defaults": gpu.get("gpu_defaults") if c.get("gpu_defaults") is True else c.get("gpu_defaults"),
     }
-    cell["time"] = _time_of(c.get("time"), cell, table)
+    cell["time"] = _time_of(c.get("time"), cell, table, spend)
     return cell | {"suggestion": c["suggestion"] if "suggestion" in c else suggestion(cell),
                    "gpus_needed": c["gpus_needed"] if "gpus_needed" in c else (cell["multi_gpu"] or {}).get("num_gpus")}
+
+
+def row_refs(found: list[dict[str, Any]]) -> list[list[Any]]:
+    """Each full cell's row in the table `fit_table` writes of them, as [method, index under the method]."""
+    seen: dict[str, int] = {}
+    out = []
+    for cell in found:
+        out.append([cell["method"], seen.get(cell["method"], 0)])
+        seen[cell["method"]] = out[-1][1] + 1
+    return out
+
+
+def picks(report: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """`fastest_and_cheapest` in full: each pick as its row's setup (advice.picked_setup) whose time carries the
+    roofline terms the pick keeps."""
+    written = report.get("fastest_and_cheapest") or {}
+    by_src = {c["src"]: c for c in cells(report)} if any(written.values()) else {}
+    out: dict[str, dict[str, Any] | None] = {}
+    for label, pick in written.items():
+        setup = None if pick is None else picked_setup(by_src[_row_src(pick["row"])])
+        out[label] = None if setup is None else setup | {"time": setup["time"] | {"terms": pick["terms"]}}
+    return out
+
+
+def ranked(report: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """`fit_ranking` in full: each ranked row's setup (advice.picked_setup), best first; None without --rank."""
+    refs = report.get("fit_ranking")
+    if refs is None:
+        return None
+    by_src = {c["src"]: c for c in cells(report)}
+    return [picked_setup(by_src[_row_src(ref)]) for ref in refs]
+
+
+def _row_src(ref: list[Any]) -> str:
+    """A [method, index] row reference (`row_refs`) as the row's path, as `cells` names it."""
+    method, j = ref
+    return f"fit.methods.{method}.rows.{j}"
 
 
 def path(cell: dict[str, Any], column: str) -> str:
@@ -390,8 +439,10 @@ def _multi_of(values: list[Any] | None, checkpointing: str | None) -> dict[str, 
 
 
 def _mitigation_of(index: int, table: dict[str, Any]) -> dict[str, Any]:
-    """A row's mitigation in full: its `tried` entry, with its words from `mitigations` unless it has its own."""
+    """A row's mitigation in full: its `tried` entry, with its changes from `mitigations` unless it has its own, and
+    their description."""
     values = table["tried"][index]
     own = values[-1] if isinstance(values[-1], dict) else (table.get("mitigations") or {}).get(values[0], {})
     figures = [v for v in values[1:] if not isinstance(v, dict)]
-    return dict(zip(MITIGATION_FIELDS, (values[0], figures[0], figures[-1]))) | own
+    return dict(zip(MITIGATION_FIELDS, (values[0], figures[0], figures[-1]))) | {
+        "description": describe(values[0], own["settings_changes"])} | own

@@ -27,9 +27,10 @@ from hfmem.model.inventory import Inventory
 SettingsSource = HubSettings | Callable[[], HubSettings] | None
 
 
-SCHEMA_VERSION = 5
-"""The report's layout: 5 writes the fit's rows under their method with the GPU, status and mitigations as indices,
-the GPUs and linear layers as rows, and leaves zero byte terms out (hfmem.memory.record)."""
+SCHEMA_VERSION = 6
+"""The report's layout: the fit's rows under their method with the GPU, status and mitigations as indices, the GPUs
+and linear layers as rows, zero byte terms left out (5); a time's budget put back on reading, the fastest, cheapest
+and ranked setups as row references (6) (hfmem.memory.record)."""
 READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION,)
 LINEAR_FIELDS = ("name", "component", "in_features", "out_features", "count", "kind", "has_bias", "parameters")
 """A row of `parameters.linear_layers`: one group of same-shaped linear layers (model.inventory.LinearGroup)."""

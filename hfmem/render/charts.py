@@ -209,9 +209,10 @@ def setup_name(setup: dict[str, Any]) -> str:
     return f"{method_title(setup['method'])} on {setup['num_gpus']}× {setup['gpu']}"
 
 
-def time_src(cell: dict[str, Any], field: str) -> str:
-    """The JSON path of one TIME_FIELDS figure of a cell's step time."""
-    return f"{path(cell, 'time')}.{TIME_FIELDS.index(field)}"
+def time_src(cell: dict[str, Any], field: str) -> str | None:
+    """The JSON path of one TIME_FIELDS figure of a cell's step time; None for one the record does not write (the
+    budget's hours and GPU-hours follow from the throughput: units.budget)."""
+    return f"{path(cell, 'time')}.{TIME_FIELDS.index(field)}" if field in TIME_FIELDS else None
 
 
 def frontier_chart(report: dict[str, Any], scope: str = "") -> str:

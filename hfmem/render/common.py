@@ -8,7 +8,7 @@ from collections.abc import Collection
 from typing import Any
 
 from hfmem.memory.advice import SHARDING_NAMES, fit_grid, setup_label, short_gib
-from hfmem.memory.record import cells, estimates
+from hfmem.memory.record import cells, estimates, picks, ranked
 from hfmem.memory.record import training as settings_of
 from hfmem.units import count
 
@@ -125,10 +125,10 @@ def _value(value: Any) -> str:
 def time_line(report: dict[str, Any]) -> str:
     """The fastest (and, with prices, the cheapest) fitting setup, e.g. "fastest: LoRA on 1× H100 80GB, 16.6k
     tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time."""
-    picks = report.get("fastest_and_cheapest") or {}
+    picked = picks(report)
     parts = []
     for label in ("fastest", "cheapest"):
-        pick = picks.get(label)
+        pick = picked.get(label)
         if not pick:
             continue
         t = pick["time"]
@@ -136,15 +136,15 @@ def time_line(report: dict[str, Any]) -> str:
         if "hours" in t:
             text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens"
         parts.append(text + (f", {_usd(t)}" if "cost_usd" in t else ""))
-    ranked = report.get("fit_ranking")
-    if ranked:
+    best_first = ranked(report)
+    if best_first:
         by = (report.get("plan") or {}).get("rank")
         best = [f"{i}. {_setup(p, ' ')}" + (f" {_usd(p['time'])}" if "cost_usd" in p["time"] else "")
-                for i, p in enumerate(ranked[:3], 1)]
+                for i, p in enumerate(best_first[:3], 1)]
         parts.append(f"ranked by {by}: " + ", ".join(best))
     if not parts:
         return ""
-    used = {p["gpu"]: p["time"]["hfu_assumed"] for p in picks.values() if p}  # by the GPU's architecture
+    used = {p["gpu"]: p["time"]["hfu_assumed"] for p in picked.values() if p}  # by the GPU's architecture
     hfu = (f"{next(iter(used.values())):.0%}" if len(set(used.values())) == 1 else
            ", ".join(f"{gpu} {h:.0%}" for gpu, h in used.items()))
     return " · ".join(parts) + f" (roofline, {hfu} hardware FLOPs use)"

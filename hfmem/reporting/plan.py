@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hfmem.hardware.gpus import Gpu
+from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.hardware.prices import Price
-from hfmem.memory.advice import picked_setup, timed_setup
+from hfmem.memory.advice import timed_gpus, timed_setup
 from hfmem.hub.modelref import ModelRef
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.model.architecture import Architecture
@@ -61,8 +61,10 @@ class Plan:
         return replace(self.training, method=method, **self.method_settings.get(method, {})).validated()
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan as the report writes it; `gpus` "catalogue" where it is the whole catalogue, in its order."""
+        whole = self.gpus in ((), catalogue())
         return {"training": self.training.to_dict(), "methods": list(self.methods),
-                "gpus": [g.spec for g in self.gpus] or "catalogue", "sources": dict(self.sources),
+                "gpus": "catalogue" if whole else [g.spec for g in self.gpus], "sources": dict(self.sources),
                 "method_settings": {m: dict(v) for m, v in self.method_settings.items()},
                 "framework": self.framework, "config": self.config, "tokens": self.tokens,
                 "prices_usd_per_gpu_hour": dict(self.prices), "rank": self.rank}
@@ -117,7 +119,9 @@ class PlanPart:
     fit: dict[str, Any]
     """The fit matrix as rows (hfmem.memory.record.fit_table)."""
     fastest_and_cheapest: dict[str, Any]
-    fit_ranking: list[dict[str, Any]] | None
+    """The fastest and the cheapest timed row as {row: [method, index], terms: the roofline terms} (or None)."""
+    fit_ranking: list[list[Any]] | None
+    """The timed rows as [method, index], best first by the plan's `rank` (None without one)."""
     prices: dict[str, Any]
     """The price of each GPU of the matrix that has one, and where it came from (`price_entry`)."""
 
@@ -134,12 +138,12 @@ def shape_key(arch: Architecture, inventory: Inventory, plan: Plan) -> tuple[str
 def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
     from hfmem.compute.roofline import hfu_for
-    from hfmem.hardware.gpus import catalogue
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
-    from hfmem.memory.record import compact_estimates, fit_table, gpu_rows, written_training
-    from hfmem.reporting.timing import budget, flops_of, step_for
+    from hfmem.memory.record import compact_estimates, fit_table, gpu_rows, row_refs, written_training
+    from hfmem.reporting.timing import flops_of, step_for
+    from hfmem.units import budget
 
     training = plan.training.validated()
     estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
@@ -172,7 +176,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             kind, est, flops = found
             step = step_for(est, flops, fit.gpu) | {"setup": kind}
             price = prices.get(fit.gpu.name)
-            cell["time"] = step | budget(step, est.settings.num_gpus, plan.tokens,
+            cell["time"] = step | budget(step.get("tokens_per_s"), est.settings.num_gpus, plan.tokens,
                                          None if price is None else price.usd_per_gpu_hour)
         cells.append(cell)
     full = [e.to_dict() for e in estimates.values()]
@@ -180,10 +184,14 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     gpu_entries = gpu_rows(cells)
     compact, notes = compact_estimates(full, plan_dict["training"])
     written = plan_dict | {"training": written_training(plan_dict["training"])}
+    refs = row_refs(cells)
+    picked = {label: None if i is None else {"row": refs[i], "terms": cells[i]["time"]["terms"]}
+              for label, i in fastest_and_cheapest(cells).items()}
+    ranked = ranking(cells, plan.rank)
     return PlanPart(gpus=gpus, fits=fits, plan=written, gpu_entries=gpu_entries, estimates=compact,
                     estimate_notes=notes,
                     fit=fit_table(cells, full, gpu_entries, {g.arch: hfu_for(g.arch) for g in gpus}),
-                    fastest_and_cheapest=fastest_and_cheapest(cells), fit_ranking=ranking(cells, plan.rank),
+                    fastest_and_cheapest=picked, fit_ranking=None if ranked is None else [refs[i] for i in ranked],
                     prices=price_entry(prices))
 
 
@@ -197,26 +205,24 @@ def price_entry(prices: Mapping[str, Price]) -> dict[str, Any]:
             "default_as_of": as_of(), "sources": {k: {f: source(k)[f] for f in ("url", "read")} for k in used}}
 
 
-def ranking(cells: list[dict[str, Any]], by: str | None) -> list[dict[str, Any]] | None:
-    """Every timed setup, best first by cost (priced ones only), time (hours, else seconds per token) or GPU count."""
+def ranking(cells: list[dict[str, Any]], by: str | None) -> list[int] | None:
+    """The indices of every timed cell, best first by cost (priced ones only), time (hours, else seconds per token)
+    or GPU count (advice.timed_gpus); None without a ranking."""
     if by is None:
         return None
-    timed = [picked_setup(c) for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
+    timed = [i for i, c in enumerate(cells) if c.get("time") and c["time"].get("tokens_per_s")]
     if by == "cost":
-        timed = [p for p in timed if "cost_usd" in p["time"]]
-        return sorted(timed, key=lambda p: p["time"]["cost_usd"])
+        return sorted((i for i in timed if "cost_usd" in cells[i]["time"]), key=lambda i: cells[i]["time"]["cost_usd"])
     if by == "time":
-        return sorted(timed, key=lambda p: -p["time"]["tokens_per_s"])
-    return sorted(timed, key=lambda p: (p["num_gpus"], -p["time"]["tokens_per_s"]))
+        return sorted(timed, key=lambda i: -cells[i]["time"]["tokens_per_s"])
+    return sorted(timed, key=lambda i: (timed_gpus(cells[i], cells[i]["time"]["setup"]),
+                                        -cells[i]["time"]["tokens_per_s"]))
 
 
-def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, Any]:
-    """The fitting setups with the most tokens/s and, where priced, the lowest cost for the token budget."""
-    timed = [c for c in cells if c.get("time") and c["time"].get("tokens_per_s")]
-
-    def pick(c: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if c is None else picked_setup(c)
-
-    fastest = max(timed, key=lambda c: c["time"]["tokens_per_s"], default=None)
-    priced = [c for c in timed if "cost_usd" in c["time"]]
-    return {"fastest": pick(fastest), "cheapest": pick(min(priced, key=lambda c: c["time"]["cost_usd"], default=None))}
+def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, int | None]:
+    """The indices of the timed cells with the most tokens/s and, where priced, the lowest cost for the token
+    budget (None where there is none)."""
+    timed = [i for i, c in enumerate(cells) if c.get("time") and c["time"].get("tokens_per_s")]
+    priced = [i for i in timed if "cost_usd" in cells[i]["time"]]
+    return {"fastest": max(timed, key=lambda i: cells[i]["time"]["tokens_per_s"], default=None),
+            "cheapest": min(priced, key=lambda i: cells[i]["time"]["cost_usd"], default=None)}

@@ -28,12 +28,10 @@ from hfmem.memory.model_state import lora_targets
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
+from hfmem.units import figure
 
-FIGURE_DIGITS = 4
-"""Significant digits of a reported step time, throughput, utilisation, duration or cost: the same figure in every
-output (a roofline is good to some percent, not to more digits; a cost is its GPU-hours times the price to 1e-3)."""
 HEADLINE = ("seconds", "tokens_per_s", "mfu", "hfu")
-"""The step's figures reported at FIGURE_DIGITS, as are its terms."""
+"""The step's figures reported at units.FIGURE_DIGITS, as are its terms."""
 
 
 def matmul_dtype(settings: TrainingSettings) -> str | None:
@@ -88,18 +86,3 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float | None
     return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | {
         k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu}
 
-
-def figure(value: float) -> float:
-    """A time, throughput or cost as reported: FIGURE_DIGITS significant digits."""
-    return float(f"{value:.{FIGURE_DIGITS}g}")
-
-
-def budget(step: dict[str, Any], num_gpus: int, tokens: float | None, usd_per_gpu_hour: float | None) -> dict[str, Any]:
-    """Wall time for `tokens` training tokens at the step's throughput, and its cost at a price per GPU-hour."""
-    if not step.get("tokens_per_s") or tokens is None:
-        return {}
-    hours = tokens / step["tokens_per_s"] / 3600
-    out: dict[str, Any] = {"tokens": tokens, "hours": figure(hours), "gpu_hours": figure(hours * num_gpus)}
-    if usd_per_gpu_hour is not None:
-        out |= {"usd_per_gpu_hour": usd_per_gpu_hour, "cost_usd": figure(hours * num_gpus * usd_per_gpu_hour)}
-    return out

@@ -1,0 +1,65 @@
+"""The single-GPU changes that cut memory, least intrusive first, and their words: a description follows from the
+change's name and settings alone, so a record keeps the settings and reads the words back (hfmem.memory.record)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfmem.memory.model_state import saves_full
+from hfmem.memory.settings import TrainingSettings
+
+WORDS = {
+    "sharded_checkpoints": "save sharded checkpoints (SHARDED_STATE_DICT; DeepSpeed's per-rank files): rank 0's host "
+                           "no longer gathers the whole model and optimizer state",
+    "smaller_eval_batch": "evaluate one sequence at a time (per_device_eval_batch_size 1): the evaluation forward's "
+                          "logits and loss buffers shrink with it",
+    "gradient_checkpointing": "turn on full gradient checkpointing (recompute each layer in backward)",
+    "smaller_micro_batch": "micro-batch 1 with gradient accumulation {gradient_accumulation_steps} (same effective "
+                           "batch)",
+    "checkpointing_and_smaller_micro_batch": "gradient checkpointing and micro-batch 1 with gradient accumulation "
+                                             "{gradient_accumulation_steps}",
+    "8bit_optimizer": "8-bit paged AdamW (bitsandbytes) and gradient checkpointing",
+    "zero3_offload": "DeepSpeed ZeRO-3 with optimizer offload to CPU (ZeRO-Offload) and checkpointing",
+    "lora": "LoRA instead of a full fine-tune, with checkpointing",
+    "qlora": "QLoRA (4-bit NF4 base, paged 8-bit AdamW) with checkpointing",
+    "zero3_offload_params": "DeepSpeed ZeRO-3 with optimizer and parameter offload (ZeRO-Infinity, slowest) and "
+                            "checkpointing",
+}
+"""Each change's description by name, its settings filled in ({gradient_accumulation_steps})."""
+EVAL_ONE = "smaller_eval_batch"
+"""The change that evaluates one sequence at a time; every later training-side change does too where the run
+evaluates several (the training-side changes leave the evaluation forward as it is)."""
+
+
+def describe(name: str, changes: dict[str, Any]) -> str:
+    """A change's description in words, from its name and settings changes."""
+    text = WORDS[name].format(**changes)
+    return f"{text}, evaluating one sequence at a time" if name != EVAL_ONE and "eval_batch_size" in changes else text
+
+
+def candidates(base: TrainingSettings) -> list[tuple[str, dict[str, Any]]]:
+    """The changes of `base` that cut memory on the same GPUs, cheapest (least intrusive) first, as (name, settings
+    changes)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    b, ga = base.micro_batch_size, base.gradient_accumulation_steps
+    gc = {"gradient_checkpointing": "full"}
+    if base.gradient_checkpointing == "off":
+        out.append(("gradient_checkpointing", gc))
+    if b > 1:
+        out.append(("smaller_micro_batch", {"micro_batch_size": 1, "gradient_accumulation_steps": b * ga}))
+        if base.gradient_checkpointing == "off":
+            out.append(("checkpointing_and_smaller_micro_batch",
+                        gc | {"micro_batch_size": 1, "gradient_accumulation_steps": b * ga}))
+    if base.method == "full" and base.resolved_optimizer in {"adamw", "paged_adamw"}:
+        out.append(("8bit_optimizer", {"optimizer": "paged_adamw_8bit"} | gc))
+    out.append(("zero3_offload", {"sharding": "zero3", "offload_optimizer": True} | gc))
+    if base.method == "full":
+        out.append(("lora", {"method": "lora"} | gc))
+    if base.method != "qlora":
+        out.append(("qlora", {"method": "qlora", "optimizer": None} | gc))
+    out.append(("zero3_offload_params", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True} | gc))
+    if (base.eval_batch_size or 1) > 1:
+        out = [(EVAL_ONE, {"eval_batch_size": 1})] + [(name, changes | {"eval_batch_size": 1}) for name, changes in out]
+    if saves_full(base):
+        out.insert(0, ("sharded_checkpoints", {"state_dict_type": "sharded"}))
+    return out
