@@ -57,14 +57,29 @@ def test_llama_2_70b(granted, capsys):
 
 
 def test_config_json_past_the_size_bound_is_refused_unread(hub, capsys, monkeypatch):
-    """A JSON file past the bound is refused after one ranged GET of at most the bound and a byte: never read whole."""
+    """A JSON file past the bound is refused after one ranged GET of at most the bound and a byte: never read whole
+    (the safetensors header, read alongside the config, is the only other body)."""
     from hfmem.hub import client
 
     monkeypatch.setattr(client, "MAX_JSON_BYTES", 100)
     code, out, err = hfmem(capsys, "openai-community/gpt2")
     assert code == 7 and "larger than 100 bytes" in err and out == ""
     [get] = hub.requests("*/config.json", method="GET")
-    assert get.bytes_sent == 101 and hub.total_bytes() < 2_000
+    others = sum(e.bytes_sent for e in hub.log if not e.path.endswith(".safetensors"))
+    assert get.bytes_sent == 101 and others < 2_000
+
+
+def test_the_headers_are_read_while_config_json_downloads(hub, capsys):
+    """One round trip fewer per model: with config.json slow to answer, the safetensors header is answered first
+    (the server logs each answer as it sends it), and the count is checked against those headers as ever."""
+    hub.inject("*/config.json", latency=0.5, times=1)
+    code, out, err = hfmem(capsys, "openai-community/gpt2", "-f", "json")
+    assert code == 0, err
+    paths = [e.path for e in hub.requests()]
+    config = next(i for i, p in enumerate(paths) if p.endswith("/config.json"))
+    assert any(p.endswith(".safetensors") for p in paths[:config]), paths
+    report = json.loads(out)
+    assert report["parameters"]["total"] == report["parameters"]["checkpoint_total"] == 124_439_808
 
 
 def test_the_model_description_asks_for_the_commit_and_files_only(hub, capsys):

@@ -2,15 +2,16 @@
 
 The orchestration lives here; each step is in its own module (hub.client, hub.local, hub.cache,
 model.derive, model.crosscheck). The heavy transformers import starts in a background thread while the
-Hub answers.
+Hub answers, and the safetensors headers are read while config.json downloads (one round trip fewer).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from hfmem import errors
 from hfmem.hub import cache
@@ -25,6 +26,7 @@ from hfmem.model.inventory import Inventory
 # Hub settings, or what resolves them: resolved only once a request is needed, so a warm answer from hfmem's
 # cache never imports huggingface_hub.
 SettingsSource = HubSettings | Callable[[], HubSettings] | None
+T = TypeVar("T")
 
 
 SCHEMA_VERSION = 6
@@ -88,6 +90,20 @@ def _preload_transformers() -> None:
         pass
 
 
+def _in_background(call: Callable[[], T]) -> Future[T]:
+    """Run `call` on a daemon thread (an error elsewhere returns at once: exit never waits for it); its future."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as err:  # handed to whoever reads the result
+            future.set_exception(err)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
+
+
 def analyse(ref: ModelRef, settings: SettingsSource = None) -> ModelReport:
     """Resolve, fetch and derive; Hub results are cached per commit so pinned re-runs do no I/O.
 
@@ -132,10 +148,11 @@ def _fetch(ref: ModelRef, source: SettingsSource) -> tuple[dict, Checkpoint | No
     threading.Thread(target=_preload_transformers, daemon=True).start()
     if "config.json" not in repo.files:
         raise errors.MalformedConfigError(f"{repo.repo_id}@{repo.sha[:12]} has no config.json.")
+    headers = None if settings.offline else _in_background(lambda: client.fetch_checkpoint(repo))
     config = client.fetch_json(repo, "config.json", errors.MalformedConfigError)
     if not isinstance(config, dict):
         raise errors.MalformedConfigError(f"{repo.repo_id}/config.json is not a JSON object.")
-    checkpoint = None if settings.offline else client.fetch_checkpoint(repo)
+    checkpoint = None if headers is None else headers.result()
     entry = {"repo_id": repo.repo_id, "sha": repo.sha, "config": config,
              "checkpoint": checkpoint.to_dict() if checkpoint else None}
     if not settings.offline:
