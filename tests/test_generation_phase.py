@@ -54,6 +54,27 @@ def test_the_generate_peak_is_predicted(model_id, shape):
     assert predicted == pytest.approx(measured, rel=0.05), (predicted, measured)
 
 
+WINDOWED = {"every layer": ("mistralai/Mistral-7B-v0.1", {"sliding_window": 64}),
+            "half the layers": ("Qwen/Qwen2.5-0.5B", {"use_sliding_window": True, "sliding_window": 64,
+                                                      "layer_types": ["full_attention"] * 4 + ["sliding_attention"] * 4})}
+"""A 64-token window, shorter than the 256 tokens generated to: Mistral's (a window without layer types slides in
+every layer) and a Qwen2 whose layer types slide in half (its window was 4,096, past the test's length)."""
+
+
+@pytest.mark.parametrize("case", WINDOWED)
+def test_a_sliding_window_layer_caches_its_window_only(case):
+    """transformers keeps a sliding layer's last window of keys and values (a view of its last concatenation), so
+    past the window the cache stops growing there: counted at full length, Mistral's was 271% over."""
+    model_id, extra = WINDOWED[case]
+    layers, batch, prompt, new = CACHE
+    config = tiny_config(model_id, layers, **extra)
+    measured = generate_peak(build_model(config, "sdpa", torch.bfloat16), batch, prompt, new)
+    settings = TrainingSettings(method="full", dtype="bf16-pure", generation_batch_size=batch,
+                                generation_tokens=new).validated()
+    predicted = generation_bytes(read_architecture(config), settings, prompt + new)
+    assert predicted == pytest.approx(measured, rel=0.05), (predicted, measured)
+
+
 def test_no_generation_adds_nothing():
     arch = read_architecture(tiny_config("meta-llama/Meta-Llama-3-8B", 2))
     assert generation_bytes(arch, TrainingSettings().validated(), 512) == 0

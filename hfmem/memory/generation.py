@@ -3,9 +3,10 @@
 Two moments can be the peak. The prefill: one no-grad forward over the prompts (seq_len minus the new tokens),
 whose MLP working set sits beside the KV cache it has just filled, the ids, attention mask and position ids, and
 the RoPE tables generate makes per sequence (its positions come from the mask); transformers asks for the last
-position's logits only. The last decoding step: the cache at seq_len tokens, the half of one layer's cache that
+position's logits only. The last decoding step: the cache at seq_len tokens (a sliding-window layer's at the
+window: it keeps a view of the last concatenation's final window tokens), the half of one layer's cache that
 torch.cat holds twice while it appends the key (then the value; a sliding-window layer concatenates both before it
-drops either, so the whole layer's), that step's logits in the compute dtype and the fp32 copy the logits
+drops either, so the whole of its window), that step's logits in the compute dtype and the fp32 copy the logits
 processors read (and their output), and the token ids. The resident state is counted by breakdown.combine.
 Checked against real generate calls on CPU (tests/test_generation_phase.py); DeepSeek's (multi-head latent
 attention, its own MoE) is not: on its tiny model this count is 45% over the measured cache peak and 46% under the
@@ -34,8 +35,10 @@ def generation_bytes(arch: Architecture, settings: TrainingSettings, seq_len: in
     layers = cached_layers(arch)
     inputs = 2 * b * prompt * rope_dims(arch) * p + 3 * b * prompt * ID_BYTES
     prefill = layers * b * prompt * per_token + no_grad_mlp_bytes(arch, settings, b * prompt) + inputs
-    appending = per_token if arch.sliding_window else per_token / 2
-    decode = (layers * b * seq_len * per_token + b * seq_len * appending
+    windowed = windowed_layers(arch)
+    kept = min(seq_len, arch.sliding_window or seq_len)
+    appending = max(seq_len * per_token / 2 if layers > windowed else 0, kept * per_token if windowed else 0)
+    decode = (b * per_token * ((layers - windowed) * seq_len + windowed * kept) + b * appending
               + b * arch.vocab_size * (p + 4 + 4) + b * seq_len * ID_BYTES)
     return round(max(prefill, decode))
 
@@ -50,7 +53,14 @@ def kv_bytes_per_token(arch: Architecture, p: int) -> int:
 
 
 def cached_layers(arch: Architecture) -> int:
-    """Decoder layers that keep a KV cache (attention layers; a hybrid's SSM layers keep a small fixed state).
-    Sliding-window layers are counted at full length, more than transformers keeps past the window."""
+    """Decoder layers that keep a KV cache (attention layers; a hybrid's SSM layers keep a small fixed state)."""
     attention = sum(n for kind, n in arch.layer_types.items() if "attention" in kind)
     return attention or arch.num_layers
+
+
+def windowed_layers(arch: Architecture) -> int:
+    """Cached layers that keep the last sliding_window tokens only (transformers' DynamicSlidingWindowLayer: the
+    config's sliding layers, or every layer where a window is set without layer types); 0 without a window."""
+    if arch.sliding_window is None:
+        return 0
+    return arch.layer_types.get("sliding_attention", 0) or cached_layers(arch)
