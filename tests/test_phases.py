@@ -75,3 +75,27 @@ def test_a_full_checkpoint_save_short_of_host_ram_suggests_sharded_checkpoints()
     assert recommended(cell)[0].startswith("sharded save")
     saved = estimate(*LLAMA3, TrainingSettings(**sharded, state_dict_type="sharded"))
     assert saved.per_gpu_bytes.host_per_node < full.per_gpu_bytes.host_per_node and saved.total == full.total
+
+
+def test_a_generation_short_of_gpu_memory_suggests_the_generation_s_own_changes() -> None:
+    """GRPO-style generation between steps (128 sequences per GPU, the KV cache up to 2,048 tokens) outgrows an
+    A100 40GB where the training step fits: the change that fits is a smaller generation batch (the micro-batch),
+    not a training-side one; under ZeRO-3 the whole-model gather for generate is the peak, and gathering layer by
+    layer is the change."""
+    from hfmem.memory.advice import recommended
+
+    grpo = dict(method="lora", generation_batch_size=128, generation_tokens=512)
+    cell = fit_one(*LLAMA3, TrainingSettings(**grpo), find_gpu("a100-40gb"), "lora").to_dict()
+    assert cell["asked"]["phase"] == "generation" and not cell["asked"]["fits"]
+    assert [m["name"] for m in cell["mitigations"]][:1] == ["smaller_generation_batch"]
+    assert cell["mitigations"][0]["settings_changes"] == {"generation_batch_size": 1}
+    assert recommended(cell)[0].startswith("gen b=1")
+    one = estimate(*LLAMA3, TrainingSettings(**grpo | {"generation_batch_size": 1}))
+    assert cell["mitigations"][0]["total_bytes"] == one.per_gpu_bytes.total < 40 * GIB
+
+    seventy = reference_model("meta-llama/Llama-2-70b-hf")
+    zero3 = dict(method="lora", sharding="zero3", num_gpus=8, gradient_checkpointing="full", generation_batch_size=2)
+    cell = fit_one(*seventy, TrainingSettings(**zero3), find_gpu("h100"), "lora").to_dict()
+    assert cell["asked"]["phase"] == "generation" and not cell["asked"]["fits"]
+    assert cell["mitigations"][0]["name"] == "layerwise_generation_gather"
+    assert cell["mitigations"][0]["settings_changes"] == {"generation_gathers_weights": False}

@@ -28,6 +28,7 @@ def multi_gpu_text(multi: dict[str, Any] | None) -> str:
 
 
 _SAME_METHOD = {"sharded_checkpoints": "sharded save", "smaller_eval_batch": "eval b=1",
+                "layerwise_generation_gather": "gen layer gather", "smaller_generation_batch": "gen b={}",
                 "gradient_checkpointing": "+ckpt", "smaller_micro_batch": "b=1+accum",
                 "checkpointing_and_smaller_micro_batch": "+ckpt b=1", "8bit_optimizer": "8-bit+ckpt"}
 _OTHER = {"lora": "LoRA+ckpt", "qlora": "QLoRA+ckpt", "zero3_offload": "offload", "zero3_offload_params": "ZeRO-Inf."}
@@ -35,10 +36,11 @@ MAX_SUGGESTED_GPUS = 64
 
 
 def _label(mitigation: dict[str, Any]) -> str:
-    """A mitigation's short name; one that also evaluates a sequence at a time says so ("+ckpt eval b=1")."""
-    label = (_SAME_METHOD | _OTHER)[mitigation["name"]]
-    also = mitigation["name"] != "smaller_eval_batch" and (mitigation.get("settings_changes") or {}).get(
-        "eval_batch_size") == 1
+    """A mitigation's short name ("gen b=2": the generation batch it sets); one that also evaluates a sequence at a
+    time says so ("+ckpt eval b=1")."""
+    changes = mitigation.get("settings_changes") or {}
+    label = (_SAME_METHOD | _OTHER)[mitigation["name"]].format(changes.get("generation_batch_size"))
+    also = mitigation["name"] != "smaller_eval_batch" and changes.get("eval_batch_size") == 1
     return f"{label} eval b=1" if also else label
 
 

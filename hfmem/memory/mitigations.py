@@ -13,6 +13,10 @@ WORDS = {
                            "no longer gathers the whole model and optimizer state",
     "smaller_eval_batch": "evaluate one sequence at a time (per_device_eval_batch_size 1): the evaluation forward's "
                           "logits and loss buffers shrink with it",
+    "layerwise_generation_gather": "ZeRO-3 gathers each layer as generate reaches it instead of the whole model (TRL "
+                                   "ds3_gather_for_generation false; slower generation)",
+    "smaller_generation_batch": "a generation batch of {generation_batch_size} per GPU (TRL steps_per_generation 1, or "
+                                "a smaller generation_batch_size): the KV cache and prefill shrink with it",
     "gradient_checkpointing": "turn on full gradient checkpointing (recompute each layer in backward)",
     "smaller_micro_batch": "micro-batch 1 with gradient accumulation {gradient_accumulation_steps} (same effective "
                            "batch)",
@@ -60,6 +64,13 @@ def candidates(base: TrainingSettings) -> list[tuple[str, dict[str, Any]]]:
     out.append(("zero3_offload_params", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True} | gc))
     if (base.eval_batch_size or 1) > 1:
         out = [(EVAL_ONE, {"eval_batch_size": 1})] + [(name, changes | {"eval_batch_size": 1}) for name, changes in out]
+    if base.generation_batch_size is not None:  # the generation phase's own changes, before the training side's
+        generating = []
+        if base.resolved_sharding == "zero3" and base.generation_gathers_weights:
+            generating.append(("layerwise_generation_gather", {"generation_gathers_weights": False}))
+        if base.generation_batch_size > base.micro_batch_size:
+            generating.append(("smaller_generation_batch", {"generation_batch_size": base.micro_batch_size}))
+        out[:0] = generating
     if saves_full(base):
         out.insert(0, ("sharded_checkpoints", {"state_dict_type": "sharded"}))
     return out
