@@ -11,7 +11,7 @@ from live_peak import LiveBytes  # noqa: E402
 from saved_activations import build_model  # noqa: E402
 from tiny_models import tiny_config  # noqa: E402
 
-from hfmem.memory.evaluation import eval_forward_bytes  # noqa: E402
+from hfmem.memory.evaluation import eval_forward_bytes, no_grad_mlp_bytes  # noqa: E402
 from hfmem.memory.settings import TrainingSettings  # noqa: E402
 from hfmem.model.architecture import read_architecture  # noqa: E402
 
@@ -43,6 +43,24 @@ def test_the_no_grad_forward_peak_is_predicted(model_id, upcast):
     measured = no_grad_peak(model, 4, 64)
     settings = TrainingSettings(method="full", dtype="bf16-pure", eval_batch_size=4, loss_upcast=upcast).validated()
     predicted = eval_forward_bytes(read_architecture(config), settings, 64)
+    assert predicted == pytest.approx(measured, rel=0.05), (predicted, measured)
+
+
+def test_a_fine_grained_moe_peaks_back_at_hidden_width():
+    """DeepSeek's experts are narrower than its hidden size (64 against 256 here, 2,048 against 7,168 in V3), so
+    the no-grad MoE peaks after the down projection: per routed copy of a token its input, the output, the output
+    times the router's fp32 weight and that product's copy back in token order. 2 x 512 tokens without the loss's
+    upcast, where the MoE is the peak: counting its intermediate-width moment only, hfmem was 45% under. Values as wide
+    as keys, as in tests/test_generation_phase.py (KERNEL_DIMS)."""
+    config = tiny_config("deepseek-ai/DeepSeek-V3", 2, v_head_dim=48)
+    model = build_model(config, "sdpa", torch.bfloat16)
+    model.loss_function = lambda logits, labels, vocab_size, **_: torch.nn.functional.cross_entropy(
+        logits.view(-1, vocab_size), torch.nn.functional.pad(labels, (0, 1), value=-100)[:, 1:].reshape(-1))
+    measured = no_grad_peak(model, 2, 512)
+    settings = TrainingSettings(method="full", dtype="bf16-pure", eval_batch_size=2, loss_upcast=False).validated()
+    arch = read_architecture(config)
+    predicted = eval_forward_bytes(arch, settings, 512)
+    assert predicted == no_grad_mlp_bytes(arch, settings, 2 * 512)  # the MoE, not the head, is the peak
     assert predicted == pytest.approx(measured, rel=0.05), (predicted, measured)
 
 

@@ -41,15 +41,19 @@ def eval_forward_bytes(arch: Architecture, settings: TrainingSettings, seq_len: 
 
 def no_grad_mlp_bytes(arch: Architecture, settings: TrainingSettings, tokens: int) -> float:
     """Bytes alive while one MLP runs under no_grad over `tokens` tokens: the hidden-size tensors a decoder layer
-    keeps (HIDDEN_ALIVE) and the intermediate-width ones (a MoE: each routed copy's gathered input, fused gate_up,
-    the activation and the product)."""
+    keeps (HIDDEN_ALIVE) and the intermediate-width ones; a MoE (transformers' grouped_mm experts) per routed copy
+    of a token the larger of two moments: its gathered input, fused gate_up, the activation and the product, or,
+    back at hidden width, its input, the down projection's output, that output times the routing weight (fp32 where
+    the router keeps its weights in fp32) and its copy back in token order."""
     p = settings.precision.compute_bytes
     h = arch.hidden_size
     if arch.experts_per_token:
-        widths = arch.experts_per_token * (4 * (arch.moe_intermediate_size or arch.intermediate_size) + h)
+        weight = p if family_traits(arch.model_type).routing_weights_in_compute_dtype else 4
+        up = p * (4 * (arch.moe_intermediate_size or arch.intermediate_size) + h)
+        per_token = arch.experts_per_token * max(up, h * (2 * p + 2 * weight))
     else:
-        widths = arch.intermediate_size * mlp_widths(arch, settings)
-    return p * tokens * (widths + HIDDEN_ALIVE * h)
+        per_token = p * arch.intermediate_size * mlp_widths(arch, settings)
+    return tokens * (per_token + p * HIDDEN_ALIVE * h)
 
 
 def mlp_widths(arch: Architecture, settings: TrainingSettings) -> int:

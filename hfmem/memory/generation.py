@@ -8,9 +8,10 @@ window: it keeps a view of the last concatenation's final window tokens), the ha
 torch.cat holds twice while it appends the key (then the value; a sliding-window layer concatenates both before it
 drops either, so the whole of its window), that step's logits in the compute dtype and the fp32 copy the logits
 processors read (and their output), and the token ids. The resident state is counted by breakdown.combine.
-Checked against real generate calls on CPU (tests/test_generation_phase.py); DeepSeek's (multi-head latent
-attention, its own MoE) is not: on its tiny model this count is 45% over the measured cache peak and 46% under the
-prefill's.
+Under multi-head latent attention (DeepSeek) the cache holds the compressed latent and the shared RoPE key, and
+each layer up-projects all of it to every head's keys and values to attend: that transient is beside the cache in
+both moments (in the prefill, instead of the MLP's working set). Checked against real generate calls on CPU
+(tests/test_generation_phase.py).
 """
 
 from __future__ import annotations
@@ -32,24 +33,41 @@ def generation_bytes(arch: Architecture, settings: TrainingSettings, seq_len: in
     p = settings.precision.compute_bytes
     prompt = max(1, seq_len - settings.generation_tokens)
     per_token = kv_bytes_per_token(arch, p)
+    expanded = expanded_bytes_per_token(arch, p)
     layers = cached_layers(arch)
     inputs = 2 * b * prompt * rope_dims(arch) * p + 3 * b * prompt * ID_BYTES
-    prefill = layers * b * prompt * per_token + no_grad_mlp_bytes(arch, settings, b * prompt) + inputs
+    prefill = (layers * b * prompt * per_token + inputs
+               + max(no_grad_mlp_bytes(arch, settings, b * prompt), b * prompt * expanded))
     windowed = windowed_layers(arch)
     kept = min(seq_len, arch.sliding_window or seq_len)
-    appending = max(seq_len * per_token / 2 if layers > windowed else 0, kept * per_token if windowed else 0)
-    decode = (b * per_token * ((layers - windowed) * seq_len + windowed * kept) + b * appending
+    appending = max(seq_len * larger_half(arch, p) if layers > windowed else 0, kept * per_token if windowed else 0)
+    decode = (b * per_token * ((layers - windowed) * seq_len + windowed * kept) + b * max(appending, seq_len * expanded)
               + b * arch.vocab_size * (p + 4 + 4) + b * seq_len * ID_BYTES)
     return round(max(prefill, decode))
 
 
 def kv_bytes_per_token(arch: Architecture, p: int) -> int:
     """One layer's cached key and value of one token: the K/V heads, or under multi-head latent attention the
-    per-head keys (no-RoPE and RoPE parts) and values that transformers' DeepSeek layers cache."""
+    compressed latent and the shared RoPE key that transformers' DeepSeek layers cache."""
     if arch.mla:
-        m = arch.mla
-        return p * arch.num_attention_heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+        return p * (arch.mla.kv_lora_rank + arch.mla.qk_rope_head_dim)
     return 2 * p * arch.num_key_value_heads * arch.head_dim
+
+
+def larger_half(arch: Architecture, p: int) -> int:
+    """The larger of one token's cached pair: the cache appends the key (then frees the old one), then the value."""
+    if arch.mla:
+        return p * max(arch.mla.kv_lora_rank, arch.mla.qk_rope_head_dim)
+    return p * arch.num_key_value_heads * arch.head_dim
+
+
+def expanded_bytes_per_token(arch: Architecture, p: int) -> int:
+    """What one layer builds per cached token to attend under multi-head latent attention (0 otherwise): the
+    latent's up-projection (every head's no-RoPE key and value) and the keys assembled from it and the RoPE key."""
+    if not arch.mla:
+        return 0
+    m = arch.mla
+    return p * arch.num_attention_heads * (2 * m.qk_nope_head_dim + m.v_head_dim + m.qk_rope_head_dim)
 
 
 def cached_layers(arch: Architecture) -> int:

@@ -7,10 +7,10 @@ they differ from the previous estimate's, its notes as indices into the report's
 rows under each method, the GPU, status and mitigations as indices; a cell's total is its breakdown's. A cell whose
 settings, assumptions or breakdown differ from its method's estimate (a GPU without bf16) names a `variants` entry
 shared by every cell that differs the same way; a mitigation's setting changes are kept once by name (its words
-follow from them), a time's missing reason once in `reasons`; a time's token budget follows from the plan and the GPU's price.
-The fastest, cheapest and ranked setups as references to their rows. Read (`gpus`, `estimates`, `cells`, `picks`,
-`ranked`): each GPU, estimate, cell and setup in full, rebuilt from those tables, so every reader sees one figure
-for one total."""
+follow from them), a time's missing reason once in `reasons`; a time's token budget follows from the plan and the
+GPU's price. The fastest, cheapest and ranked setups as references to their rows. Read (`gpus`, `estimates`,
+`cells`, `picks`, `ranked`): each GPU, estimate, cell and setup in full, rebuilt from those tables, so every reader
+sees one figure for one total."""
 
 from __future__ import annotations
 
@@ -175,7 +175,8 @@ def estimates(report: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"model": model} | est | {
             "settings": settings, "assumptions": previous.get("assumptions", {}) | settings | est["assumptions"],
             "per_gpu_bytes": b, "phases": phases(MemoryBreakdown(**b)),
-            "activations": act | {"notes": [notes[i] for i in act["notes"]]}, "notes": [notes[i] for i in est["notes"]]})
+            "activations": act | {"notes": [notes[i] for i in act["notes"]]},
+            "notes": [notes[i] for i in est["notes"]]})
     return out
 
 

@@ -19,6 +19,9 @@ class FamilyTraits:
     """Attention logit soft-capping (eager only: one more a·s² tensor) and final logit soft-capping."""
     fp32_router: bool = False
     """DeepSeek's router runs its linear in fp32 on an fp32 copy of the hidden states."""
+    routing_weights_in_compute_dtype: bool = False
+    """The router casts its top-k weights back to the compute dtype (Qwen2/3-MoE, OLMoE...); the others keep them in
+    fp32, so the experts' weighted outputs are fp32 (transformers' grouped_mm experts multiply by them)."""
     embedding_norm: bool = False
     """A LayerNorm right after the embeddings (BERT-style embeddings, BLOOM's word_embeddings_layernorm)."""
     mlm_head: bool = False
@@ -36,6 +39,7 @@ COMMON = FamilyTraits()
 _BERT_STYLE = FamilyTraits(embedding_norm=True, mlm_head=True)
 _FP32_ROUTER = FamilyTraits(fp32_router=True)
 _GEMMA3 = FamilyTraits(fp32_norm=True, sandwich_norms=True)
+_ROUTING_IN_COMPUTE_DTYPE = FamilyTraits(routing_weights_in_compute_dtype=True)
 _SOFTMAX_IN_COMPUTE_DTYPE = FamilyTraits(softmax_in_compute_dtype=True)
 
 FAMILIES: dict[str, FamilyTraits] = {
@@ -60,6 +64,9 @@ FAMILIES: dict[str, FamilyTraits] = {
     "kimi_k2": _FP32_ROUTER,
     "olmo2": FamilyTraits(sandwich_norms=True),
     "opt": _SOFTMAX_IN_COMPUTE_DTYPE,
+    **dict.fromkeys(("cohere2_moe", "ernie4_5_moe", "ernie4_5_vl_moe", "flex_olmo", "jamba", "longcat_flash", "olmoe",
+                     "qwen2_moe", "qwen3_5_moe", "qwen3_moe", "qwen3_next", "qwen3_omni_moe", "qwen3_vl_moe"),
+                    _ROUTING_IN_COMPUTE_DTYPE),
     "recurrent_gemma": FamilyTraits(fp32_norm=True),
     "roberta": FamilyTraits(softmax_in_compute_dtype=True, embedding_norm=True, mlm_head=True),
     "xlm-roberta": _BERT_STYLE,
