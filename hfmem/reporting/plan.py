@@ -176,7 +176,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             kind, est, flops = found
             step = step_for(est, flops, fit.gpu) | {"setup": kind}
             price = prices.get(fit.gpu.name)
-            cell["time"] = step | budget(step.get("tokens_per_s"), est.settings.num_gpus, plan.tokens,
+            cell["time"] = step | budget(step.get("tokens_per_s"), timed_gpus(cell, kind), plan.tokens,
                                          None if price is None else price.usd_per_gpu_hour)
         cells.append(cell)
     full = [e.to_dict() for e in estimates.values()]
