@@ -1,4 +1,5 @@
-"""Real DeepSpeed ZeRO-1/2/3 on CPU (gloo, 2 processes): every rank's whole-step peak of live tensors, and hfmem's.
+"""Real DeepSpeed ZeRO-1/2/3 on CPU (gloo, 2 or 4 processes): every rank's whole-step peak of live tensors, and
+hfmem's.
 
 DeepSpeed's CPU accelerator (DS_ACCELERATOR=cpu) falls back to gloo without oneCCL. A tiny Llama
 (tests/tiny_models.py), full or with PEFT LoRA (r=8 on q_proj, v_proj), trains two steps under
@@ -31,7 +32,9 @@ from hfmem.memory.settings import TrainingSettings  # noqa: E402
 MODEL = "meta-llama/Meta-Llama-3-8B"
 WORLD, B, S = 2, 2, 128
 CASES = [(stage, method, 1) for method in ("full", "lora") for stage in (1, 2, 3)] + [(1, "full", 2), (2, "full", 2)]
-"""(ZeRO stage, method, gradient accumulation steps)."""
+"""(ZeRO stage, method, gradient accumulation steps), each on WORLD ranks."""
+WIDE = [(3, "full", 1), (2, "lora", 1)]
+"""Cases also run on 4 ranks: the partitions' 1/N, twice as fine."""
 TERMS = ("weights", "gradients", "master_weights", "optimizer_states", "sharding_buffers", "activations",
          "optimizer_step_transient", "allocated_peak")
 
@@ -52,10 +55,10 @@ def _config(hidden: int, stage: int, gas: int) -> dict[str, Any]:
             "zero_optimization": zero, "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
 
 
-def _rank(rank: int, port: int, case: tuple[int, str, int], out: str) -> None:
-    """One rank: initialise DeepSpeed, train two optimizer steps (of `gas` micro-batches each) under LiveBytes,
-    write the second one's peak and what was alive then."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(WORLD),
+def _rank(rank: int, port: int, case: tuple[int, str, int], world: int, out: str) -> None:
+    """One rank of `world`: initialise DeepSpeed, train two optimizer steps (of `gas` micro-batches each) under
+    LiveBytes, write the second one's peak and what was alive then."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     import deepspeed
 
@@ -91,16 +94,16 @@ def _rank(rank: int, port: int, case: tuple[int, str, int], out: str) -> None:
 
 
 
-def measure(case: tuple[int, str, int]) -> list[dict[str, Any]]:
-    """Every rank's peak for the case."""
-    return spawn(_rank, WORLD, case)
+def measure(case: tuple[int, str, int], world: int = WORLD) -> list[dict[str, Any]]:
+    """Every rank's peak for the case on `world` ranks."""
+    return spawn(_rank, world, case, world)
 
 
-def predicted(case: tuple[int, str, int]) -> dict[str, int]:
-    """hfmem's per-GPU terms for the case (ZeRO-`stage` over WORLD GPUs, bf16 mixed precision)."""
+def predicted(case: tuple[int, str, int], world: int = WORLD) -> dict[str, int]:
+    """hfmem's per-GPU terms for the case (ZeRO-`stage` over `world` GPUs, bf16 mixed precision)."""
     stage, method, gas = case
     lora = {"lora_rank": 8, "lora_targets": LORA_TARGETS} if method == "lora" else {}
     settings = TrainingSettings(method=method, dtype="bf16", optimizer="adamw", micro_batch_size=B, seq_len=S,
-                                attention="sdpa", sharding=f"zero{stage}", num_gpus=WORLD,
+                                attention="sdpa", sharding=f"zero{stage}", num_gpus=world,
                                 gradient_accumulation_steps=gas, **lora)
     return cpu_prediction(tiny_config(MODEL, 2), settings).to_dict()
