@@ -106,9 +106,9 @@ def compact_estimates(ests: list[dict[str, Any]], training: dict[str, Any]) -> t
     follow from the byte terms) and no `model` (the report's architecture and parameters say it)."""
     out = []
     notes: dict[str, int] = {}
-    for est in ests:
-        base = (ests[len(out) - 1]["assumptions"] if out else {}) | est["settings"]
-        act = _activations(est["activations"], ests[len(out) - 1]["activations"] if out else None)
+    for previous, est in zip([None, *ests], ests):
+        base = (previous["assumptions"] if previous else {}) | est["settings"]
+        act = _activations(est["activations"], previous["activations"] if previous else None)
         out.append({k: v for k, v in est.items() if k not in ("per_gpu_gib", "model", "phases")}
                    | {"settings": changed(training, est["settings"]), "assumptions": changed(base, est["assumptions"]),
                       "per_gpu_bytes": written(est["per_gpu_bytes"]),
@@ -340,7 +340,7 @@ def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, A
         for j, row in enumerate(group["rows"]):
             try:
                 c = _row_values(table, names, method, group, row)
-                out.append(_cell(f"fit.methods.{method}.rows.{j}", c, gpu_entries, ests, table, spend))
+                out.append(_cell(_row_path(method, j), c, gpu_entries, ests, table, spend))
             except (KeyError, TypeError, ValueError, AttributeError, IndexError):
                 if not skip_bad:
                     raise
@@ -398,30 +398,38 @@ def row_refs(found: list[dict[str, Any]]) -> list[list[Any]]:
     return out
 
 
-def picks(report: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
-    """`fastest_and_cheapest` in full: each pick as its row's setup (advice.picked_setup) whose time carries the
-    roofline terms the pick keeps."""
+def picks(report: dict[str, Any], found: list[dict[str, Any]] | None = None) -> dict[str, dict[str, Any] | None]:
+    """`fastest_and_cheapest` in full: each pick as its row's setup (`setup_of`) whose time carries the roofline
+    terms the pick keeps; `found`: the report's cells where the caller has decoded them already."""
     written = report.get("fastest_and_cheapest") or {}
-    by_src = {c["src"]: c for c in cells(report)} if any(written.values()) else {}
-    out: dict[str, dict[str, Any] | None] = {}
+    if found is None and any(written.values()):
+        found = cells(report)
+    out: dict[str, dict[str, Any] | None] = dict.fromkeys(written)
     for label, pick in written.items():
-        setup = None if pick is None else picked_setup(by_src[_row_src(pick["row"])])
-        out[label] = None if setup is None else setup | {"time": setup["time"] | {"terms": pick["terms"]}}
+        if pick is not None:
+            setup = setup_of(found, pick["row"])
+            out[label] = setup | {"time": setup["time"] | {"terms": pick["terms"]}}
     return out
 
 
-def ranked(report: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """`fit_ranking` in full: each ranked row's setup (advice.picked_setup), best first; None without --rank."""
+def ranked(report: dict[str, Any], found: list[dict[str, Any]] | None = None) -> list[dict[str, Any]] | None:
+    """`fit_ranking` in full: each ranked row's setup (`setup_of`), best first; None without --rank; `found` as
+    `picks` takes it."""
     refs = report.get("fit_ranking")
     if refs is None:
         return None
-    by_src = {c["src"]: c for c in cells(report)}
-    return [picked_setup(by_src[_row_src(ref)]) for ref in refs]
+    found = cells(report) if found is None else found
+    return [setup_of(found, ref) for ref in refs]
 
 
-def _row_src(ref: list[Any]) -> str:
-    """A [method, index] row reference (`row_refs`) as the row's path, as `cells` names it."""
-    method, j = ref
+def setup_of(found: list[dict[str, Any]], ref: list[Any]) -> dict[str, Any]:
+    """The setup (advice.picked_setup) of the cell a [method, index] row reference (`row_refs`) names."""
+    src = _row_path(*ref)
+    return picked_setup(next(c for c in found if c["src"] == src))
+
+
+def _row_path(method: str, j: int) -> str:
+    """Where row `j` under `method` is in the record: a cell's `src`."""
     return f"fit.methods.{method}.rows.{j}"
 
 

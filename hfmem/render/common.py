@@ -125,7 +125,8 @@ def _value(value: Any) -> str:
 def time_line(report: dict[str, Any]) -> str:
     """The fastest (and, with prices, the cheapest) fitting setup, e.g. "fastest: LoRA on 1× H100 80GB, 16.6k
     tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time."""
-    picked = picks(report)
+    found = cells(report)  # decoded once for the picks and the ranking
+    picked = picks(report, found)
     parts = []
     for label in ("fastest", "cheapest"):
         pick = picked.get(label)
@@ -136,7 +137,7 @@ def time_line(report: dict[str, Any]) -> str:
         if "hours" in t:
             text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens"
         parts.append(text + (f", {_usd(t)}" if "cost_usd" in t else ""))
-    best_first = ranked(report)
+    best_first = ranked(report, found)
     if best_first:
         by = (report.get("plan") or {}).get("rank")
         best = [f"{i}. {_setup(p, ' ')}" + (f" {_usd(p['time'])}" if "cost_usd" in p["time"] else "")
