@@ -43,42 +43,55 @@ class Item:
         return dict(self.__dict__)
 
 
-def columns(items: list[Item]) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True)
+class Listed:
+    """A model or config with a report, its fit cells decoded once (a comment is rendered many times to fit the
+    size budget, and decoding the cells is the expensive part): (method, GPU) -> cell, and peak bytes per method."""
+
+    item: Item
+    entries: dict[tuple[str, str], dict[str, Any]]
+    memory: dict[str, int]
+
+    @classmethod
+    def of(cls, item: Item) -> Listed:
+        entries = fit_entries(item.head)
+        return cls(item, entries, memory_by_method(item.head, entries))
+
+
+def columns(listed: list[Listed]) -> tuple[list[str], list[str]]:
     """Methods and GPUs in first-seen order across every report (the fit matrix's rows and columns)."""
     methods: dict[str, None] = {}
     gpus: dict[str, None] = {}
-    for item in items:
-        for method in memory_by_method(item.head):
+    for model in listed:
+        for method in model.memory:
             methods.setdefault(method)
-        for method, gpu in fit_entries(item.head):
+        for method, gpu in model.entries:
             methods.setdefault(method)
             gpus.setdefault(gpu)
     return list(methods), list(gpus)
 
 
-def matrix_rows(item: Item, methods: list[str], gpus: list[str]) -> list[list[str]]:
+def matrix_rows(model: Listed, methods: list[str], gpus: list[str]) -> list[list[str]]:
     """One row per method: model and parameters on the first, then peak memory and a verdict per GPU."""
-    memory, entries = memory_by_method(item.head), fit_entries(item.head)
-    params = (item.head or {}).get("parameters") or {}
-    first = [cell(item.label), parameter_count(params) if "total" in params else count(None)]
+    params = (model.item.head or {}).get("parameters") or {}
+    first = [cell(model.item.label), parameter_count(params) if "total" in params else count(None)]
     if not methods:
         return [first]
     rows = []
     for i, method in enumerate(methods):
-        verdicts = [verdict(entries.get((method, g))) for g in gpus]
-        rows.append((first if i == 0 else ["", ""]) + [cell(method), gib(memory.get(method))] + verdicts)
+        verdicts = [verdict(model.entries.get((method, g))) for g in gpus]
+        rows.append((first if i == 0 else ["", ""]) + [cell(method), gib(model.memory.get(method))] + verdicts)
     return rows
 
 
-def time_rows(item: Item, methods: list[str], gpus: list[str]) -> list[list[str]]:
+def time_rows(model: Listed, methods: list[str], gpus: list[str]) -> list[list[str]]:
     """One row per method the model has: its tokens/s, wall time and cost per GPU where it fits (with the change or
     GPUs it is timed on), why not where it cannot be timed, "—" where nothing fits (render.common.time_cell)."""
-    entries = fit_entries(item.head)
     rows = []
     for method in methods:
-        found = [entries.get((method, g)) for g in gpus]
+        found = [model.entries.get((method, g)) for g in gpus]
         if any(found):
-            rows.append([cell(item.label) if not rows else "", cell(method)]
+            rows.append([cell(model.item.label) if not rows else "", cell(method)]
                         + [cell(time_cell(e)) if e and time_cell(e) else "—" for e in found])
     return rows
 
@@ -104,45 +117,50 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
            problems: list[str] | None = None) -> str:
     """The whole markdown, at most `budget` characters: as many items as fit, in section order."""
     diffs = [i for i in items if i.changed]
-    listed = [i for i in items if i.head is not None]
+    listed = [Listed.of(i) for i in items if i.head is not None]
     failed = [i for i in items if i.head is None]
     units = len(diffs) + len(listed) + len(failed)
+    # Every piece is rendered once; the search below only chooses how many of them to show.
+    blocks = [render_diff(i.label, i.status, i.base, i.head, i.base_error, i.head_error) for i in diffs]
+    methods, gpus = columns(listed)
+    matrix = [matrix_rows(m, methods, gpus) for m in listed]
+    lines = [time_line(m.item.head) for m in listed]
+    grids = [time_rows(m, methods, gpus) if line and wants_time_table(m.item.head) else None
+             for m, line in zip(listed, lines)]
+    errors = [[cell(i.label), cell(i.head_error or "not analysed")] for i in failed]
 
     def build(keep: int) -> str:
-        shown_diffs = diffs[:keep]
-        shown_listed = listed[:max(0, keep - len(diffs))]
-        shown_failed = failed[:max(0, keep - len(diffs) - len(listed))]
+        shown_diffs = blocks[:keep]
+        shown_listed = max(0, keep - len(diffs))
+        shown_failed = errors[:max(0, keep - len(diffs) - len(listed))]
         out = ([header] if header else []) + ["## hfmem: will it train?", "", settings, ""] + problem_lines(problems or [])
         if diffs:
             out += [f"### Config changes in this pull request ({len(diffs)})", ""]
-            blocks = [render_diff(i.label, i.status, i.base, i.head, i.base_error, i.head_error) for i in shown_diffs]
-            out += blocks[:VISIBLE_DIFFS]
-            out += _fold(_plural(len(blocks) - VISIBLE_DIFFS, 'more changed config'), blocks[VISIBLE_DIFFS:])
+            out += shown_diffs[:VISIBLE_DIFFS]
+            out += _fold(_plural(len(shown_diffs) - VISIBLE_DIFFS, 'more changed config'), shown_diffs[VISIBLE_DIFFS:])
         if listed:
-            methods, gpus = columns(listed)
             headers = ["model", "parameters"] + (["method", "peak memory / GPU"] + [cell(g) for g in gpus] if methods else [])
-            rows = [matrix_rows(i, methods, gpus) for i in shown_listed]
+            rows = matrix[:shown_listed]
             visible = [r for group in rows[:VISIBLE_MODELS] for r in group]
             folded = [r for group in rows[VISIBLE_MODELS:] for r in group]
             out += [f"### Fit matrix ({_plural(len(listed), 'model')})", ""]
             out += [table(headers, visible), ""] if visible else []
             out += _fold(_plural(len(rows) - VISIBLE_MODELS, "more model"), [table(headers, folded)] if folded else [])
             out += [LEGEND, ""] if methods else []
-            timed = [(i, line) for i in shown_listed if (line := time_line(i.head))]
+            timed = [(m, line) for m, line in zip(listed[:shown_listed], lines) if line]
             if timed:  # the CLI's time table and line per model: each fitting cell, the fastest and the cheapest
                 out += ["### Time and cost", ""]
-                grids = [time_rows(i, methods, gpus) for i, _ in timed if wants_time_table(i.head)]
-                shown = [r for group in grids[:VISIBLE_MODELS] for r in group]
-                more = [r for group in grids[VISIBLE_MODELS:] for r in group]
+                shown_grids = [g for g in grids[:shown_listed] if g is not None]
+                shown = [r for group in shown_grids[:VISIBLE_MODELS] for r in group]
+                more = [r for group in shown_grids[VISIBLE_MODELS:] for r in group]
                 heads = ["model", "method"] + [cell(g) for g in gpus]
                 out += [table(heads, shown), ""] if shown else []
-                out += _fold(_plural(len(grids) - VISIBLE_MODELS, "more timed model"),
+                out += _fold(_plural(len(shown_grids) - VISIBLE_MODELS, "more timed model"),
                              [table(heads, more)] if more else [])
-                out += [f"- **{cell(i.label)}**: {cell(line)}" for i, line in timed] + [""]
+                out += [f"- **{cell(m.item.label)}**: {cell(line)}" for m, line in timed] + [""]
         if failed:
             out += [f"### Could not analyse ({len(failed)})", ""]
-            rows = [[cell(i.label), cell(i.head_error or "not analysed")] for i in shown_failed]
-            out += [table(["model or file", "error"], rows), ""] if rows else []
+            out += [table(["model or file", "error"], shown_failed), ""] if shown_failed else []
         if keep < units:
             out += [f"_{_plural(units - keep, 'more entry')} left out to stay under GitHub's size limit; "
                     "the JSON report has them all._", ""]

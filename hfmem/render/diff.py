@@ -24,10 +24,12 @@ def cell(text: Any, limit: int = MAX_CELL) -> str:
     return escape(flat if len(flat) <= limit else flat[:limit - 1] + "…")
 
 
-def memory_by_method(report: dict[str, Any] | None) -> dict[str, int]:
-    """Peak bytes per GPU of each estimated method: `estimates[].per_gpu_bytes.total`, else the fit's single-GPU total."""
+def memory_by_method(report: dict[str, Any] | None,
+                     entries: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, int]:
+    """Peak bytes per GPU of each estimated method: `estimates[].per_gpu_bytes.total`, else the fit's single-GPU total
+    (from `entries`, the report's `fit_entries` where the caller has decoded them already)."""
     found: dict[str, int] = {}
-    for entry in fit_entries(report).values():
+    for entry in (fit_entries(report) if entries is None else entries).values():
         total = (entry.get("asked") or {}).get("total_bytes")
         if isinstance(total, int):
             found.setdefault(entry["method"], total)
