@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hfmem.memory.record import cells
 from hfmem.render.diff import cell, fit_entries, memory_by_method, render_diff, verdict
 from hfmem.render.common import EMOJI, legend, parameter_count, time_cell, time_line, wants_time_table
 from hfmem.render.markdown import table
@@ -45,17 +46,19 @@ class Item:
 
 @dataclass(frozen=True)
 class Listed:
-    """A model or config with a report, its fit cells decoded once (a comment is rendered many times to fit the
-    size budget, and decoding the cells is the expensive part): (method, GPU) -> cell, and peak bytes per method."""
+    """A model or config with a report, its fit cells decoded once (decoding them is the expensive part of a
+    comment): (method, GPU) -> cell, peak bytes per method, and its time line ("" when nothing is timed)."""
 
     item: Item
     entries: dict[tuple[str, str], dict[str, Any]]
     memory: dict[str, int]
+    line: str
 
     @classmethod
     def of(cls, item: Item) -> Listed:
-        entries = fit_entries(item.head)
-        return cls(item, entries, memory_by_method(item.head, entries))
+        found = cells(item.head)
+        entries = fit_entries(item.head, found)
+        return cls(item, entries, memory_by_method(item.head, entries), time_line(item.head, found))
 
 
 def columns(listed: list[Listed]) -> tuple[list[str], list[str]]:
@@ -124,14 +127,12 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
     blocks = [render_diff(i.label, i.status, i.base, i.head, i.base_error, i.head_error) for i in diffs]
     methods, gpus = columns(listed)
     matrix = [matrix_rows(m, methods, gpus) for m in listed]
-    lines = [time_line(m.item.head) for m in listed]
-    grids = [time_rows(m, methods, gpus) if line and wants_time_table(m.item.head) else None
-             for m, line in zip(listed, lines)]
+    grids = [time_rows(m, methods, gpus) if m.line and wants_time_table(m.item.head) else None for m in listed]
     errors = [[cell(i.label), cell(i.head_error or "not analysed")] for i in failed]
 
     def build(keep: int) -> str:
         shown_diffs = blocks[:keep]
-        shown_listed = max(0, keep - len(diffs))
+        n_listed = max(0, keep - len(diffs))
         shown_failed = errors[:max(0, keep - len(diffs) - len(listed))]
         out = ([header] if header else []) + ["## hfmem: will it train?", "", settings, ""] + problem_lines(problems or [])
         if diffs:
@@ -140,24 +141,24 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
             out += _fold(_plural(len(shown_diffs) - VISIBLE_DIFFS, 'more changed config'), shown_diffs[VISIBLE_DIFFS:])
         if listed:
             headers = ["model", "parameters"] + (["method", "peak memory / GPU"] + [cell(g) for g in gpus] if methods else [])
-            rows = matrix[:shown_listed]
+            rows = matrix[:n_listed]
             visible = [r for group in rows[:VISIBLE_MODELS] for r in group]
             folded = [r for group in rows[VISIBLE_MODELS:] for r in group]
             out += [f"### Fit matrix ({_plural(len(listed), 'model')})", ""]
             out += [table(headers, visible), ""] if visible else []
             out += _fold(_plural(len(rows) - VISIBLE_MODELS, "more model"), [table(headers, folded)] if folded else [])
             out += [LEGEND, ""] if methods else []
-            timed = [(m, line) for m, line in zip(listed[:shown_listed], lines) if line]
+            timed = [m for m in listed[:n_listed] if m.line]
             if timed:  # the CLI's time table and line per model: each fitting cell, the fastest and the cheapest
                 out += ["### Time and cost", ""]
-                shown_grids = [g for g in grids[:shown_listed] if g is not None]
+                shown_grids = [g for g in grids[:n_listed] if g is not None]
                 shown = [r for group in shown_grids[:VISIBLE_MODELS] for r in group]
                 more = [r for group in shown_grids[VISIBLE_MODELS:] for r in group]
                 heads = ["model", "method"] + [cell(g) for g in gpus]
                 out += [table(heads, shown), ""] if shown else []
                 out += _fold(_plural(len(shown_grids) - VISIBLE_MODELS, "more timed model"),
                              [table(heads, more)] if more else [])
-                out += [f"- **{cell(m.item.label)}**: {cell(line)}" for m, line in timed] + [""]
+                out += [f"- **{cell(m.item.label)}**: {cell(m.line)}" for m in timed] + [""]
         if failed:
             out += [f"### Could not analyse ({len(failed)})", ""]
             out += [table(["model or file", "error"], shown_failed), ""] if shown_failed else []

@@ -122,10 +122,11 @@ def _value(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def time_line(report: dict[str, Any]) -> str:
+def time_line(report: dict[str, Any], found: list[dict[str, Any]] | None = None) -> str:
     """The fastest (and, with prices, the cheapest) fitting setup, e.g. "fastest: LoRA on 1× H100 80GB, 16.6k
-    tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time."""
-    found = cells(report)  # decoded once for the picks and the ranking
+    tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time. `found`: the report's cells where the
+    caller has decoded them already."""
+    found = cells(report) if found is None else found  # decoded once for the picks and the ranking
     picked = picks(report, found)
     parts = []
     for label in ("fastest", "cheapest"):

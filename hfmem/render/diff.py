@@ -45,13 +45,17 @@ def gpu_name(entry: dict[str, Any]) -> str:
     return str(gpu.get("name") if isinstance(gpu, dict) else gpu)
 
 
-def fit_entries(report: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
-    """(method, GPU name) -> the report's fit cell in full (hfmem.memory.record `cells`)."""
-    found = {}
-    for entry in cells(report) if isinstance((report or {}).get("fit"), dict) else []:
+def fit_entries(report: dict[str, Any] | None,
+                found: list[dict[str, Any]] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(method, GPU name) -> the report's fit cell in full (hfmem.memory.record `cells`; `found`: those cells where
+    the caller has decoded them already)."""
+    if found is None:
+        found = cells(report) if isinstance((report or {}).get("fit"), dict) else []
+    by_key = {}
+    for entry in found:
         if isinstance(entry, dict) and isinstance(entry.get("method"), str) and entry.get("gpu"):
-            found[(entry["method"], gpu_name(entry))] = entry
-    return found
+            by_key[(entry["method"], gpu_name(entry))] = entry
+    return by_key
 
 
 def fits(entry: dict[str, Any] | None) -> bool | None:
