@@ -169,7 +169,9 @@ def test_axolotl_follows_its_deepspeed_file():
     assert config.values["method"] == "full" and config.values["activation_offloading"] is True
     assert ds["zero_optimization"]["max_live_parameters"] == 0  # not DeepSpeed's 1e9 that hfmem assumes
     assert "deepspeed_configs/zero3_bf16.json:zero_optimization.max_live_parameters" in config.unmodelled
-    assert {"optimizer", "attn_implementation", "sample_packing", "plugins"} <= set(config.unmodelled)
+    assert {"optimizer", "attn_implementation", "sample_packing"} <= set(config.unmodelled)
+    assert file["plugins"] == ["axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"]
+    assert config.values["fused_loss"] == "cce" and "plugins" not in config.unmodelled
 
 
 # -- LLaMA-Factory -------------------------------------------------------------------------------------------
@@ -327,11 +329,14 @@ def test_trl_qlora():
     assert config.values["dtype"] == "bf16"
 
 
-def test_trl_packing_and_liger_are_unmodelled():
+def test_trl_packing_and_liger_kernels_are_unmodelled_its_fused_loss_is_read():
+    """use_liger_kernel turns on Liger's fused linear cross-entropy (a setting) and its RMSNorm, SwiGLU and RoPE
+    kernels (not modelled, so the key is still listed)."""
     file = raw("trainer-args/sft.yaml")
     config = read("trainer-args/sft.yaml")
     assert file["packing"] is True and file["use_liger_kernel"] is True
     assert set(config.unmodelled) == {"packing", "use_liger_kernel"}
+    assert config.values["fused_loss"] == "liger" and config.sources["fused_loss"] == "use_liger_kernel"
     assert config.values["seq_len"] == file["max_length"]
 
 

@@ -14,6 +14,8 @@ from hfmem.configs.precision import trainer_dtype
 from hfmem.configs.trainer_args import attention
 
 AXOLOTL_SEQUENCE_LEN = 512
+CCE_PLUGIN = "CutCrossEntropyPlugin"
+LIGER_PLUGIN = "LigerPlugin"
 ATTENTION_SWITCHES = {"flash_attention": "flash_attention_2", "sdp_attention": "sdpa", "eager_attention": "eager"}
 
 IGNORED = (
@@ -45,14 +47,14 @@ IGNORED = (
 UNMODELLED = (
     "sample_packing", "peft_use_dora", "lora_target_parameters", "peft_layers_to_transform",
     "peft_trainable_token_indices", "lora_rank_pattern", "gptq", "relora", "lora_on_cpu", "unfrozen_parameters",
-    "plugins", "cut_cross_entropy", "liger_fused_linear_cross_entropy", "liger_cross_entropy", "liger_rms_norm",
+    "liger_cross_entropy", "liger_rms_norm",
     "liger_glu_activation", "liger_rope", "liger_layer_norm", "flash_attn_cross_entropy", "flash_attn_rms_norm",
     "flash_attn_fuse_qkv", "flash_attn_fuse_mlp", "xformers_attention", "flex_attention", "s2_attention",
     "model_quantization_config", "model_quantization_config_kwargs", "use_kernels", "optim_target_modules",
     "auto_find_batch_size", "rl", "sequence_parallel_degree", "context_parallel_size", "tensor_parallel_size",
     "qat", "lora_qkv_kernel", "lora_o_kernel", "lora_mlp_kernel",
 )
-"""Packing, extra trained modules, DoRA, partial freezing, plugins (Liger, Cut Cross Entropy), fused kernels,
+"""Packing, extra trained modules, DoRA, partial freezing, Liger's kernels other than its fused loss, fused kernels,
 other attention kernels, other quantisation, RL trainers and model parallelism: hfmem has no setting for them."""
 
 
@@ -81,10 +83,25 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
         d.set("compile_layers", True, "torch_compile")
         d.set("compile_loss", True, "torch_compile")
     d.know("torch_compile")
+    loss_plugins(d)
     d.unmodelled_if_active(*UNMODELLED)
     engine, flag = parallelism(d, linked)
     precision(d, method, engine, flag)
     return "axolotl", d.text("base_model")
+
+
+def loss_plugins(d: Draft) -> None:
+    """The CutCrossEntropyPlugin (its cut_cross_entropy defaults to true, integrations/cut_cross_entropy/args.py#L33
+    at 067b021) or the LigerPlugin with liger_fused_linear_cross_entropy fuse the head and the loss; any other
+    plugin is unmodelled."""
+    names = {name.rsplit(".", 1)[-1] for name in d.names("plugins") or ()}
+    if CCE_PLUGIN in names and d.boolean("cut_cross_entropy") is not False:
+        d.set("fused_loss", "cce", f"plugins ({CCE_PLUGIN})")
+    elif LIGER_PLUGIN in names and d.boolean("liger_fused_linear_cross_entropy"):
+        d.set("fused_loss", "liger", "liger_fused_linear_cross_entropy")
+    d.know("cut_cross_entropy", "liger_fused_linear_cross_entropy", "plugins")
+    if names - {CCE_PLUGIN, LIGER_PLUGIN}:
+        d.unmodelled("plugins")
 
 
 def evaluation(d: Draft) -> None:

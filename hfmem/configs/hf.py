@@ -42,7 +42,7 @@ TRAINING_IGNORED = (
     "length_column_name", "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "ddp_broadcast_buffers",
     "ddp_static_graph", "ddp_backend", "ddp_timeout", "debug", "skip_memory_metrics", "resume_from_checkpoint",
     "local_rank", "average_tokens_across_devices", "torch_empty_cache_steps", "use_cache", "neftune_noise_alpha",
-    "torch_compile_backend", "torch_compile_mode", "liger_kernel_config", "include_num_input_tokens_seen",
+    "torch_compile_backend", "torch_compile_mode", "include_num_input_tokens_seen",
     "include_tokens_per_second", "past_index", "half_precision_backend", "fp16_opt_level", "fp16_backend",
     "split_batches", "dispatch_batches", "jit_mode_eval", "use_ipex", "ray_scope", "mp_parameters",
     "push_to_hub_model_id", "push_to_hub_organization", "push_to_hub_token", "use_legacy_prediction_loop",
@@ -51,7 +51,8 @@ TRAINING_IGNORED = (
 
 TRAINING_UNMODELLED = ("use_liger_kernel", "optim_target_modules", "use_cpu", "parallelism_config",
                        "auto_find_batch_size", "activation_checkpointing_kwargs.offload")
-"""Keys that change memory in ways hfmem has no setting for (Liger's fused loss, GaLore, ...), when turned on."""
+"""Keys that change memory in ways hfmem has no setting for (GaLore, ...), when turned on; use_liger_kernel also
+swaps RMSNorm, SwiGLU and RoPE for Liger's kernels, which hfmem does not model (its fused loss it does)."""
 
 FSDP_SHARDING = {"full_shard": "fsdp_full_shard", "1": "fsdp_full_shard", "shard_grad_op": "fsdp_shard_grad_op",
                  "2": "fsdp_shard_grad_op", "no_shard": "ddp", "3": "ddp"}
@@ -199,6 +200,7 @@ def training_arguments(d: Draft, linked: Linked | None, bf16_default: bool = Fal
         d.set("compile_layers", True, "torch_compile")  # the whole model, its loss inside forward included
         d.set("compile_loss", True, "torch_compile")
     d.unmodelled_unless("label_smoothing_factor", 0, 0.0)  # HF's LabelSmoother keeps another fp32 log-softmax
+    liger(d)
     d.unmodelled_if_active(*TRAINING_UNMODELLED)
     bf16, fp16 = d.boolean("bf16"), d.boolean("fp16")
     if bf16 is None:
@@ -218,3 +220,15 @@ def training_arguments(d: Draft, linked: Linked | None, bf16_default: bool = Fal
         engine = True
         zero3 = d.values.get("sharding") == "zero3"
     return Run(autocast, engine, zero3)
+
+
+def liger(d: Draft) -> None:
+    """use_liger_kernel: the Trainer applies Liger to the model, with its fused linear cross-entropy on
+    (fused_linear_cross_entropy=True in every apply_liger_kernel_to_*, e.g. liger_kernel/transformers/
+    monkey_patch.py#L220 at v0.6.3) unless liger_kernel_config turns it off."""
+    d.know("liger_kernel_config")
+    if not d.boolean("use_liger_kernel"):
+        return
+    config = d.mapping("liger_kernel_config") or {}
+    if config.get("fused_linear_cross_entropy", True) is not False:
+        d.set("fused_loss", "liger", "use_liger_kernel")

@@ -53,6 +53,10 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
         d.unmodelled("stage")
     if stage == "pt" and d.boolean("packing") is None:
         d.unmodelled("stage")  # pre-training packs sequences by default
+    if stage in {"pt", "sft"} and d.boolean("enable_liger_kernel"):
+        # src/llamafactory/model/loader.py#L142 at ff6d4d1: Liger with its defaults, fused linear cross-entropy on,
+        # unless the stage needs the logits; its RMSNorm, SwiGLU and RoPE kernels stay unmodelled
+        d.set("fused_loss", "liger", "enable_liger_kernel")
     d.unmodelled_if_active(*UNMODELLED)
     kind = d.text("finetuning_type") or "lora"
     bits = d.integer("quantization_bit")

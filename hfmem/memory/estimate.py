@@ -230,6 +230,7 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
         residual_bytes=settings.precision.residual_bytes,
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
         trained=trained, dequant_workspace=workspace, loss_chunks=settings.loss_chunks,
+        fused_loss=settings.fused_loss, weight_bytes=settings.precision.weight_bytes,
         compiled_loss=settings.compile_loss, activation_offloading=settings.activation_offloading,
         compiled_layers=settings.compile_layers,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),

@@ -2,9 +2,9 @@
 
 Under torch.no_grad nothing is saved for backward, so the forward's peak is one place where the most tensors
 are alive at once: the output end (the logits, the fp32 copy the loss upcasts them to and log_softmax's output,
-beside the final hidden state), or, for a small vocabulary, one MLP (its activation's output, the up projection
-and their product; a MoE's routed copies of each token at once). The resident state is counted by
-breakdown.combine.
+beside the final hidden state; Cut Cross-Entropy builds no logits, Liger's fused loss does in eval), or, for a
+small vocabulary, one MLP (its activation's output, the up projection and their product; a MoE's routed copies
+of each token at once). The resident state is counted by breakdown.combine.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ def eval_forward_bytes(arch: Architecture, settings: TrainingSettings, seq_len: 
         loss = p * logits / chunks  # log_softmax's output in the compute dtype
     softcap = p * logits if family_traits(arch.model_type).softcap else 0  # tanh's output beside its input
     head = p * logits + max(loss, softcap) + p * tokens * arch.hidden_size  # beside the final norm's output alone
+    if settings.fused_loss == "cce":  # its patched forward skips the logits whenever labels are given, eval too
+        head = p * tokens * arch.hidden_size + 16 * tokens
     return round(max(head, no_grad_mlp_bytes(arch, settings, tokens)))
 
 

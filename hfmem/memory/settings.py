@@ -73,6 +73,9 @@ ATTENTION_ALIASES = {
 ADAPTER_DTYPES = ("fp32", "compute")
 ADAPTER_DTYPE_ALIASES = {"float32": "fp32", "bf16": "compute", "fp16": "compute"}
 QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
+FUSED_LOSSES = ("none", "cce", "liger")
+FUSED_LOSS_ALIASES = {"cut_cross_entropy": "cce", "cut-cross-entropy": "cce", "liger_kernel": "liger", "off": "none",
+                      "false": "none"}
 MODEL_LOADING = ("per-rank-cpu", "per-rank-gpu", "rank0")
 MODEL_LOADING_ALIASES = {"cpu": "per-rank-cpu", "gpu": "per-rank-gpu", "device_map": "per-rank-gpu",
                          "meta": "rank0", "cpu_ram_efficient_loading": "rank0", "rank-0": "rank0"}
@@ -307,6 +310,13 @@ class TrainingSettings:
     """The loss under torch.compile (torchtune compile=True compiles model and loss): inductor saves the
     compute-dtype logits and fp32 row statistics instead of log_softmax's fp32 output. The decoder layers
     are a separate switch, compile_layers."""
+    fused_loss: str = setting("none", Choice(FUSED_LOSSES, FUSED_LOSS_ALIASES), affects=("activations",),
+                              panel=TRAINING)
+    """The output projection and the cross-entropy as one kernel that never builds the (tokens x vocab) logits:
+    cce (Apple's Cut Cross-Entropy, axolotl's CutCrossEntropyPlugin) keeps the head's input and an fp32 log-sum-exp
+    per token and computes the gradients in backward; liger (Liger Kernel's fused linear cross-entropy,
+    use_liger_kernel) computes them during the forward, vocabulary-sized chunk by chunk, and keeps the input's
+    gradient (and a trained head's weight gradient) until backward. none: transformers' lm_head and loss."""
     compile_layers: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """Each decoder layer under torch.compile (torchtune compile=True; inductor's min-cut partitioner): norms keep
     only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward."""

@@ -19,8 +19,8 @@ class Loss(NamedTuple):
 
 
 def head_keeps_input(spec: ActivationSpec) -> bool:
-    """Whether the LM head keeps its input for its weight gradient."""
-    return spec.trained.needs_input("lm_head")
+    """Whether the LM head, an nn.Linear, keeps its input for its weight gradient (a fused loss keeps its own)."""
+    return spec.fused_loss == "none" and spec.trained.needs_input("lm_head")
 
 
 def final_saved(spec: ActivationSpec) -> Saved:
@@ -39,7 +39,12 @@ def final_saved(spec: ActivationSpec) -> Saved:
 
 
 def loss(spec: ActivationSpec, settings: ActivationSettings, tokens: int, notes: list[str]) -> Loss:
-    """The cross-entropy over the vocabulary: eager with or without the fp32 upcast, compiled, chunked."""
+    """The cross-entropy over the vocabulary: eager with or without the fp32 upcast, compiled, chunked, or fused
+    with the output projection."""
+    if spec.fused_loss == "cce":
+        return cut_cross_entropy(spec, tokens, notes)
+    if spec.fused_loss == "liger":
+        return liger_cross_entropy(spec, settings, tokens, notes)
     p, v = spec.p, spec.arch.vocab_size
     compiled, upcast = settings.compiled_loss, settings.loss_upcast
     if compiled:
@@ -66,4 +71,39 @@ def loss(spec: ActivationSpec, settings: ActivationSettings, tokens: int, notes:
                                                  "they are compiled)")
         notes.append("compiled loss: saves the compute-dtype logits and fp32 row statistics, not log_softmax's fp32 "
                      "output; its fused backward allocates only the logits' gradient" + eager_layers)
+    return Loss(saved, peak)
+
+
+def cut_cross_entropy(spec: ActivationSpec, tokens: int, notes: list[str]) -> Loss:
+    """Cut Cross-Entropy (axolotl's ml-cross-entropy fork at 48b5169, cut_cross_entropy/cce.py#L130): it saves the
+    head's input, an fp32 log-sum-exp and int64 indices per token and an fp32 average logit per vocabulary entry;
+    the logits exist only as tiles in registers. Its backward allocates the input's gradient (cce_backward.py#L355;
+    a trained head's weight gradient is the usual parameter gradient) and a vocabulary ordering (cce.py#L141)."""
+    h, v = spec.arch.hidden_size, spec.arch.vocab_size
+    saved = spec.p * tokens * h + 16 * tokens + 4 * v
+    notes.append("Cut Cross-Entropy: no (tokens x vocab) logits; it keeps the head's input and an fp32 log-sum-exp "
+                 "per token, and its backward allocates the input's gradient")
+    return Loss(saved, spec.p * tokens * h + 12 * v)
+
+
+def liger_chunk_rows(tokens: int, hidden: int, vocab: int) -> int:
+    """Rows of one logits chunk in Liger's fused linear cross-entropy: the next power of two of tokens / ceil(V/H)
+    (liger_kernel/ops/fused_linear_cross_entropy.py#L47-L49 at v0.6.3), at most every token."""
+    per = -(-tokens // -(-vocab // hidden))
+    return min(tokens, 1 << (per - 1).bit_length())
+
+
+def liger_cross_entropy(spec: ActivationSpec, settings: ActivationSettings, tokens: int, notes: list[str]) -> Loss:
+    """Liger's fused linear cross-entropy (v0.6.3, fused_linear_cross_entropy.py): the forward computes the gradients
+    chunk by chunk and saves the input's gradient, and a trained head's weight gradient in the weight's dtype
+    (#L318-L322); each chunk holds its logits in the compute dtype (#L88) and, for a trained head, the chunk's weight
+    gradient in that dtype and in fp32 (#L182). Its backward only rescales them in place."""
+    p, h, v = spec.p, spec.arch.hidden_size, spec.arch.vocab_size
+    trained_head = spec.trained.needs_input("lm_head")
+    weight = settings.weight_bytes or p
+    saved = p * tokens * h + (weight * v * h if trained_head else 0)
+    rows = liger_chunk_rows(tokens, h, v)
+    peak = p * rows * v + max(p * rows * h, (p + 4) * v * h if trained_head else 0) + 21 * tokens
+    notes.append(f"Liger fused linear cross-entropy: no (tokens x vocab) logits; {rows:,}-token chunks, the input's "
+                 "gradient computed in the forward and kept until backward")
     return Loss(saved, peak)

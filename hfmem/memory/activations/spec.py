@@ -33,6 +33,12 @@ class ActivationSettings:
     """Chunked cross-entropy (torchtune CEWithChunkedOutputLoss, 8 chunks): the output projection and the fp32
     upcast run per chunk of the sequence, so the loss backward's fp32 buffers exist for one chunk at a time
     (the saved log_softmax outputs still add up to 4·b·s·V)."""
+    fused_loss: str = "none"
+    """A fused output projection and cross-entropy (the fused_loss setting): cce or liger; none: lm_head, then the
+    loss on the logits."""
+    weight_bytes: int | None = None
+    """Bytes per element of a stored weight (fp32 under AMP over fp32 weights); None: compute_bytes. Liger's
+    weight gradient of a trained head has this dtype."""
     compiled_loss: bool = False
     """The loss under torch.compile (inductor): it saves the compute-dtype logits and two fp32 row statistics
     (max, logsumexp) instead of log_softmax's fp32 output, and its fused backward allocates only the logits'
@@ -90,6 +96,8 @@ class ActivationSpec:
     activation: str
     """The MLP activation function that runs (an ACTIVATION_SAVES name, or the model's unknown hidden_act)."""
     padding_mask: bool
+    fused_loss: str
+    """cce or liger: the head is not an nn.Linear that saves its input (see head.loss); none: it is."""
 
     @property
     def autocast(self) -> bool:
@@ -116,5 +124,5 @@ def activation_spec(arch: Architecture, inventory: Inventory, settings: Activati
         p=p, r=p if settings.residual_bytes is None else settings.residual_bytes, trained=settings.trained,
         mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers, repeat_kv=settings.repeat_kv,
         activation=settings.activation or arch.hidden_act,
-        padding_mask=settings.padding_mask,
+        padding_mask=settings.padding_mask, fused_loss=settings.fused_loss,
     )
