@@ -3,6 +3,7 @@
     python bench/published.py            # the table; per-source, per-framework, per-split and overall medians
     python bench/published.py --json     # the rows as JSON
     python bench/published.py --write-baseline   # record each row's error in fixtures/published_baseline.json
+    python bench/published.py --write-markdown   # rewrite fixtures/published_memory.md's table from the JSON
 
 A row's run is `hfmem MODEL ARGS --format json` (its `run.model`, `run.args` and `run.config` as --config), called
 in-process through `hfmem.cli.main.run`, the function the `hfmem` command calls. The figure read from the JSON is
@@ -32,6 +33,9 @@ from hfmem.memory.record import estimates
 from hfmem.units import GIB
 
 FIXTURES = ROOT / "fixtures"
+MARKDOWN = FIXTURES / "published_memory.md"
+"""The fixture as a table to read; its rows are generated from the JSON (--write-markdown), a test keeps them equal."""
+KINDS = {"measured": "M", "capacity_limit": "C", "upper_bound": "U", "estimate": "E"}
 BASELINE = FIXTURES / "published_baseline.json"
 """Each measured row's signed error when it was last accepted: tests/test_published.py fails on a row 3 points
 worse or a higher median, so a change that helps one row and hurts five shows."""
@@ -150,6 +154,26 @@ def render(table: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def markdown_row(entry: dict[str, Any]) -> str:
+    """One entry as a line of published_memory.md's table: what it measured and its hfmem command line."""
+    spec = entry["run"]
+    config = ["--config", spec["config"]] if spec and spec.get("config") else []
+    command = f"`{' '.join([spec['model'], *spec['args'], *config])}`" if spec else "-"
+    cells = (f"`{entry['id']}`", entry["model"], entry["framework"]["name"], f"{entry['measured_gib']:.2f}",
+             entry["provenance"]["metric"], KINDS[entry["kind"]], str(len(entry["inferred"])), entry["split"], command)
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown(text: str, entries: list[dict[str, Any]]) -> str:
+    """published_memory.md with its entry count and table rows made from the entries (prose kept as written)."""
+    lines = text.splitlines()
+    table = [i for i, line in enumerate(lines) if line.startswith("| `")]
+    lines[table[0]:table[-1] + 1] = [markdown_row(e) for e in entries]
+    count = next(i for i, line in enumerate(lines) if line.endswith(" entries."))
+    lines[count] = f"{len(entries)} entries."
+    return "\n".join(lines) + "\n"
+
+
 def baseline(table: list[Row]) -> dict[str, Any]:
     """The errors to record: each measured row's, rounded to 0.1 point, and the median."""
     errors = {r.id: round(r.error * 100, 1) for r in scored(table)}
@@ -160,7 +184,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name} from this run")
+    parser.add_argument("--write-markdown", action="store_true", help=f"rewrite {MARKDOWN.name}'s table")
     args = parser.parse_args()
+    if args.write_markdown:
+        MARKDOWN.write_text(markdown(MARKDOWN.read_text(), load_entries()))
     table = rows()
     if args.write_baseline:
         BASELINE.write_text(json.dumps(baseline(table), indent=1, sort_keys=True) + "\n")

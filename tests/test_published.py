@@ -106,6 +106,14 @@ def test_held_out_rows_follow_the_id_rule(entries, table) -> None:
     assert f"{count:3} rows  {published.HELD_OUT}" in published.render(table)
 
 
+def test_the_markdown_table_is_the_json(entries) -> None:
+    """fixtures/published_memory.md lists every entry as the JSON has it (python bench/published.py
+    --write-markdown rewrites it)."""
+    text = published.MARKDOWN.read_text()
+    assert published.markdown(text, entries) == text, "drifted: run python bench/published.py --write-markdown"
+    assert f"{len(entries)} entries." in text
+
+
 def test_no_duplicate_rows(entries) -> None:
     """No two rows of one source with the same settings and the same figure (one measurement counted twice)."""
     seen: dict[tuple, str] = {}
