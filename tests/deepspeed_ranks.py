@@ -95,8 +95,11 @@ def _rank(rank: int, port: int, case: tuple[int, str, int], world: int, out: str
 
 
 def measure(case: tuple[int, str, int], world: int = WORLD) -> list[dict[str, Any]]:
-    """Every rank's peak for the case on `world` ranks."""
-    return spawn(_rank, world, case, world)
+    """Every rank's peak for the case on `world` ranks, forked from this process once it has imported DeepSpeed (a
+    spawned rank spends seconds importing it again)."""
+    import deepspeed  # noqa: F401
+
+    return spawn(_rank, world, case, world, start_method="fork")
 
 
 def predicted(case: tuple[int, str, int], world: int = WORLD) -> dict[str, int]:

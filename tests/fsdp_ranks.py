@@ -73,7 +73,7 @@ def _handles(module: torch.nn.Module) -> list:
 def main() -> None:
     out, layout = sys.argv[1], sys.argv[2]
     no_sync = sys.argv[3:] == ["no_sync"]
-    mp.start_processes(_rank, args=(free_port(), layout, out, no_sync), nprocs=WORLD, start_method="spawn")
+    mp.start_processes(_rank, args=(free_port(), layout, out, no_sync), nprocs=WORLD, start_method="fork")
 
 
 if __name__ == "__main__":

@@ -36,9 +36,10 @@ def leave() -> None:
     os._exit(0)
 
 
-def spawn(rank_main: Callable[..., None], world: int, *args: Any) -> list[dict[str, Any]]:
-    """Run rank_main(rank, port, *args, out) on `world` processes; every rank's JSON result, by rank."""
+def spawn(rank_main: Callable[..., None], world: int, *args: Any, start_method: str = "spawn") -> list[dict[str, Any]]:
+    """Run rank_main(rank, port, *args, out) on `world` processes; every rank's JSON result, by rank. "fork" starts
+    each rank from this process as it is, with its imports done (no CUDA is involved on CPU runs)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rank")
-        mp.spawn(rank_main, args=(free_port(), *args, out), nprocs=world)
+        mp.start_processes(rank_main, args=(free_port(), *args, out), nprocs=world, start_method=start_method)
         return [json.loads(Path(f"{out}.{rank}").read_text()) for rank in range(world)]

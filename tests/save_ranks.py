@@ -140,7 +140,7 @@ def _rank(rank: int, port: int, case: tuple[str, str, str], out: str) -> None:
 
 def measure(case: tuple[str, str, str]) -> list[dict[str, Any]]:
     """Every rank's state dict bytes and peaks for the case."""
-    return spawn(_rank, WORLD, case)
+    return spawn(_rank, WORLD, case, start_method="fork")
 
 
 if __name__ == "__main__":
