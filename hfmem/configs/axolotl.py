@@ -45,14 +45,15 @@ IGNORED = (
 """Axolotl keys that do not change training memory, or that are read below."""
 
 UNMODELLED = (
-    "sample_packing", "peft_use_dora", "lora_target_parameters", "peft_layers_to_transform",
-    "peft_trainable_token_indices", "lora_rank_pattern", "gptq", "relora", "lora_on_cpu", "unfrozen_parameters",
-    "liger_cross_entropy", "liger_rms_norm",
-    "liger_glu_activation", "liger_rope", "liger_layer_norm", "flash_attn_cross_entropy", "flash_attn_rms_norm",
+    "sample_packing", "max_packed_sequence_len", "peft_use_dora", "lora_target_parameters",
+    "peft_layers_to_transform", "peft_trainable_token_indices", "lora_rank_pattern", "gptq", "relora", "lora_on_cpu",
+    "unfrozen_parameters", "liger_cross_entropy", "liger_rms_norm", "liger_glu_activation", "liger_rope",
+    "liger_layer_norm", "flash_attn_cross_entropy", "flash_attn_rms_norm",
     "flash_attn_fuse_qkv", "flash_attn_fuse_mlp", "xformers_attention", "flex_attention", "s2_attention",
     "model_quantization_config", "model_quantization_config_kwargs", "use_kernels", "optim_target_modules",
     "auto_find_batch_size", "rl", "sequence_parallel_degree", "context_parallel_size", "tensor_parallel_size",
-    "qat", "lora_qkv_kernel", "lora_o_kernel", "lora_mlp_kernel",
+    "qat", "lora_qkv_kernel", "lora_o_kernel", "lora_mlp_kernel", "flex_attn_compile_kwargs",
+    "llama4_linearized_experts", "use_sonicmoe", "nvfp4_merge_aware",
 )
 """Packing, extra trained modules, DoRA, partial freezing, Liger's kernels other than its fused loss, fused kernels,
 other attention kernels, other quantisation, RL trainers and model parallelism: hfmem has no setting for them."""
@@ -195,6 +196,8 @@ def parallelism(d: Draft, linked: Linked | None) -> tuple[bool, str | None]:
     fsdp = hf.fsdp_options(d, "fsdp") or bool(d.mapping("fsdp_config"))
     if fsdp:
         hf.fsdp_config(d, "fsdp_config")
+    if d.raw("deepspeed") is None:
+        d.know("deepspeed")  # present and empty in older examples: no DeepSpeed
     if linked is None:
         return fsdp, deepspeed.AUTO
     d.know("deepspeed")
