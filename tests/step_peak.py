@@ -38,12 +38,15 @@ class StepPeak:
     """The SDPA backends torch chose (0 math, 1 flash), one per attention call of the measured step."""
 
 
-def lora_model(model_id: str, layers: int, attention: str, dropout: float, **extra: Any) -> Any:
-    """A tiny bf16 model with a real PEFT LoRA (r=8 on q_proj, v_proj; fp32 adapters, PEFT's default)."""
+def lora_model(model_id: str, layers: int, attention: str, dropout: float,
+               targets: tuple[str, ...] = LORA_TARGETS, **extra: Any) -> Any:
+    """A tiny bf16 model with a real PEFT LoRA (r=8, on q_proj and v_proj unless `targets` says otherwise; fp32
+    adapters, PEFT's default)."""
     import peft
 
     model = build_model(tiny_config(model_id, layers, **extra), attention, torch.bfloat16)
-    config = peft.LoraConfig(r=8, lora_alpha=16, lora_dropout=dropout, target_modules=list(LORA_TARGETS))
+    modules = "all-linear" if targets == ("all-linear",) else list(targets)
+    config = peft.LoraConfig(r=8, lora_alpha=16, lora_dropout=dropout, target_modules=modules)
     wrapped = peft.get_peft_model(model, config)
     wrapped.train()
     return wrapped
@@ -67,11 +70,14 @@ class Case:
     """Config overrides."""
     hold_outputs: bool = False
     """The loop keeps the model's output through the backward (not a setting of hfmem: its logits are unmodelled)."""
+    targets: tuple[str, ...] = LORA_TARGETS
+    """The LoRA target modules ("all-linear": PEFT's, fused MoE expert tensors included)."""
 
     def __str__(self) -> str:
         flags = [self.model.split("/")[1], self.attention, self.method, f"d{self.dropout}", f"b{self.b}",
                  f"s{self.s}", f"L{self.layers}", "ckpt" if self.checkpointing else "",
                  "pad" if self.padding else "", "held" if self.hold_outputs else "",
+                 "" if self.targets == LORA_TARGETS else "+".join(self.targets),
                  "-".join(f"{k}{v}" for k, v in self.extra)]
         return "-".join(f for f in flags if f)
 
@@ -80,7 +86,7 @@ def run_case(case: Case) -> tuple[StepPeak, Any]:
     """Measure the case's training step and predict it with hfmem (its MemoryBreakdown, as on CPU)."""
     config = tiny_config(case.model, case.layers, **dict(case.extra))
     if case.method == "lora":
-        model = lora_model(case.model, case.layers, case.attention, case.dropout, **dict(case.extra))
+        model = lora_model(case.model, case.layers, case.attention, case.dropout, case.targets, **dict(case.extra))
     else:
         model = build_model(config, case.attention)
     if case.checkpointing:
@@ -89,7 +95,7 @@ def run_case(case: Case) -> tuple[StepPeak, Any]:
             model.enable_input_require_grads()  # what the Trainer does for PEFT models with checkpointing
     measured = measure_step(model, case.b, case.s, padding=case.padding, hold_outputs=case.hold_outputs)
     math_only = case.attention == "sdpa" and measured.backends and not any(measured.backends)
-    lora = {"lora_rank": 8, "lora_targets": LORA_TARGETS, "lora_dropout": case.dropout} if case.method == "lora" else {}
+    lora = {"lora_rank": 8, "lora_targets": case.targets, "lora_dropout": case.dropout} if case.method == "lora" else {}
     settings = TrainingSettings(
         method=case.method, dtype="bf16-pure", optimizer="adamw", micro_batch_size=case.b, seq_len=case.s,
         attention="sdpa_math" if math_only else case.attention,

@@ -174,6 +174,16 @@ def test_axolotl_follows_its_deepspeed_file():
     assert config.values["fused_loss"] == "cce" and "plugins" not in config.unmodelled
 
 
+def test_axolotl_linearized_llama4_experts_take_per_expert_adapters():
+    """llama4_linearized_experts loads Llama 4's routed experts as per-expert nn.Linear modules, so LoRA adapts them
+    as Linears (expert_lora per-expert), not through PEFT's ParamWrapper over the fused tensors."""
+    file = raw("axolotl/examples/llama-4/scout-qlora-single-h100-flex.yaml")
+    config = read("axolotl/examples/llama-4/scout-qlora-single-h100-flex.yaml")
+    assert file["llama4_linearized_experts"] is True
+    assert config.values["expert_lora"] == "per-expert" and "llama4_linearized_experts" not in config.unmodelled
+    assert "expert_lora" not in read("axolotl/examples/gpt-oss/gpt-oss-20b-fft-fsdp2.yaml").values
+
+
 # -- LLaMA-Factory -------------------------------------------------------------------------------------------
 
 

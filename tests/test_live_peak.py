@@ -81,6 +81,9 @@ CASES = [
     Case("Qwen/Qwen2.5-0.5B", dropout=0.05, b=4, s=64, padding=16),
     Case("google/gemma-2b", dropout=0.05, s=64),
     Case("mistralai/Mixtral-8x7B-v0.1", s=64),
+    # all-linear adapts the fused 3-D expert tensors through PEFT's ParamWrapper: W + B·A per layer, saved
+    Case("mistralai/Mixtral-8x7B-v0.1", s=64, targets=("all-linear",)),
+    Case("mistralai/Mixtral-8x7B-v0.1", s=64, targets=("all-linear",), checkpointing=True),
     Case(LLAMA, dropout=0.05, b=4, checkpointing=True, padding=16),
     Case(LLAMA, "eager", s=256, checkpointing=True),
     Case("microsoft/phi-2", b=4, s=64, checkpointing=True),

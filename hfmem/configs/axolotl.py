@@ -53,7 +53,7 @@ UNMODELLED = (
     "model_quantization_config", "model_quantization_config_kwargs", "use_kernels", "optim_target_modules",
     "auto_find_batch_size", "rl", "sequence_parallel_degree", "context_parallel_size", "tensor_parallel_size",
     "qat", "lora_qkv_kernel", "lora_o_kernel", "lora_mlp_kernel", "flex_attn_compile_kwargs",
-    "llama4_linearized_experts", "use_sonicmoe", "nvfp4_merge_aware",
+    "use_sonicmoe", "nvfp4_merge_aware",
 )
 """Packing, extra trained modules, DoRA, partial freezing, Liger's kernels other than its fused loss, fused kernels,
 other attention kernels, other quantisation, RL trainers and model parallelism: hfmem has no setting for them."""
@@ -84,6 +84,9 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
         d.set("compile_layers", True, "torch_compile")
         d.set("compile_loss", True, "torch_compile")
     d.know("torch_compile")
+    if d.boolean("llama4_linearized_experts"):  # its Llama 4 loader splits the experts into per-expert Linears
+        d.set("expert_lora", "per-expert", "llama4_linearized_experts")
+    d.know("llama4_linearized_experts")
     loss_plugins(d)
     d.unmodelled_if_active(*UNMODELLED)
     engine, flag = parallelism(d, linked)

@@ -73,6 +73,7 @@ ATTENTION_ALIASES = {
 ADAPTER_DTYPES = ("fp32", "compute")
 ADAPTER_DTYPE_ALIASES = {"float32": "fp32", "bf16": "compute", "fp16": "compute"}
 QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
+EXPERT_LORA = ("merged", "per-expert")
 FUSED_LOSSES = ("none", "cce", "liger")
 FUSED_LOSS_ALIASES = {"cut_cross_entropy": "cce", "cut-cross-entropy": "cce", "liger_kernel": "liger", "off": "none",
                       "false": "none"}
@@ -273,6 +274,11 @@ class TrainingSettings:
     and a trainable copy in the model's dtype, with its gradients and optimizer states (and master weights as the
     dtype says); a trained embedding keeps its token ids and a trained head its input. Accepts the input
     embedding's names (embed_tokens, wte, word_embeddings, ...) and linear layers' leaf names (lm_head, score)."""
+    expert_lora: str = setting("merged", Choice(EXPERT_LORA), affects=("trainability",), panel=TRAINING)
+    """How LoRA adapts MoE experts stored as fused 3-D tensors (transformers 5): merged (PEFT's ParamWrapper: each
+    forward builds W + B·A for the whole expert stack, which autograd keeps, and backward its full-size gradient)
+    or per-expert (per-expert nn.Linear modules, as transformers 4 or axolotl's llama4_linearized_experts: each
+    expert's adapter keeps the inputs of its routed tokens)."""
     lora_dropout: float = setting(0.0, Number(0, 1), affects=("trainability",), panel=TRAINING)
     """LoRA dropout on the adapters' input: above 0 each adapted layer keeps a dropout mask and its dropped input."""
     adapter_dtype: str = setting("fp32", Choice(ADAPTER_DTYPES, ADAPTER_DTYPE_ALIASES),

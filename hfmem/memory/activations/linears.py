@@ -58,3 +58,12 @@ def dequantized_weights(spec: ActivationSpec, mods: LayerModules, *, input_grad:
     skipped = () if input_grad else mods.attn_in + (mods.mlp_in if spec.arch.parallel_block else ())
     return spec.p * sum(m.in_features * m.out_features * m.per_layer for role in fields(mods)
                         for m in getattr(mods, role.name) if m.name in names and m not in skipped)
+
+
+def merged_weights(spec: ActivationSpec, mods: LayerModules) -> tuple[float, float]:
+    """Bytes of one layer's LoRA-merged expert tensors (trained.merged: W + B·A, in the weight's dtype), which autograd
+    saves, and of the largest one, whose full-size gradient a backward step builds."""
+    experts = max(1, spec.arch.num_experts)  # an experts Module counts one expert's matrix per routed copy
+    sizes = [spec.w * m.in_features * m.out_features * m.per_layer * experts for role in fields(mods)
+             for m in getattr(mods, role.name) if m.name in spec.trained.merged]
+    return sum(sizes), max(sizes, default=0.0)

@@ -86,6 +86,8 @@ class ActivationSpec:
     """The attention kernel that actually runs."""
     p: int
     """Bytes per element of the compute dtype."""
+    w: int
+    """Bytes per element of a stored weight (the frozen base's dtype under LoRA)."""
     r: int
     """Bytes per element of the residual stream (p, or 4 under AMP)."""
     trained: Trainability
@@ -122,6 +124,7 @@ def activation_spec(arch: Architecture, inventory: Inventory, settings: Activati
         head_linears=frozenset(g.name for g in inventory.linears if g.component == "head"),
         traits=traits, dense=dense, moe=moe, kernel=settings.attention,
         p=p, r=p if settings.residual_bytes is None else settings.residual_bytes, trained=settings.trained,
+        w=settings.weight_bytes or p,
         mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers, repeat_kv=settings.repeat_kv,
         activation=settings.activation or arch.hidden_act,
         padding_mask=settings.padding_mask, fused_loss=settings.fused_loss,

@@ -7,7 +7,7 @@ from dataclasses import replace
 from hfmem.memory.activations.attention import attention
 from hfmem.memory.activations.backward import backward_working
 from hfmem.memory.activations.layer import layer_at
-from hfmem.memory.activations.linears import dequantized_weights
+from hfmem.memory.activations.linears import dequantized_weights, merged_weights
 from hfmem.memory.activations.norms import norm
 from hfmem.memory.activations.result import LayerActivation
 from hfmem.memory.activations.saved import Saved
@@ -21,8 +21,15 @@ def stack(spec: ActivationSpec, s: int, tokens: int, cache: dict, notes: list[st
     for kind, mlp_kind, count in spec.plan:
         saved = layer_at(cache, spec, kind, mlp_kind, s)
         working = backward_working(spec, kind, mlp_kind, s, saved)
-        weights = 0.0 if kind == "mamba" else dequantized_weights(spec, spec.modules(mlp_kind))
-        layers.append(_layer_activation(_label(kind, mlp_kind), count, saved, tokens, working, weights))
+        mods = spec.modules(mlp_kind)
+        weights = {} if kind == "mamba" else {"dequantized_weights": dequantized_weights(spec, mods)}
+        merged, largest = merged_weights(spec, mods)
+        weights["lora_merged_experts"] = merged
+        layers.append(_layer_activation(_label(kind, mlp_kind), count, saved, tokens, working, weights, largest))
+    if spec.trained.merged:
+        notes.append("LoRA on fused MoE expert tensors (PEFT's ParamWrapper): each layer's forward builds W + B·A, a "
+                     "whole copy of its expert tensors that autograd keeps for backward, and backward builds its "
+                     "full-size gradient one tensor at a time")
     if spec.trained.dequantized:
         notes.append("quantized base (GPTQ/AWQ torch kernels): each layer dequantises its weights and matmuls them, "
                      "so autograd keeps every layer's dequantised weights for backward (full checkpointing: one "
@@ -43,15 +50,15 @@ def _label(kind: str, mlp_kind: str) -> str:
 
 
 def _layer_activation(kind: str, count: int, saved: Saved, tokens: int, working: float,
-                      weights: float = 0.0) -> LayerActivation:
-    """A layer's per-token terms (and its backward's working set per token) at b·s tokens, and the dequantised
-    `weights` it saves whatever the token count."""
+                      weights: dict[str, float] | None = None, weight_gradient: float = 0.0) -> LayerActivation:
+    """A layer's per-token terms (and its backward's working set per token) at b·s tokens, the whole weights it saves
+    whatever the token count (dequantised, LoRA-merged experts), and a weight-sized gradient its backward builds."""
     terms = {k: round(v * tokens) for k, v in saved.terms.items()}
-    if weights:
-        terms["dequantized_weights"] = round(weights)
+    terms |= {k: round(v) for k, v in (weights or {}).items() if v}
     return LayerActivation(
-        kind=kind, count=count, bytes=round(saved.total * tokens) + round(weights), terms=terms,
-        attention_core_bytes=round(saved.s2_total * tokens), backward_working=round(working * tokens),
+        kind=kind, count=count, bytes=round(saved.total * tokens) + round(sum((weights or {}).values())), terms=terms,
+        attention_core_bytes=round(saved.s2_total * tokens),
+        backward_working=round(working * tokens) + round(weight_gradient),
     )
 
 

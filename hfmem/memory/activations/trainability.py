@@ -27,6 +27,11 @@ class Trainability:
     dequantized: frozenset[str] = frozenset()
     """Frozen quantized layers whose kernel dequantises the weight and matmuls it (GPTQ/AWQ torch kernels):
     autograd saves that compute-dtype weight for the input's gradient, once per layer and step."""
+    merged: frozenset[str] = frozenset()
+    """Fused 3-D expert tensors with LoRA (PEFT's ParamWrapper, transformers 5): each forward folds B·A into a whole
+    new copy of the tensor (W + B·A, one baddbmm), which the expert matmuls save for the input's gradient and whose
+    full-size gradient backward builds before reducing it to A's and B's; their inputs are kept for that gradient,
+    as a trained weight's are. No adapter sees the tokens."""
     input_requires_grad: bool = True
     """Whether the embedding output requires grad (full FT, or LoRA with checkpointing, where HF calls
     enable_input_require_grads). When False, layer 0 saves nothing before its first adapter."""
@@ -43,7 +48,7 @@ class Trainability:
     def needs_input(self, name: str, input_grad: bool = True) -> bool:
         """Whether the layer `name` keeps its input for backward (its weight or a sharing adapter needs it, or its
         kernel keeps it anyway, which it does only for an input that needs a gradient: `input_grad`)."""
-        if self.full or name in self.trainable or (input_grad and name in self.kept_inputs):
+        if self.full or name in self.trainable or name in self.merged or (input_grad and name in self.kept_inputs):
             return True
         return name in self.lora and self.adapter_input_bytes == 0 and self.lora_dropout == 0
 
