@@ -44,7 +44,7 @@ def loss(spec: ActivationSpec, settings: ActivationSettings, tokens: int, notes:
     if spec.fused_loss == "cce":
         return cut_cross_entropy(spec, tokens, notes)
     if spec.fused_loss == "liger":
-        return liger_cross_entropy(spec, settings, tokens, notes)
+        return liger_cross_entropy(spec, tokens, notes)
     p, v = spec.p, spec.arch.vocab_size
     compiled, upcast = settings.compiled_loss, settings.loss_upcast
     if compiled:
@@ -93,15 +93,14 @@ def liger_chunk_rows(tokens: int, hidden: int, vocab: int) -> int:
     return min(tokens, 1 << (per - 1).bit_length())
 
 
-def liger_cross_entropy(spec: ActivationSpec, settings: ActivationSettings, tokens: int, notes: list[str]) -> Loss:
+def liger_cross_entropy(spec: ActivationSpec, tokens: int, notes: list[str]) -> Loss:
     """Liger's fused linear cross-entropy (v0.6.3, fused_linear_cross_entropy.py): the forward computes the gradients
     chunk by chunk and saves the input's gradient, and a trained head's weight gradient in the weight's dtype
     (#L318-L322); each chunk holds its logits in the compute dtype (#L88) and, for a trained head, the chunk's weight
     gradient in that dtype and in fp32 (#L182). Its backward only rescales them in place."""
     p, h, v = spec.p, spec.arch.hidden_size, spec.arch.vocab_size
     trained_head = spec.trained.needs_input("lm_head")
-    weight = settings.weight_bytes or p
-    saved = p * tokens * h + (weight * v * h if trained_head else 0)
+    saved = p * tokens * h + (spec.w * v * h if trained_head else 0)
     rows = liger_chunk_rows(tokens, h, v)
     peak = p * rows * v + max(p * rows * h, (p + 4) * v * h if trained_head else 0) + 21 * tokens
     notes.append(f"Liger fused linear cross-entropy: no (tokens x vocab) logits; {rows:,}-token chunks, the input's "

@@ -37,8 +37,8 @@ class ActivationSettings:
     """A fused output projection and cross-entropy (the fused_loss setting): cce or liger; none: lm_head, then the
     loss on the logits."""
     weight_bytes: int | None = None
-    """Bytes per element of a stored weight (fp32 under AMP over fp32 weights); None: compute_bytes. Liger's
-    weight gradient of a trained head has this dtype."""
+    """Bytes per element of a stored weight (fp32 under AMP over fp32 weights); None: compute_bytes. Weight-sized
+    tensors built in the step have this dtype (Liger's head gradient, LoRA-merged experts)."""
     compiled_loss: bool = False
     """The loss under torch.compile (inductor): it saves the compute-dtype logits and two fp32 row statistics
     (max, logsumexp) instead of log_softmax's fp32 output, and its fused backward allocates only the logits'
