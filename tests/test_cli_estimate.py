@@ -186,8 +186,10 @@ def test_qlora_without_double_quantization_costs_the_fp32_absmax(capsys):
 
 
 def test_the_table_answers_for_the_setup_asked_with_one_total(capsys):
-    """2×A100 with ZeRO-3: the cell is that setup's verdict, with the same figure as --details and the JSON."""
-    args = ("example:Mixtral-8x7B-v0.1", "-m", "lora", "-g", "a100-80gb", "--zero", "3", "--num-gpus", "2")
+    """2×A100 with ZeRO-3: the cell is that setup's verdict (⚠ when a change such as checkpointing makes it fit),
+    with the same figure as --details and the JSON."""
+    args = ("example:Mixtral-8x7B-v0.1", "-m", "lora", "-g", "a100-80gb", "--zero", "3", "--num-gpus", "2",
+            "--gradient-checkpointing", "full")  # without it, each layer's LoRA-merged experts are kept: 174 GiB
     code, out, err = hfmem(capsys, *args, "--format", "json")
     assert code == 0, err
     data = json.loads(out)
@@ -198,7 +200,8 @@ def test_the_table_answers_for_the_setup_asked_with_one_total(capsys):
     code, table, err = hfmem(capsys, *args, "--details")
     assert code == 0, err
     cell = next(line for line in table.splitlines() if line.strip().startswith("A100 80GB"))
-    assert ("✓" if fit["asked"]["fits"] else "✗") in cell and figure in cell
+    mark = "✓" if fit["asked"]["fits"] else {"fits_with_mitigation": "⚠"}.get(fit["status"], "✗")
+    assert mark in cell and figure in cell
     assert any(line.split()[:1] == ["total"] and figure in line for line in table.splitlines())
     assert "2 GPUs, ZeRO-3" in " ".join(table.split())
 
