@@ -100,6 +100,23 @@ def test_allocated_peak_matches_a_real_training_step(case: Case) -> None:
         predicted.allocated_peak, measured.peak, measured.when, list(measured.breakdown.items())[:12])
 
 
+def test_expert_lora_merged_or_per_expert() -> None:
+    """The two Mixtral all-linear cases above measure the merged form: each layer keeps W + B·A of its whole expert
+    stack. --expert-lora per-expert (per-expert Linears) keeps none, nor does a quantised base, whose experts hfmem
+    counts as per-expert quantised Linears."""
+    config = tiny_config("mistralai/Mixtral-8x7B-v0.1", 2)
+    stack = 8 * (256 * 1792 + 896 * 256) * 2  # 8 experts' gate_up (256 x 2*896) and down (896 x 256), bf16
+
+    def merged(**extra) -> int:
+        act = cpu_activations(config, TrainingSettings(**{"method": "lora", "dtype": "bf16-pure", "micro_batch_size": 2,
+                                                          "seq_len": 64, "lora_targets": ("all-linear",)} | extra))
+        return act.layers[0].terms.get("lora_merged_experts", 0)
+
+    assert merged() == stack
+    assert merged(expert_lora="per-expert") == 0
+    assert merged(method="qlora") == 0
+
+
 def test_sdpa_with_a_padding_mask_keeps_a_mask_per_layer_and_repeated_kv() -> None:
     """Padded batches: each layer's SDPA keeps its own additive (b, 1, s, s) bf16 mask and K/V at the query
     heads' count; hfmem's attn.mask, attn.k and attn.v terms are those tensors."""

@@ -195,10 +195,12 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
         else frozenset()
     legacy = base is not None and base.name == "nf4" and settings.qlora_kernel == "bitsandbytes-legacy"
     copies = module_copies(ctx.arch, ctx.inventory, settings.modules_to_save, quantized)
+    # a quantised base's experts are counted as per-expert quantised Linears (method_notes), whose adapters are too
+    merged_experts = settings.expert_lora == "merged" and base is None
     return Trainability(
         trainable=copies.names,
-        lora=frozenset(g.name for g in groups if g.kind != "experts" or settings.expert_lora == "per-expert"),
-        merged=frozenset(g.name for g in groups if g.kind == "experts" and settings.expert_lora == "merged"),
+        lora=frozenset(g.name for g in groups if g.kind != "experts" or not merged_experts),
+        merged=frozenset(g.name for g in groups if g.kind == "experts" and merged_experts),
         kept_inputs=quantized if base is not None and (base.keeps_input or legacy) else frozenset(),
         dequantized=quantized if base is not None and base.saves_dequantized_weight else frozenset(),
         lora_rank=settings.lora_rank,
@@ -281,8 +283,8 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
         notes.append("LoRA: 'all-linear' adapts every nn.Linear/Conv1D except the output head (PEFT's rule); "
                      "alpha does not change memory; the frozen path's activations are still kept for backward")
         if any(g.kind == "experts" for g in lora_targets(ctx.inventory, s.lora_targets)):
-            how = ("PEFT's ParamWrapper, merged into the weights on each forward" if s.expert_lora == "merged"
-                   else "on per-expert nn.Linear modules")
+            how = ("PEFT's ParamWrapper, merged into the weights on each forward"
+                   if s.expert_lora == "merged" and ctx.base(s) is None else "on per-expert nn.Linear modules")
             notes.append(f"LoRA on MoE experts: each expert of the fused 3-D tensors gets its own r·(in+out) adapter "
                          f"({how})")
     base = ctx.base(s)

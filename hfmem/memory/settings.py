@@ -278,7 +278,8 @@ class TrainingSettings:
     """How LoRA adapts MoE experts stored as fused 3-D tensors (transformers 5): merged (PEFT's ParamWrapper: each
     forward builds W + B·A for the whole expert stack, which autograd keeps, and backward its full-size gradient)
     or per-expert (per-expert nn.Linear modules, as transformers 4 or axolotl's llama4_linearized_experts: each
-    expert's adapter keeps the inputs of its routed tokens)."""
+    expert's adapter keeps the inputs of its routed tokens). A quantised base's experts are counted as per-expert
+    quantised Linears, so their adapters are per-expert whatever this says."""
     lora_dropout: float = setting(0.0, Number(0, 1), affects=("trainability",), panel=TRAINING)
     """LoRA dropout on the adapters' input: above 0 each adapted layer keeps a dropout mask and its dropped input."""
     adapter_dtype: str = setting("fp32", Choice(ADAPTER_DTYPES, ADAPTER_DTYPE_ALIASES),
