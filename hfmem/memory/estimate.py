@@ -283,8 +283,8 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
         notes.append("LoRA: 'all-linear' adapts every nn.Linear/Conv1D except the output head (PEFT's rule); "
                      "alpha does not change memory; the frozen path's activations are still kept for backward")
         if any(g.kind == "experts" for g in lora_targets(ctx.inventory, s.lora_targets)):
-            how = ("PEFT's ParamWrapper, merged into the weights on each forward"
-                   if s.expert_lora == "merged" and ctx.base(s) is None else "on per-expert nn.Linear modules")
+            how = ("PEFT's ParamWrapper, merged into the weights on each forward" if trainability(ctx, s).merged
+                   else "on per-expert nn.Linear modules")
             notes.append(f"LoRA on MoE experts: each expert of the fused 3-D tensors gets its own r·(in+out) adapter "
                          f"({how})")
     base = ctx.base(s)

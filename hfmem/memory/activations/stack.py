@@ -49,14 +49,14 @@ def _label(kind: str, mlp_kind: str) -> str:
     return kind if mlp_kind in {"dense", "none"} else f"{kind}+moe"
 
 
-def _layer_activation(kind: str, count: int, saved: Saved, tokens: int, working: float,
-                      weights: dict[str, float] | None = None, weight_gradient: float = 0.0) -> LayerActivation:
+def _layer_activation(kind: str, count: int, saved: Saved, tokens: int, working: float, weights: dict[str, float],
+                      weight_gradient: float) -> LayerActivation:
     """A layer's per-token terms (and its backward's working set per token) at b·s tokens, the whole weights it saves
     whatever the token count (dequantised, LoRA-merged experts), and a weight-sized gradient its backward builds."""
     terms = {k: round(v * tokens) for k, v in saved.terms.items()}
-    terms |= {k: round(v) for k, v in (weights or {}).items() if v}
+    terms |= {k: round(v) for k, v in weights.items() if v}
     return LayerActivation(
-        kind=kind, count=count, bytes=round(saved.total * tokens) + round(sum((weights or {}).values())), terms=terms,
+        kind=kind, count=count, bytes=round(saved.total * tokens) + round(sum(weights.values())), terms=terms,
         attention_core_bytes=round(saved.s2_total * tokens),
         backward_working=round(working * tokens) + round(weight_gradient),
     )
