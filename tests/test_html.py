@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from hfmem.cli.main import run
-from hfmem.memory.advice import fit_grid
+from hfmem.render.labels import fit_grid
 from hfmem.memory.record import cells, estimates, path
 from hfmem.render.common import visible
 from hfmem.scan.runner import iter_records
@@ -217,7 +217,7 @@ def test_grid_colours_follow_the_fit_and_name_the_change(llama):
         kinds.add(kind)
         assert cell.all("rect")[0].attrs["class"] == f"v-{kind}"
         title = cell.all("title")[0].text()
-        assert (kind == "fits") == fit["asked"]["fits"] and fit["gpu"]["name"] in title
+        assert (kind == "fits") == fit["fits"] and fit["gpu"]["name"] in title
         if kind == "change":  # the change that makes it fit, by its description in the JSON
             assert any(m["description"] in title for m in fit["mitigations"])
         if kind == "gpus":

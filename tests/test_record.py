@@ -121,9 +121,9 @@ def test_scan_records_full_and_compact_are_valid_and_agree(tmp_path, monkeypatch
         check("scan_record", other)
         check("report", other["report"])
         small, large = cells(record["report"]), cells(other["report"])
-        assert [(c["method"], c["gpu"]["name"], c["status"], c["asked"]["total_bytes"], c["gpus_needed"],
+        assert [(c["method"], c["gpu"]["name"], c["status"], c["total_bytes"], c["gpus_needed"],
                  c["suggestion"]) for c in small] == [
-            (c["method"], c["gpu"]["name"], c["status"], c["asked"]["total_bytes"], c["gpus_needed"],
+            (c["method"], c["gpu"]["name"], c["status"], c["total_bytes"], c["gpus_needed"],
              c["suggestion"]) for c in large]
 
 
@@ -165,9 +165,9 @@ def test_one_total_per_cell(capsys):
     _, report = hfmem_json(capsys, "example:Meta-Llama-3-8B", "-f", "json", "-g", "t4", "-g", "h100")
     by_method = {e["method"]: e for e in estimates(report)}
     for cell in cells(report):
-        assert cell["asked"]["total_bytes"] == cell["asked"]["per_gpu_bytes"]["total"]
+        assert cell["total_bytes"] == cell["per_gpu_bytes"]["total"]
         if cell["gpu_defaults"] is None:
-            assert cell["asked"]["per_gpu_bytes"] == by_method[cell["method"]]["per_gpu_bytes"]
+            assert cell["per_gpu_bytes"] == by_method[cell["method"]]["per_gpu_bytes"]
     t4 = [c for c in cells(report) if c["gpu"]["name"] == "T4"]
     assert all(c["settings"]["dtype"] == "fp16" and c["settings"]["attention"] == "sdpa" for c in t4)
     assert all(by_method[c["method"]]["settings"]["dtype"] == "bf16" for c in t4)

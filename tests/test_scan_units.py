@@ -275,7 +275,7 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
     reports = {r["model"]: r["report"] for r in iter_records(out)}
     for model, row in rows.items():
         for fit in cells(reports[model]):
-            assert float(row[f"{fit['method']}_gib_per_gpu"]) == round(fit["asked"]["total_bytes"] / 2**30, 2)
+            assert float(row[f"{fit['method']}_gib_per_gpu"]) == round(fit["total_bytes"] / 2**30, 2)
         assert row["settings"].startswith("bf16 · adamw · seq 1024 · micro-batch 1")
     assert rows["example:gpt2"]["qlora_fits_on"] == "RTX 4090"
     assert rows["example:Meta-Llama-3-8B"]["full_fits_on"].endswith("× H100 80GB")

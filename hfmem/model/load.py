@@ -29,7 +29,7 @@ SettingsSource = HubSettings | Callable[[], HubSettings] | None
 T = TypeVar("T")
 
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The report's layout: the fit's rows under their method with the GPU, status and mitigations as indices, the GPUs
 and linear layers as rows, zero byte terms left out (5); a time's budget put back on reading, the fastest, cheapest
 and ranked setups as row references (6) (hfmem.memory.record)."""

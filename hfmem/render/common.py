@@ -7,7 +7,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from hfmem.memory.advice import SHARDING_NAMES, fit_grid, setup_label, short_gib
+from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, setup_label, short_gib
 from hfmem.memory.record import cells, estimates, picks, ranked
 from hfmem.memory.record import training as settings_of
 from hfmem.units import count
@@ -55,7 +55,7 @@ def paged_hint(report: dict[str, Any]) -> str:
     """A line for cells whose figure is above the card yet fit: paged optimizer states page out instead of failing."""
     for fit in cells(report):
         usable = fit["gpu"]["usable_bytes"]
-        shown = [fit["asked"]] if fit["asked"]["fits"] else list(fit.get("mitigations") or [])
+        shown = [fit] if fit["fits"] else list(fit.get("mitigations") or [])
         if any(c.get("total_bytes", 0) > usable >= c.get("required_bytes", 0) for c in shown):
             return PAGED_HINT
     return ""
@@ -122,12 +122,10 @@ def _value(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def time_line(report: dict[str, Any], found: list[dict[str, Any]] | None = None) -> str:
+def time_line(report: dict[str, Any]) -> str:
     """The fastest (and, with prices, the cheapest) fitting setup, e.g. "fastest: LoRA on 1× H100 80GB, 16.6k
-    tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time. `found`: the report's cells where the
-    caller has decoded them already."""
-    found = cells(report) if found is None else found  # decoded once for the picks and the ranking
-    picked = picks(report, found)
+    tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time."""
+    picked = picks(report)
     parts = []
     for label in ("fastest", "cheapest"):
         pick = picked.get(label)
@@ -138,7 +136,7 @@ def time_line(report: dict[str, Any], found: list[dict[str, Any]] | None = None)
         if "hours" in t:
             text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens"
         parts.append(text + (f", {_usd(t)}" if "cost_usd" in t else ""))
-    best_first = ranked(report, found)
+    best_first = ranked(report)
     if best_first:
         by = (report.get("plan") or {}).get("rank")
         best = [f"{i}. {_setup(p, ' ')}" + (f" {_usd(p['time'])}" if "cost_usd" in p["time"] else "")
@@ -172,7 +170,7 @@ def time_cell(fit: dict[str, Any]) -> str:
 def _setup(pick: dict[str, Any], joint: str) -> str:
     """A timed setup in words: "LoRA on 3× H100 80GB" (joint " on ") or "LoRA 3× H100 80GB" (joint " "); a change
     it is timed with in brackets: "QLoRA (+ckpt) on 1× H100 80GB"."""
-    change = f" ({pick['change']})" if pick.get("change") and pick["time"].get("setup") == "change" else ""
+    change = f" ({advice_label(pick['advice'])})" if pick["time"].get("setup") == "change" else ""
     return f"{METHOD_TITLES.get(pick['method'], pick['method'])}{change}{joint}{pick['num_gpus']}× {pick['gpu']}"
 
 
@@ -211,10 +209,10 @@ def _usd(time: dict[str, Any]) -> str:
 
 def napkin_line(report: dict[str, Any]) -> str:
     """The napkin rule as a contrast, in the table's unit, beside each method's figure from the table's own cells."""
-    napkin = report["estimates"][0]["rule_of_thumb"]["napkin_gib"]
+    napkin = estimates(report)[0]["rule_of_thumb"]["napkin_gib"]
     methods, rows = fit_grid(report)
     cells = rows[0][2] if rows else {}
     figures = ", ".join(f"{METHOD_TITLES.get(m, m).removesuffix(' fine-tune')} "
-                        f"{short_gib(cells[m]['asked']['total_bytes'])}"
+                        f"{short_gib(cells[m]['total_bytes'])}"
                         for m in methods if m in cells)
     return f"\"6 × params(B) GB\" napkin: {napkin:,.1f} GiB · hfmem: {figures} GiB"

@@ -9,7 +9,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from hfmem.memory.advice import fit_grid, verdict_parts
+from hfmem.render.labels import fit_grid, verdict_parts
 from hfmem.memory.record import estimates
 from hfmem.render.charts import PHASES
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, napkin_line, origin_line, paged_hint,

@@ -88,7 +88,7 @@ def _fit_cells(entries: list[dict[str, Any]]) -> list[FitCell]:
         try:
             gpu = entry["gpu"]
             found.append(FitCell(entry["method"], gpu["name"], frozenset({gpu_key(gpu["name"])}),
-                                 float(gpu["usable_gib"]), entry["asked"]["fits"] is True))
+                                 float(gpu["usable_gib"]), entry["fits"] is True))
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
     return found
@@ -136,7 +136,7 @@ def _method_figures(entries: list[dict[str, Any]], smallest: dict[str, str]) -> 
 
 
 def _gib(entries: list[dict[str, Any]]) -> float | None:
-    total = (entries[0].get("asked") or {}).get("total_bytes")
+    total = entries[0].get("total_bytes")
     return round(total / GIB, 2) if isinstance(total, (int, float)) else None
 
 
