@@ -63,7 +63,7 @@ def test_a_setup_whose_host_ram_is_short_does_not_fit_and_says_why() -> None:
 def test_a_full_checkpoint_save_short_of_host_ram_suggests_sharded_checkpoints() -> None:
     """Rank 0's host gathers the whole optimizer state (AdamW: 8 bytes per parameter) to save it in full; saving
     shards instead is the change that fits, before any that costs speed or accuracy."""
-    from hfmem.render.labels import recommended
+    from hfmem.render.labels import advice_text
 
     sharded = dict(method="full", sharding="fsdp", num_gpus=8, model_loading="rank0")
     full = estimate(*LLAMA3, TrainingSettings(**sharded))
@@ -72,7 +72,7 @@ def test_a_full_checkpoint_save_short_of_host_ram_suggests_sharded_checkpoints()
     ram = full.state.host_save_bytes / GIB - 1
     cell = fit_one(*LLAMA3, TrainingSettings(**sharded, host_ram_gib=ram), find_gpu("h100"), "full").to_dict()
     assert cell["short_of"].startswith("host RAM") and cell["mitigations"][0]["name"] == "sharded_checkpoints"
-    assert recommended(cell)[0].startswith("sharded save")
+    assert advice_text(cell).startswith("sharded save")
     saved = estimate(*LLAMA3, TrainingSettings(**sharded, state_dict_type="sharded"))
     assert saved.per_gpu_bytes.host_per_node < full.per_gpu_bytes.host_per_node and saved.total == full.total
 
@@ -82,14 +82,14 @@ def test_a_generation_short_of_gpu_memory_suggests_the_generation_s_own_changes(
     A100 40GB where the training step fits: the change that fits is a smaller generation batch (the micro-batch),
     not a training-side one; under ZeRO-3 the whole-model gather for generate is the peak, and gathering layer by
     layer is the change."""
-    from hfmem.render.labels import recommended
+    from hfmem.render.labels import advice_text
 
     grpo = dict(method="lora", generation_batch_size=128, generation_tokens=512)
     cell = fit_one(*LLAMA3, TrainingSettings(**grpo), find_gpu("a100-40gb"), "lora").to_dict()
     assert cell["phase"] == "generation" and not cell["fits"]
     assert [m["name"] for m in cell["mitigations"]][:1] == ["smaller_generation_batch"]
     assert cell["mitigations"][0]["settings_changes"] == {"generation_batch_size": 1}
-    assert recommended(cell)[0].startswith("gen b=1")
+    assert advice_text(cell).startswith("gen b=1")
     one = estimate(*LLAMA3, TrainingSettings(**grpo | {"generation_batch_size": 1}))
     assert cell["mitigations"][0]["total_bytes"] == one.per_gpu_bytes.total < 40 * GIB
 

@@ -95,8 +95,8 @@ def test_the_frontier_marks_the_setups_no_other_beats(tmp_path, capsys):
     desc = root.find(f"{NS}svg").find(f"{NS}desc").text
     assert desc.count(" USD, ") == len(on) and f"for {len(priced)} priced setups" in desc
     seen = check_figures(parse((tmp_path / "r.html").read_text(encoding="utf-8")), report)
-    # each setup: its dot, and its tokens/s and USD in the table (its hours and GPU-hours follow from them)
-    assert sum(s.rsplit(".", 1)[0] in priced for s in seen) == 3 * len(priced)
+    # each setup: its dot, and its tokens/s, hours, GPU-hours and USD in the table, each traced to the JSON
+    assert sum(s.rsplit(".", 1)[0] in priced for s in seen) == 5 * len(priced)
 
 
 def test_no_prices_no_frontier(tmp_path, capsys):

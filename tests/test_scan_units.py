@@ -44,7 +44,7 @@ def fake_report(model: str, total: int, fit: list | None = None) -> dict:
 
 def fit_entry(method: str, gpu: str, usable_gib: float, fits: bool, gpus_needed: int | None = None) -> dict:
     """One cell as the exports read it: method, GPU, its usable GiB, the verdict and the fewest GPUs needed."""
-    return {"method": method, "gpu": gpu, "usable_gib": usable_gib, "status": "fits" if fits else "multi_gpu",
+    return {"method": method, "gpu": gpu, "usable_gib": usable_gib, "verdict": "fits" if fits else "gpus",
             "total_bytes": 10 * 2**30, "max_micro_batch_size": 1 if fits else 0, "gpus_needed": gpus_needed,
             "suggestion": None}
 

@@ -62,20 +62,25 @@ def estimates(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, Any]]:
-    """Every fit cell as written, its `gpu` the GPU's entry in `gpus` (with its name), that entry's gpu_defaults, and
-    `src` where the cell is in the record ("fit.3"). A compact record's cells hold what its columns give. With `skip_bad`, a cell that does
+    """Every fit cell as written, joined with what it shares: `gpu` the GPU's entry in `gpus` (with its name), that
+    entry's gpu_defaults, `settings` its method's estimate's with those defaults applied, `per_gpu_bytes` the
+    estimate's where the cell has none of its own, and `src` where the cell is in the record ("fit.3"). A compact record's cells hold what its columns give. With `skip_bad`, a cell that does
     not read (an edited or foreign file) is left out."""
     table = report.get("fit")
     if isinstance(table, dict):
         return _compact_cells(report, table, skip_bad)
     if not isinstance(table, list):
         return []
-    entries = report.get("gpus") or {}
+    entries, ests = report.get("gpus") or {}, report.get("estimates") or {}
     out = []
     for i, cell in enumerate(table):
         try:
             gpu = {"name": cell["gpu"]} | entries.get(cell["gpu"], {})
-            out.append(cell | {"gpu": gpu, "gpu_defaults": gpu.get("gpu_defaults"), "src": f"fit.{i}"})
+            est = ests.get(cell["method"]) or {}
+            own = gpu.get("gpu_defaults")
+            out.append({"per_gpu_bytes": est.get("per_gpu_bytes")} | cell | {
+                "gpu": gpu, "gpu_defaults": own, "src": f"fit.{i}",
+                "settings": (est.get("settings") or {}) | (own or {}).get("changes", {})})
         except (KeyError, TypeError, AttributeError):
             if not skip_bad:
                 raise

@@ -99,7 +99,7 @@ def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
     row that does not read (a file handed to --csv may be edited or foreign)."""
     report = record.get("report")
     table = report.get("fit") if isinstance(report, dict) else None
-    if not isinstance(table, dict) or report.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
+    if not isinstance(table, (dict, list)) or report.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
         return []
     try:
         return cells(report, skip_bad=True)
@@ -142,13 +142,14 @@ def _gib(entries: list[dict[str, Any]]) -> float | None:
 
 def _fewest_gpus(entries: list[dict[str, Any]]) -> str:
     """Where one GPU is not enough: the fewest GPUs of any kind (the larger card on a tie), else "no fit"."""
-    multi = [e for e in entries if isinstance(e.get("gpus_needed"), int)]
+    needed = {id(e): e["gpus_needed"] if "gpus_needed" in e else (e.get("multi_gpu") or {}).get("num_gpus")
+              for e in entries}  # a compact cell's column, a full cell's multi-GPU search
+    multi = [e for e in entries if isinstance(needed[id(e)], int)]
     if not multi:
         return "no fit"
     usable = {id(e): e["gpu"].get("usable_gib") for e in multi}
-    best = min(multi, key=lambda e: (e["gpus_needed"],
-                                     -usable[id(e)] if isinstance(usable[id(e)], (int, float)) else 0))
-    return f"{best['gpus_needed']}× {best['gpu'].get('name')}"
+    best = min(multi, key=lambda e: (needed[id(e)], -usable[id(e)] if isinstance(usable[id(e)], (int, float)) else 0))
+    return f"{needed[id(best)]}× {best['gpu'].get('name')}"
 
 
 def settings_text(record: dict[str, Any]) -> str:
