@@ -85,8 +85,29 @@ def settings_line(report: dict[str, Any]) -> str:
     return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
-            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + gpu_defaults_text(report)
+            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + other_settings_text(report)
+            + gpu_defaults_text(report)
             + (f" · {prices}" if (prices := price_text(report)) else ""))
+
+
+SHOWN = frozenset({"method", "seq_len", "micro_batch_size", "dtype", "optimizer", "sharding", "num_gpus",
+                   "offload_optimizer", "offload_params", "gradient_checkpointing", "attention", "activation_fn",
+                   "tie_word_embeddings", "lora_rank", "lora_targets", "modules_to_save", "base_quantization",
+                   "eval_batch_size", "overhead", "resolved_optimizer", "resolved_sharding", "zero_stage"})
+"""The settings the assumes line already words (or that follow from others)."""
+
+
+def other_settings_text(report: dict[str, Any]) -> str:
+    """Every other setting of the plan that differs from hfmem's defaults, e.g. " · fused_loss cce ·
+    compile_layers on": a setting that moves the figures is never hidden."""
+    from hfmem.memory.settings import TrainingSettings
+
+    defaults, training = TrainingSettings().to_dict(), settings_of(report)
+    return "".join(f" · {k} {_on(v)}" for k, v in training.items() if k not in SHOWN and defaults.get(k) != v)
+
+
+def _on(value: Any) -> str:
+    return {True: "on", False: "off"}.get(value, _value(value)) if isinstance(value, bool) else _value(value)
 
 
 def gpu_defaults_text(report: dict[str, Any]) -> str:
@@ -134,7 +155,7 @@ def time_line(report: dict[str, Any]) -> str:
         t = pick["time"]
         text = f"{label}: {_setup(pick, ' on ')}, {t['tokens_per_s'] / 1000:,.1f}k tokens/s"
         if "hours" in t:
-            text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens"
+            text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens ({t['flops']:.3g} FLOPs)"
         parts.append(text + (f", {_usd(t)}" if "cost_usd" in t else ""))
     best_first = ranked(report)
     if best_first:

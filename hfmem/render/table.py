@@ -133,6 +133,8 @@ def breakdown_table(report: dict[str, Any]) -> Table:
         table.add_row(Text(term, style="bold" if term == "total" else ""),
                       *(gib(e["per_gpu_bytes"][term]) for e in ests))
     table.add_row("trainable params", *(count(e["parameters"]["trainable"]) for e in ests))
+    for key, words in (("model", "FLOPs/token (model)"), ("hardware", "FLOPs/token (executed)")):
+        table.add_row(words, *(f"{e['flops_per_token'][key]:.3g}" for e in ests))
     return table
 
 

@@ -135,13 +135,12 @@ def shape_key(arch: Architecture, inventory: Inventory, plan: Plan) -> tuple[str
 
 def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
-    from hfmem.compute.roofline import hfu_for
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
     from hfmem.memory.record import gpu_table, pick
     from hfmem.reporting.timing import flops_of, step_for
-    from hfmem.units import budget
+    from hfmem.units import budget, figure
 
     training = plan.training.validated()
     estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
@@ -174,15 +173,12 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             kind, est, flops = found
             step = step_for(est, flops, fit.gpu) | {"setup": kind}
             price = prices.get(fit.gpu.name)
-            cell["time"] = step | budget(step.get("tokens_per_s"), timed_gpus(cell, kind), plan.tokens,
-                                         None if price is None else price.usd_per_gpu_hour)
+            spent = budget(step.get("tokens_per_s"), timed_gpus(cell, kind), plan.tokens,
+                           None if price is None else price.usd_per_gpu_hour)
+            cell["time"] = step | spent | ({"flops": figure(plan.tokens * flops.hardware)} if spent else {})
         if cell["per_gpu_bytes"] == estimates[fit.method].per_gpu_bytes.to_dict():
             del cell["per_gpu_bytes"]  # the estimate's (a cell's own only where the GPU runs other defaults)
         cells.append(cell)
-    hfu = {g.arch: hfu_for(g.arch) for g in gpus}
-    for cell, fit in zip(cells, fits, strict=True):
-        if cell["time"] is not None and cell["time"].get("seconds") is not None:
-            cell["time"]["hfu_assumed"] = hfu.get(fit.gpu.arch)
     picked = {label: None if i is None else pick(cells[i], cells[i]["time"]["terms"])
               for label, i in fastest_and_cheapest(cells).items()}
     for cell in cells:  # the roofline terms are kept for the picks only
@@ -190,7 +186,8 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             cell["time"].pop("terms", None)
     ranked = ranking(cells, plan.rank)
     return PlanPart(gpus=gpus, fits=fits, plan=plan.to_dict(), gpu_entries=gpu_table(fits),
-                    estimates={m: e.to_dict() for m, e in estimates.items()}, fit=cells,
+                    estimates={m: e.to_dict() | {"flops_per_token": flops_of(arch, inventory, e).to_dict()}
+                               for m, e in estimates.items()}, fit=cells,
                     fastest_and_cheapest=picked, fit_ranking=None if ranked is None else [pick(cells[i]) for i in ranked],
                     prices=price_entry(prices))
 
