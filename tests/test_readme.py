@@ -54,3 +54,12 @@ def test_the_readme_example_is_what_its_command_prints(capsys, monkeypatch, tmp_
     monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
     assert run(command.split()) == 0
     assert "".join(line.rstrip() + "\n" for line in capsys.readouterr().out.splitlines()) == sample
+
+
+def test_the_front_page_stays_short() -> None:
+    """The README is a front page: five commands, five lines of Python and the Action in ten, the rest in docs/."""
+    text = README.read_text(encoding="utf-8")
+    blocks = dict(re.findall(r"^```(bash|python|yaml)\n(.*?)^```", text.split("## The commands", 1)[1], re.M | re.S))
+    assert len(text.splitlines()) <= 200
+    assert [line.split()[0] for line in blocks["bash"].splitlines()] == ["hfmem"] * 5
+    assert len(blocks["python"].splitlines()) <= 5 and len(blocks["yaml"].splitlines()) <= 10
