@@ -12,8 +12,6 @@ from markdown_it import MarkdownIt
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "ARCHITECTURE.md", *(ROOT / "docs").glob("*.md")])
-NOT_YET = {"docs/json.md"}
-"""Link targets allowed to be missing, each with its reason: docs/json.md, the JSON reference, comes with schema 7."""
 REMOVED = ("No", "Pe", "Pf", "Pi", "Ps", "Po", "Pd", "S", "Cc", "Co", "Cf", "Cn", "Z")
 """Unicode categories GitHub's anchor slugs drop (github-slugger's script/generate-regex.mjs): other numbers,
 punctuation but `-`, symbols, controls, private use, format, unassigned and separators but the space."""
@@ -61,8 +59,6 @@ def broken(page: Path, root: Path = ROOT) -> list[str]:
             continue
         path = (page.parent / unquote(parts.path)).resolve() if parts.path else page
         name = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-        if name in NOT_YET and root == ROOT:
-            continue
         if not path.exists():
             problems.append(f"{target}: no file {name}")
         elif parts.fragment and (path.suffix != ".md" or unquote(parts.fragment) not in anchors(path.read_text())):
@@ -73,10 +69,6 @@ def broken(page: Path, root: Path = ROOT) -> list[str]:
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
 def test_every_relative_link_resolves(page: Path) -> None:
     assert broken(page) == []
-
-
-def test_the_allow_list_names_only_missing_pages() -> None:
-    assert [name for name in NOT_YET if (ROOT / name).exists()] == [], "it exists now: take it off NOT_YET"
 
 
 def test_the_documentation_pages_link_each_other() -> None:

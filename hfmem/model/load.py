@@ -54,7 +54,7 @@ class ModelReport:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The stable JSON schema (documented in README.md, `schema_version` bumps on breaking changes)."""
+        """The stable JSON report (docs/json.md; `schema_version` bumps on breaking changes)."""
         ckpt = self.checkpoint
         return {
             "schema_version": SCHEMA_VERSION,

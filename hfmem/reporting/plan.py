@@ -72,7 +72,7 @@ class Plan:
 
 def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None, *,
                  curves: bool = False) -> dict[str, Any]:
-    """Analyse the model and return the documented JSON schema (see README.md)."""
+    """Analyse the model and return the documented JSON report (docs/json.md, hfmem/report.schema.json)."""
     return with_estimates(analyse(ref, settings), plan or Plan(), curves=curves)
 
 
