@@ -18,7 +18,8 @@ Public API (pure functions, no torch):
         estimate (a GPU that runs other defaults)}
 
 Each cell is the verdict for the setup asked (its sharding, GPU count and offload kept); a suggestion (a
-change, more GPUs) is searched only where that setup does not fit. The search uses the estimate's own terms. Memory grows with micro-batch and sequence, so both are
+change, more GPUs) is searched only where that setup does not fit. The search uses the estimate's own terms.
+Memory grows with micro-batch and sequence, so both are
 searches over a monotone total (on one GPU, at the given sequence / micro-batch). Multi-GPU tries counts
 1..max_gpus with the cheapest sharding first: DDP, ZeRO-1, ZeRO-2, ZeRO-3 (FSDP full shard is the
 same memory class), then ZeRO-3 with optimizer and then parameter offload; per sharding the smallest
@@ -36,19 +37,19 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hfmem.memory.activations import ActivationEstimate
-from hfmem.model.architecture import Architecture
 from hfmem.errors import InvalidInputError
+from hfmem.hardware.gpus import Gpu
+from hfmem.memory.activations import ActivationEstimate
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
-from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.estimate import Context, activations_for, estimate_in, phases, state_for
 from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
-from hfmem.hardware.gpus import Gpu
-from hfmem.model.inventory import Inventory
+from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.mitigations import REGISTRY, candidates, describe
 from hfmem.memory.model_state import ModelState
 from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory
 from hfmem.units import GIB
 
 VERDICTS = ("fits", "change", "gpus", "none")
@@ -138,7 +139,8 @@ def advise(fits: bool, mitigations: list[dict[str, Any]], multi: dict[str, Any] 
 def _change(m: dict[str, Any], num_gpus: int) -> dict[str, Any]:
     """A mitigation as advice: the change on the GPUs asked."""
     return {"kind": "change", "mitigation": m["name"], "description": describe(m["name"], m["settings_changes"]),
-            "settings_changes": dict(m["settings_changes"]), "num_gpus": num_gpus, "total_bytes": m["total_bytes"], "required_bytes": m["required_bytes"]}
+            "settings_changes": dict(m["settings_changes"]), "num_gpus": num_gpus, "total_bytes": m["total_bytes"],
+            "required_bytes": m["required_bytes"]}
 
 
 def _gpus(multi: dict[str, Any]) -> dict[str, Any]:

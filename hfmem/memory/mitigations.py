@@ -9,6 +9,7 @@ from typing import Any
 from hfmem.memory.model_state import saves_full
 from hfmem.memory.settings import TrainingSettings
 
+
 @dataclass(frozen=True)
 class Mitigation:
     """One change that cuts memory: its name (the JSON's), its words ({setting} filled in from its changes), its

@@ -64,7 +64,8 @@ def estimates(report: dict[str, Any]) -> list[dict[str, Any]]:
 def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, Any]]:
     """Every fit cell as written, joined with what it shares: `gpu` the GPU's entry in `gpus` (with its name), that
     entry's gpu_defaults, `settings` its method's estimate's with those defaults applied, `per_gpu_bytes` the
-    estimate's where the cell has none of its own, and `src` where the cell is in the record ("fit.3"). A compact record's cells hold what its columns give. With `skip_bad`, a cell that does
+    estimate's where the cell has none of its own, and `src` where the cell is in the record ("fit.3"). A compact
+    record's cells hold what its columns give. With `skip_bad`, a cell that does
     not read (an edited or foreign file) is left out."""
     table = report.get("fit")
     if isinstance(table, dict):
@@ -153,7 +154,8 @@ def _compact_cells(report: dict[str, Any], table: dict[str, Any], skip_bad: bool
     for method, group in (table.get("methods") or {}).items():
         for j, row in enumerate(group["rows"]):
             try:
-                c = {"total_bytes": group["total_bytes"], "suggestion": None} | dict(zip(table["columns"], row, strict=False))
+                c = {"total_bytes": group["total_bytes"], "suggestion": None} | dict(
+                    zip(table["columns"], row, strict=False))  # a row is cut after its last non-default column
                 name, verdict = names[c["gpu"]], table["verdicts"][c["verdict"]]
                 out.append(c | {"method": method, "gpu": {"name": name, "usable_gib": usable[name]},
                                 "verdict": verdict, "fits": verdict == "fits", "src": f"fit.methods.{method}.rows.{j}"})

@@ -7,9 +7,9 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, setup_label, short_gib
 from hfmem.memory.record import cells, estimates, picks, ranked
 from hfmem.memory.record import training as settings_of
+from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, setup_label, short_gib
 from hfmem.units import count
 
 # Control, zero-width and bidi-override characters: they could hide or reorder what a reader sees.

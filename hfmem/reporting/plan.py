@@ -12,8 +12,8 @@ from typing import Any
 
 from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.hardware.prices import Price
-from hfmem.memory.fit import timed_gpus, timed_setup
 from hfmem.hub.modelref import ModelRef
+from hfmem.memory.fit import timed_gpus, timed_setup
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
@@ -188,7 +188,8 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     return PlanPart(gpus=gpus, fits=fits, plan=plan.to_dict(), gpu_entries=gpu_table(fits),
                     estimates={m: e.to_dict() | {"flops_per_token": flops_of(arch, inventory, e).to_dict()}
                                for m, e in estimates.items()}, fit=cells,
-                    fastest_and_cheapest=picked, fit_ranking=None if ranked is None else [pick(cells[i]) for i in ranked],
+                    fastest_and_cheapest=picked,
+                    fit_ranking=None if ranked is None else [pick(cells[i]) for i in ranked],
                     prices=price_entry(prices))
 
 
