@@ -6,7 +6,7 @@ The report is the model's analysis (architecture, parameters, cross-check) plus,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -94,7 +94,7 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
                                  "estimates": part.estimates, "estimate_notes": part.estimate_notes, "fit": part.fit,
                                  "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking,
-                                 "prices": part.prices}
+                                 "prices": part.prices, "nodes": part.nodes}
     if curves:
         from hfmem.memory.curves import memory_curves
 
@@ -124,6 +124,8 @@ class PlanPart:
     """The timed rows as [method, index], best first by the plan's `rank` (None without one)."""
     prices: dict[str, Any]
     """The price of each GPU of the matrix that has one, and where it came from (`price_entry`)."""
+    nodes: dict[str, Any]
+    """The machine each GPU of the matrix is assumed in: its network and host RAM, and where they came from."""
 
 
 BY_SHAPE: Memo[PlanPart] = Memo(64)
@@ -140,7 +142,6 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     from hfmem.compute.roofline import hfu_for
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
-    from hfmem.memory.fit import fit_matrix
     from hfmem.memory.record import compact_estimates, fit_table, gpu_rows, row_refs, written_training
     from hfmem.reporting.timing import flops_of, step_for
     from hfmem.units import budget
@@ -149,7 +150,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
     per_method = {m: plan.settings_for(m) for m in plan.method_settings}
     gpus = plan.gpus or catalogue()
-    fits = fit_matrix(arch, inventory, training, gpus, plan.methods, per_method=per_method, stated=plan.stated)
+    fits = node_fits(arch, inventory, plan, gpus, per_method)
     prices = prices_for([g.name for g in gpus], plan.prices)
     setups: dict[tuple, tuple[Any, Any]] = {}  # (method, setup, changes) -> (estimate, FLOPs): GPU-independent
 
@@ -166,7 +167,8 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             setups[key] = est, flops_of(arch, inventory, est)
         return kind, *setups[key]
 
-    cells = []
+    cells: list[dict[str, Any]] = []
+    short_of_host: set[int] = set()
     for fit in fits:
         cell = fit.to_dict()
         found = timed(fit.method, cell)
@@ -174,7 +176,9 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             cell["time"] = None
         else:
             kind, est, flops = found
-            step = step_for(est, flops, fit.gpu) | {"setup": kind}
+            step = step_for(est, flops, fit.gpu, units=arch.num_layers + 1) | {"setup": kind}
+            if not host_room(est.per_gpu_bytes.host_per_node, fit.gpu, est.settings):
+                short_of_host.add(len(cells))
             price = prices.get(fit.gpu.name)
             cell["time"] = step | budget(step.get("tokens_per_s"), timed_gpus(cell, kind), plan.tokens,
                                          None if price is None else price.usd_per_gpu_hour)
@@ -186,13 +190,13 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     written = plan_dict | {"training": written_training(plan_dict["training"])}
     refs = row_refs(cells)
     picked = {label: None if i is None else {"row": refs[i], "terms": cells[i]["time"]["terms"]}
-              for label, i in fastest_and_cheapest(cells).items()}
+              for label, i in fastest_and_cheapest(cells, training.pick_floor, short_of_host).items()}
     ranked = ranking(cells, plan.rank)
     return PlanPart(gpus=gpus, fits=fits, plan=written, gpu_entries=gpu_entries, estimates=compact,
                     estimate_notes=notes,
                     fit=fit_table(cells, full, gpu_entries, {g.arch: hfu_for(g.arch) for g in gpus}),
                     fastest_and_cheapest=picked, fit_ranking=None if ranked is None else [refs[i] for i in ranked],
-                    prices=price_entry(prices))
+                    prices=price_entry(prices), nodes=node_entry(gpus, training))
 
 
 def price_entry(prices: Mapping[str, Price]) -> dict[str, Any]:
@@ -219,10 +223,70 @@ def ranking(cells: list[dict[str, Any]], by: str | None) -> list[int] | None:
                                         -cells[i]["time"]["tokens_per_s"]))
 
 
-def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, int | None]:
+def fastest_and_cheapest(cells: list[dict[str, Any]], floor: float = 0.0,
+                         short_of_host: Collection[int] = ()) -> dict[str, int | None]:
     """The indices of the timed cells with the most tokens/s and, where priced, the lowest cost for the token
-    budget (None where there is none)."""
-    timed = [i for i, c in enumerate(cells) if c.get("time") and c["time"].get("tokens_per_s")]
-    priced = [i for i in timed if "cost_usd" in cells[i]["time"]]
-    return {"fastest": max(timed, key=lambda i: cells[i]["time"]["tokens_per_s"], default=None),
+    budget (None where there is none). Neither is a cell whose setup needs more host RAM than its machine has
+    (`short_of_host`), nor one slower than `floor` times the fastest cell of its method."""
+    timed = [i for i, c in enumerate(cells) if c.get("time") and c["time"].get("tokens_per_s")
+             and i not in short_of_host]
+    best: dict[str, float] = {}
+    for i in timed:
+        best[cells[i]["method"]] = max(best.get(cells[i]["method"], 0.0), cells[i]["time"]["tokens_per_s"])
+    quick = [i for i in timed if cells[i]["time"]["tokens_per_s"] >= floor * best[cells[i]["method"]]]
+    priced = [i for i in quick if "cost_usd" in cells[i]["time"]]
+    return {"fastest": max(quick, key=lambda i: cells[i]["time"]["tokens_per_s"], default=None),
             "cheapest": min(priced, key=lambda i: cells[i]["time"]["cost_usd"], default=None)}
+
+
+def host_ram_gib(settings: TrainingSettings, gpu: Gpu) -> float | None:
+    """The host RAM per machine a GPU's cells assume: the setting where given, else the GPU's common server's
+    (hfmem gpus; None: not checked)."""
+    from hfmem.hardware.specs import node_specs
+
+    return settings.host_ram_gib if settings.host_ram_gib is not None else node_specs(gpu).host_ram_gib
+
+
+def host_room(host_per_node: int, gpu: Gpu, settings: TrainingSettings) -> bool:
+    """Whether a setup's host RAM per machine fits the machine `gpu` is assumed in (unknown: not checked)."""
+    from hfmem.units import GIB
+
+    ram = host_ram_gib(settings, gpu)
+    return ram is None or host_per_node <= ram * GIB
+
+
+def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[Gpu, ...],
+              per_method: Mapping[str, TrainingSettings]) -> list[Any]:
+    """The fit matrix (methods outer, GPUs in order) with each GPU's cells at its machine's host RAM (host_ram_gib):
+    one fit_matrix per distinct host RAM, the GPUs sharing it together."""
+    from hfmem.memory.fit import fit_matrix
+
+    training = plan.training.validated()
+    groups: dict[float | None, list[Gpu]] = {}
+    for gpu in gpus:
+        groups.setdefault(host_ram_gib(training, gpu), []).append(gpu)
+    order = {(m, g.spec): (i, j) for i, m in enumerate(plan.methods) for j, g in enumerate(gpus)}
+    fits = []
+    for ram, members in groups.items():
+        own = {m: replace(s, host_ram_gib=ram) for m, s in per_method.items()}
+        fits += fit_matrix(arch, inventory, replace(training, host_ram_gib=ram), members, plan.methods,
+                           max_gpus=training.max_gpus, per_method=own, stated=plan.stated)
+    return sorted(fits, key=lambda f: order[(f.method, f.gpu.spec)])
+
+
+def node_entry(gpus: tuple[Gpu, ...], training: TrainingSettings) -> dict[str, Any]:
+    """The report's `nodes`: per GPU of the matrix, the network (Gb/s per GPU) and host RAM (GiB per machine) its
+    cells assume, each with its origin ("given", the server named, or None: not checked / no network figure)."""
+    from hfmem.hardware.specs import node_specs
+    from hfmem.reporting.timing import network_gbps
+
+    out = {}
+    for gpu in gpus:
+        node = node_specs(gpu)
+        ram = host_ram_gib(training, gpu)
+        net = network_gbps(training, gpu)
+        out[gpu.spec] = {"gpus_per_node": training.gpus_per_node,
+                         "network_gbps": [net, "given" if training.network_gbps is not None else node.server],
+                         "host_ram_gib": [ram, "given" if training.host_ram_gib is not None else node.server],
+                         "sources": node.sources}
+    return out
