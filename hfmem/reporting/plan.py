@@ -275,18 +275,13 @@ def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[
 
 
 def node_entry(gpus: tuple[Gpu, ...], training: TrainingSettings) -> dict[str, Any]:
-    """The report's `nodes`: per GPU of the matrix, the network (Gb/s per GPU) and host RAM (GiB per machine) its
-    cells assume, each with its origin ("given", the server named, or None: not checked / no network figure)."""
+    """The report's `nodes`: per GPU of the matrix, [network Gb/s per GPU, host RAM GiB per machine, its common
+    server] as its cells assume them (null: no network figure / host RAM not checked), and which of the two a
+    setting `given` instead of the server; the servers' sources are in `hfmem gpus --format json`."""
     from hfmem.hardware.specs import node_specs
     from hfmem.reporting.timing import network_gbps
 
-    out = {}
-    for gpu in gpus:
-        node = node_specs(gpu)
-        ram = host_ram_gib(training, gpu)
-        net = network_gbps(training, gpu)
-        out[gpu.spec] = {"gpus_per_node": training.gpus_per_node,
-                         "network_gbps": [net, "given" if training.network_gbps is not None else node.server],
-                         "host_ram_gib": [ram, "given" if training.host_ram_gib is not None else node.server],
-                         "sources": node.sources}
-    return out
+    given = [k for k in ("network_gbps", "host_ram_gib") if getattr(training, k) is not None]
+    return {"gpus_per_node": training.gpus_per_node, "given": given,
+            "by_gpu": {g.spec: [network_gbps(training, g), host_ram_gib(training, g), node_specs(g).server]
+                       for g in gpus}}
