@@ -61,7 +61,7 @@ def predict(row: dict[str, Any], models: dict[str, Any], cache: dict[str, Any], 
     transfers = ()
     if row["sharding"]:
         transfers = data_parallel_transfers(row["sharding"], gpus, parameter_bytes=2 * params, trainable_bytes=2 * params,
-                                            gradient_bytes=row["reduce_bytes"] * params)
+                                            gradient_bytes=row["reduce_bytes"] * params, units=arch.num_layers + 1)
     traffic = hbm_traffic(weight_bytes=2 * params, passes=weight_passes(row["checkpointing"]),
                           gradient_bytes=4 * params / gpus, optimizer_bytes=MASTER_AND_ADAM_BYTES * params / gpus)
     step = step_time(flops, node, tokens_per_micro_batch=row["seq_len"] * row["micro_batch"],
