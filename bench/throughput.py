@@ -90,6 +90,10 @@ def main() -> None:
     for split in ("fit", "held_out"):
         errs = [error[r["id"]] for r in rows if r["split"] == split]
         print(f"| split {split} | {len(errs)} | {_median_abs(errs)} |")
+    for scale, across in (("one machine (<= 8 GPUs)", False), ("several machines (> 8 GPUs)", True)):
+        for split in ("fit", "held_out"):
+            errs = [error[r["id"]] for r in rows if r["split"] == split and ((r["num_gpus"] or 1) > 8) == across]
+            print(f"| {scale}, {split} | {len(errs)} | {_median_abs(errs)} |")
     # A utilisation per GPU type from the fit rows alone (the median published/predicted ratio), tried on held-out rows.
     per_gpu = {}
     for gpu in sorted({r["gpu"] for r in rows}):
