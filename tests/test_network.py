@@ -58,11 +58,15 @@ def test_offload_beyond_the_servers_host_ram_does_not_fit(capsys) -> None:
     default = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4")
     cell = cells(default)[0]
     assert cell["status"] == "does_not_fit" and default["nodes"]["by_gpu"]["T4"] == [12.5, 384, "AWS g4dn.metal"]
+    [(method, gpu, change, need, has)] = default["host_ram_short"]  # ZeRO-Infinity: what the ✗ would have taken
+    assert (method, gpu, change, has) == ("full", "T4", "zero3_offload_params", 384) and 1024 < need < 1300
     offload = ("--zero", "3", "--offload-optimizer", "--offload-params")
     asked = cells(_report(capsys, "example:gpt2", "-m", "full", "-g", "t4", *offload, "--host-ram-gib", "1"))[0]
     assert asked["asked"]["short_of"].startswith("host RAM: ")
     roomy = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--host-ram-gib", "2048"))[0]
     assert roomy["status"] == "fits_with_mitigation" and "offload" in roomy["mitigation"]["name"]
+    assert _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--host-ram-gib", "2048")[
+        "host_ram_short"] == []
 
 
 def test_max_gpus_bounds_the_search(capsys) -> None:

@@ -94,7 +94,7 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
                                  "estimates": part.estimates, "estimate_notes": part.estimate_notes, "fit": part.fit,
                                  "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking,
-                                 "prices": part.prices, "nodes": part.nodes}
+                                 "prices": part.prices, "nodes": part.nodes, "host_ram_short": part.host_ram_short}
     if curves:
         from hfmem.memory.curves import memory_curves
 
@@ -126,6 +126,8 @@ class PlanPart:
     """The price of each GPU of the matrix that has one, and where it came from (`price_entry`)."""
     nodes: dict[str, Any]
     """The machine each GPU of the matrix is assumed in: its network and host RAM, and where they came from."""
+    host_ram_short: list[list[Any]]
+    """The offload changes the verdicts drop for host RAM (`host_shortfalls`)."""
 
 
 BY_SHAPE: Memo[PlanPart] = Memo(64)
@@ -196,7 +198,8 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
                     estimate_notes=notes,
                     fit=fit_table(cells, full, gpu_entries, {g.arch: hfu_for(g.arch) for g in gpus}),
                     fastest_and_cheapest=picked, fit_ranking=None if ranked is None else [refs[i] for i in ranked],
-                    prices=price_entry(prices), nodes=node_entry(gpus, training))
+                    prices=price_entry(prices), nodes=node_entry(gpus, training),
+                    host_ram_short=host_shortfalls(arch, inventory, plan, fits))
 
 
 def price_entry(prices: Mapping[str, Price]) -> dict[str, Any]:
@@ -285,3 +288,35 @@ def node_entry(gpus: tuple[Gpu, ...], training: TrainingSettings) -> dict[str, A
     return {"gpus_per_node": training.gpus_per_node, "given": given,
             "by_gpu": {g.spec: [network_gbps(training, g), host_ram_gib(training, g), node_specs(g).server]
                        for g in gpus}}
+
+
+def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan, fits: list[Any]) -> list[list[Any]]:
+    """The report's `host_ram_short`: per cell that does not fit as asked, the least intrusive offload change
+    (ZeRO-Offload, then ZeRO-Infinity) that would fit its GPU, where it needs more host RAM per machine than the
+    machine has, as [method, GPU, change, GiB needed per machine, GiB it has]: what a `✗` on a small card would
+    have taken."""
+    from hfmem.memory.estimate import estimate
+    from hfmem.memory.mitigations import candidates
+    from hfmem.units import GIB
+
+    training = plan.training.validated()
+    needs: dict[tuple, Any] = {}  # (method, GPU defaults, change) -> the change's per-GPU figures: GPU-independent
+    out = []
+    for fit in fits:
+        ram = host_ram_gib(training, fit.gpu)
+        if fit.status == "fits" or ram is None:
+            continue
+        defaults = (fit.gpu_defaults or {}).get("changes", {})
+        asked = replace(plan.settings_for(fit.method), **defaults).validated()
+        for name, changes in candidates(asked):
+            if not changes.get("offload_optimizer"):
+                continue
+            key = (fit.method, tuple(sorted(defaults.items())), name)
+            if key not in needs:
+                needs[key] = estimate(arch, inventory, replace(asked, **changes).validated()).per_gpu_bytes
+            need = needs[key]
+            if need.required <= fit.gpu.usable_bytes:  # the least intrusive offload that fits the GPU
+                if need.host_per_node > ram * GIB:
+                    out.append([fit.method, fit.gpu.spec, name, round(need.host_per_node / GIB, 1), ram])
+                break
+    return out
