@@ -26,11 +26,12 @@ from hfmem.scan.runner import iter_records
 
 EXAMPLES = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "hfmem" / "examples").iterdir())
 SCHEMA = json.loads(resources.files("hfmem").joinpath("report.schema.json").read_text(encoding="utf-8"))
-FULL_LIMIT = 22_000
+FULL_LIMIT = 22_500
 """Bytes of `hfmem example:NAME -f json` at most, also with a token budget, a ranking and 8×ZeRO-3 (schema_version 2
 wrote 346-420 kB per example, 4 26.7-32.6 kB; 5 17.1-19.2 kB, up to 37.9 kB with a budget and a ranking; 6 writes
 16.5-18.0 kB, at most 19.7 kB with all three; each GPU's machine, its network and host RAM in `nodes` and the
-cells' variants, and the multi-machine setups now timed, add about 1.7 kB: at most 21.4 kB)."""
+cells' variants, the offloads short of host RAM and the multi-machine setups now timed add up to 2.3 kB: 19.2-21.9
+kB with all three)."""
 COMPACT_LIMIT = 4_000
 """Bytes of one `hfmem scan --compact` JSONL line at most (3.8 kB for Meta-Llama-3-8B on the whole catalogue)."""
 
