@@ -180,8 +180,10 @@ def data_parallel_transfers(sharding: str, num_gpus: int, *, parameter_bytes: fl
     all-gather of the updated weights after the optimizer. zero2: the reduce-scatter every micro-batch (its
     gradients are partitioned). zero3 / fsdp_full_shard: every micro-batch, an all-gather in forward and again in
     backward, a reduce-scatter in backward, each prefetched behind the neighbouring unit's compute (FSDP
-    forward_prefetch/backward_prefetch, DeepSpeed's stage3 prefetch bucket). fsdp_shard_grad_op: the forward
-    all-gather (the weights stay gathered through backward) and the reduce-scatter.
+    backward_prefetch=BACKWARD_PRE, FSDP2's implicit prefetch, DeepSpeed's stage3_prefetch_bucket_size), except
+    the first unit's gather, which nothing precedes, and the last unit's reduce-scatter, which nothing follows.
+    fsdp_shard_grad_op: the forward all-gather (the weights stay gathered through backward) and the
+    reduce-scatter.
     """
     if sharding not in SHARDINGS:
         raise InvalidInputError(f"unknown sharding {sharding!r}; expected one of {', '.join(SHARDINGS)}.")
@@ -196,12 +198,15 @@ def data_parallel_transfers(sharding: str, num_gpus: int, *, parameter_bytes: fl
         per = "step" if sharding == "zero1" else "micro_batch"
         return (Transfer("zero_reduce_scatter", "reduce_scatter", gradient_bytes, per, "backward", **group),
                 Transfer("zero_all_gather_updated", "all_gather", trainable_bytes, "step", None, **group))
-    each = {**group, "count": max(1, units)}
-    transfers = [Transfer("all_gather_forward", "all_gather", parameter_bytes, "micro_batch", "forward", **each)]
+    units = max(1, units)
+    each = {**group, "count": units}
+    transfers = [Transfer("all_gather_forward", "all_gather", parameter_bytes, "micro_batch", "forward", **each,
+                          tail=parameter_bytes / units)]
     if sharding != "fsdp_shard_grad_op":
         transfers.append(Transfer("all_gather_backward", "all_gather", parameter_bytes, "micro_batch", "backward",
                                   **each))
-    transfers.append(Transfer("reduce_scatter", "reduce_scatter", gradient_bytes, "micro_batch", "backward", **each))
+    transfers.append(Transfer("reduce_scatter", "reduce_scatter", gradient_bytes, "micro_batch", "backward", **each,
+                              tail=gradient_bytes / units))
     return tuple(transfers)
 
 
