@@ -52,6 +52,7 @@ class Fabric:
 
     @property
     def nodes(self) -> int:
+        """Machines the group spans."""
         return math.ceil(self.ranks / self.per_node)
 
 
@@ -81,6 +82,7 @@ def point_to_point(n: float, link: Link) -> float:
 
 
 def _flat(op: str, p: int, n: float, link: Link, algorithm: str) -> float:
+    """One `op` over `p` ranks on one link."""
     if op == "all_reduce":
         return tree_all_reduce(p, n, link) if algorithm == "tree" else ring_all_reduce(p, n, link)
     if op in {"reduce_scatter", "all_gather"}:
@@ -91,11 +93,12 @@ def _flat(op: str, p: int, n: float, link: Link, algorithm: str) -> float:
 
 
 def collective_seconds(op: str, fabric: Fabric, n: float, *, algorithm: str = "ring") -> float:
-    """Seconds of one `op` on an `n`-byte buffer over `fabric`: flat inside a node, hierarchical across nodes."""
+    """Seconds of one `op` on an `n`-byte buffer over `fabric`: flat inside a node, hierarchical across nodes (a
+    partly filled last node counts as a whole one)."""
     if op not in OPS or algorithm not in ALGORITHMS:
         raise InvalidInputError(f"unknown collective {op!r} ({algorithm!r}); expected one of {', '.join(OPS)}.")
     g, nodes = min(fabric.per_node, fabric.ranks), fabric.nodes
-    if nodes == 1 or op == "p2p" and g == fabric.ranks:
+    if nodes == 1:
         return _flat(op, fabric.ranks, n, fabric.intra, algorithm)
     if fabric.inter is None:
         raise InvalidInputError(f"a group of {fabric.ranks} GPUs spans {nodes} nodes; no network figure.")
@@ -122,7 +125,8 @@ SCHEDULES = {
 
 
 def pipeline_bubble(schedule: str, stages: int, micro_batches: int, chunks: int = 1) -> float:
-    """The bubble of `schedule` over `stages` stages, `micro_batches` per step, `chunks` per GPU (interleaved)."""
+    """The bubble of `schedule` over `stages` stages, `micro_batches` per step, `chunks` per GPU (interleaved): its
+    idle time over the ideal compute time of the step (SCHEDULES)."""
     if schedule not in SCHEDULES:
         raise InvalidInputError(f"unknown pipeline schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}.")
     if stages < 1 or micro_batches < 1 or chunks < 1:

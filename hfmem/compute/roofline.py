@@ -100,6 +100,7 @@ class Machine:
         return Fabric(ranks, per_node, self.intra, self.inter)
 
     def pcie(self) -> float:
+        """The host link's bytes per second, one direction; a one-line error where the catalogue has none."""
         if not self.pcie_bytes_per_s:
             raise InvalidInputError("no PCIe bandwidth for this GPU; the catalogue has no vendor figure for it.")
         return self.pcie_bytes_per_s
@@ -156,6 +157,7 @@ class Transfer:
 
     @property
     def link(self) -> str:
+        """"pcie" for a host copy, "gpu" for a collective: transfers on one link and window queue behind each other."""
         return "pcie" if self.op == "copy" else "gpu"
 
     def seconds(self, node: Machine, buffer: float | None = None) -> float:
