@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MEMORY = json.loads((ROOT / "fixtures" / "parallel_published.json").read_text())
 THROUGHPUT = json.loads((ROOT / "fixtures" / "throughput_multinode.json").read_text())
 ENTRIES, ROWS = MEMORY["entries"], THROUGHPUT["rows"]
-METRICS = {"max_memory_allocated", "max_memory_reserved", "nvidia-smi"}
+METRICS = {"max_memory_allocated", "max_memory_reserved", "nvidia-smi", "capacity"}
 
 
 def _split(row_id: str) -> str:
@@ -41,7 +41,7 @@ def test_enough_rows_from_enough_sources() -> None:
 def test_each_memory_row_has_provenance_a_layout_and_its_flags(entry: dict) -> None:
     prov, layout, args = entry["provenance"], entry["layout"], entry["run"]["args"]
     assert prov["url"].startswith("https://") and prov["quote"] and prov["rank"] and prov["date_read"][:2] == "20"
-    assert prov["metric"] in METRICS and entry["kind"] in {"measured", "lower_bound"} and entry["measured_gib"] > 0
+    assert prov["metric"] in METRICS and entry["kind"] in {"measured", "lower_bound", "upper_bound"} and entry["measured_gib"] > 0
     assert (ROOT / entry["run"]["model"]).is_file() and entry["split"] == _split(entry["id"])
     assert layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"] == layout["num_gpus"]
     assert layout["micro_batch"] * layout["dp"] * layout["grad_accum"] == layout["global_batch"]
