@@ -50,6 +50,7 @@ def test_each_memory_row_has_provenance_a_layout_and_its_flags(entry: dict) -> N
     assert int(_flag(args, "--batch-size")) == layout["micro_batch"]
     assert int(_flag(args, "--grad-accum")) == layout["grad_accum"]
     assert ("--sequence-parallel" in args) == layout["sequence_parallel"]
+    assert layout["schedule"] == (_flag(args, "--pp-schedule") if layout["pp"] > 1 else None)
     assert all({"setting", "value", "from"} <= set(i) for i in entry["inferred"])
 
 
