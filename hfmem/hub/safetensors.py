@@ -14,6 +14,7 @@ from typing import Any
 
 from hfmem.errors import MalformedCheckpointError
 from hfmem.hub.files import INDEX_FILE
+from hfmem.hub.schema import COUNT, Map, Nullable, OneOf
 
 MAX_HEADER_BYTES = 25_000_000  # the limit the safetensors library and huggingface_hub enforce
 PREFIX_BYTES = 8
@@ -26,6 +27,9 @@ DTYPE_BYTES: dict[str, float] = {
     "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1,
     "F6_E2M3": 0.75, "F6_E3M2": 0.75, "F4": 0.5,
 }
+CHECKPOINT_SCHEMA = {"files": COUNT, "index_total_size": Nullable(COUNT),
+                     "tensors": Map((OneOf(DTYPE_BYTES), [COUNT]))}
+"""`Checkpoint.to_dict` as hub.schema declares it: what hfmem's cache must hold to be read back."""
 
 
 @dataclass(frozen=True)
