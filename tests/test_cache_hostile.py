@@ -124,7 +124,8 @@ def corrupted(draw: st.DrawFn, kind: str, key: str, original: bytes, swapped: by
         return how, file_bytes(kind, key, json.dumps(fake).encode())
     if how == "key dropped":
         name = draw(st.sampled_from(sorted(entry)))
-        return f"dropped {name}", file_bytes(kind, key, json.dumps({k: v for k, v in entry.items() if k != name}).encode())
+        kept = {k: v for k, v in entry.items() if k != name}
+        return f"dropped {name}", file_bytes(kind, key, json.dumps(kept).encode())
     if how == "key added":
         return how, file_bytes(kind, key, json.dumps(entry | {draw(st.text(min_size=1, max_size=6).filter(
             lambda k: k not in entry)): draw(VALUE)}).encode())

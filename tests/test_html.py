@@ -24,7 +24,7 @@ import pytest
 from hfmem.cli.main import run
 from hfmem.memory.advice import fit_grid
 from hfmem.memory.record import cells, estimates, path
-from hfmem.render.common import visible
+from hfmem.text import visible
 from hfmem.scan.runner import iter_records
 from hfmem.units import GIB
 

@@ -19,7 +19,7 @@ from hfmem.cli.main import run
 from hfmem.cli.plots import BROWSERS, PNG_SCALE
 from hfmem.cli.png import SIGNATURE, chunk, chunks, crop_height
 from hfmem.memory.record import cells, path
-from hfmem.render.common import visible
+from hfmem.text import visible
 from test_html import EXAMPLES, HOSTILE, check_figures, hostile_report, parse, resolve
 
 NS = "{http://www.w3.org/2000/svg}"
