@@ -12,6 +12,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from hfmem.constants import MAX_SHARDS
 from hfmem.errors import MalformedCheckpointError
 from hfmem.hub.files import INDEX_FILE
 from hfmem.hub.schema import COUNT, Map, Nullable, OneOf
@@ -158,10 +159,14 @@ def _is_count(value: Any) -> bool:
 
 
 def shard_files(index: Any, filename: str = INDEX_FILE) -> tuple[list[str], int | None]:
-    """The shard file names a `model.safetensors.index.json` names, and its declared total_size."""
+    """The shard file names a `model.safetensors.index.json` names (at most MAX_SHARDS), and its declared
+    total_size."""
     if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
         raise MalformedCheckpointError(f"{filename}: no `weight_map` object.")
     shards = sorted({v for v in index["weight_map"].values() if isinstance(v, str)})
+    if len(shards) > MAX_SHARDS:
+        raise MalformedCheckpointError(f"{filename} names {len(shards):,} shard files, over the {MAX_SHARDS:,} that "
+                                       "any real checkpoint stays far below; refusing to read them.")
     if not shards or len(shards) != len(set(index["weight_map"].values())):
         raise MalformedCheckpointError(f"{filename}: `weight_map` values must be shard file names.")
     for shard in shards:
