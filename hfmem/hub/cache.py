@@ -86,7 +86,7 @@ def _read(path: Path, limit: int) -> bytes | None:
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            raw = handle.read(limit + 1)  # the file may grow after fstat
+            raw = handle.read(info.st_size + 1)  # its size, not the bound: a read allocates what it asks for
     except OSError:
         return None
     finally:
