@@ -11,7 +11,6 @@ import json
 import struct
 from pathlib import Path
 
-import pytest
 from markdown_it import MarkdownIt
 
 from hfmem.cli.main import run

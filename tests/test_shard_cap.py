@@ -68,7 +68,7 @@ def test_every_hub_request_counts_against_the_budget_retries_too(hub, capsys, mo
     """Four shards take 7 requests (resolve, config.json, index, four headers, each of those four following the
     test Hub's redirect to its CDN: 11 HTTP requests); ten 429s answered at once are ten retries more, 17 requests
     in all: past a budget of 12 the model fails, within the default it is analysed."""
-    import hfmem.hub.client as client
+    from hfmem.hub import client
 
     sharded_repo(hub, "hostile/four-shards", 4)
     code, err = hfmem(capsys, "hostile/four-shards", "--format", "json")
