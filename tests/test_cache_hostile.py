@@ -251,3 +251,18 @@ def test_a_pinned_commit_swapped_for_another_is_not_served(cold_hub, warm, capsy
     out, err = capsys.readouterr()
     assert code == 0, err
     assert json.loads(out)["parameters"]["total"] == warm["reports"][MODEL]["parameters"]["total"]
+
+
+@pytest.mark.parametrize("ref", [{"repo_id": "a\x00b", "sha": "c"}, {"repo_id": MODEL, "sha": "\x00"},
+                                 {"repo_id": "../../..", "sha": "../etc/passwd"}], ids=["NUL id", "NUL sha", "dots"])
+def test_a_forged_ref_offline_is_a_miss(cold_hub, warm, capsys, monkeypatch, ref):
+    """A ref of the right shape whose strings are hostile (its digest correct): the commit it names has no entry, so
+    offline the run is a cache miss (exit 10), never an internal error, and nothing is read outside the cache."""
+    key = warm["keys"][MODEL]["refs"]
+    cache._path("refs", key).write_bytes(file_bytes("refs", key, json.dumps(ref).encode()))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    capsys.readouterr()
+    code = run([MODEL, "--format", "json"])
+    err = capsys.readouterr().err
+    assert code == errors.ExitCode.OFFLINE_CACHE_MISS, err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -79,7 +79,7 @@ def _read(path: Path, limit: int) -> bytes | None:
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a key read from another entry
         return None
     try:
         info = os.fstat(fd)
@@ -108,5 +108,5 @@ def save(kind: str, key: str, data: dict[str, Any]) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(head + b"\n" + body)
         os.replace(tmp, path)
-    except OSError:
+    except (OSError, ValueError):
         pass
