@@ -25,10 +25,11 @@ _COSMETIC = {"_name_or_path", "transformers_version", "_commit_hash", "bos_token
              "pad_token_id", "use_cache", "torchscript", "output_attentions", "output_hidden_states"}
 
 MAX_ENTRY_BYTES = {"refs": 64 << 10, "repos": 32 << 20, "inventories": 8 << 20, "shapes": 4 << 20}
-"""The largest file read back, per entry kind. A `repos` entry holds config.json and every tensor's dtype and
-shape (about 80 bytes a tensor): DeepSeek-V3's ~92,000 tensors (FP8 weights and their scales) take about 7 MB and
-Kimi-K2's ~140,000 about 11 MB, so 32 MiB leaves room for larger ones. An inventory groups its linear layers by
-role and shape (a few kB) beside a normalised config (tens of kB); a ref is two strings."""
+"""The largest file read back, per entry kind. A `repos` entry holds config.json and every tensor's name, dtype and
+shape, about 80 bytes a tensor: by that estimate DeepSeek-V3 (58 MoE layers x 256 experts x 3 projections, each an
+FP8 weight with its scale: about 90,000 tensors) needs about 7 MB, so 32 MiB leaves room for larger checkpoints;
+one past it is fetched again each run, never wrong. An inventory groups its linear layers by role and shape (a few
+kB) beside a normalised config (tens of kB); a ref is two strings."""
 _HEAD = ("kind", "key", "sha256")
 """A file's first line: the entry kind and key it was written under (an entry copied under another key, another
 model's or another config's, is refused) and the SHA-256 of the entry's JSON on the second line (a truncated or
