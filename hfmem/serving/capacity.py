@@ -49,11 +49,12 @@ class ServingSettings:
 
 @dataclass(frozen=True)
 class Term:
-    """One line of the breakdown: bytes and why."""
+    """One line of the breakdown: bytes, why, and its kind ("weights", "activation" or "overhead")."""
 
     name: str
     bytes: float
     why: str
+    kind: str = "overhead"
 
 
 @dataclass
@@ -78,7 +79,7 @@ class ServingEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu_bytes": self.gpu_bytes, "budget_bytes": round(self.budget_bytes), "fits": self.fits,
-                "terms": [{"name": t.name, "bytes": round(t.bytes), "why": t.why} for t in self.terms],
+                "terms": [{"name": t.name, "kind": t.kind, "bytes": round(t.bytes), "why": t.why} for t in self.terms],
                 "kv_bytes": round(self.kv_bytes), "kv_tokens": self.kv_tokens,
                 "concurrency_at_context": round(self.concurrency_at_context, 2),
                 "context_at_concurrency": self.context_at_concurrency, "notes": list(self.notes)}
@@ -124,7 +125,7 @@ def _longest(kv_bytes: float, layout: KvLayout, concurrency: int, block: int) ->
 
 
 def _weights(weights: int) -> Term:
-    return Term("weights", weights, "this GPU's share of the checkpoint's tensors")
+    return Term("weights", weights, "this GPU's share of the checkpoint's tensors", "weights")
 
 
 def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: ServingSettings) -> ServingEstimate:
@@ -144,7 +145,7 @@ def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: Servi
         Term("activation peak", max(forward, sampler),
              f"the larger of the profiling forward over max_num_batched_tokens={tokens:,} (the MLP's gate/up and "
              f"activation outputs beside the residual stream) and the dummy sampler over max_num_seqs={seqs:,} rows "
-             f"of {arch.vocab_size:,} logits"),
+             f"of {arch.vocab_size:,} logits", "activation"),
         Term("outside torch", s.overhead_gib * GIB, "CUDA context and library workspaces (--overhead-gib)"),
     ]
     result.notes.append(f"vLLM takes gpu_memory_utilization={fraction:g} of the card; CUDA graphs are captured "
@@ -187,7 +188,7 @@ def _llama_cpp(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: 
     result.terms = [
         _weights(weights),
         Term("compute buffer", compute, f"one ubatch of {ubatch} tokens: fp32 logits and the attention scores "
-                                        f"over n_ctx={ctx:,} (without flash attention)"),
+                                        f"over n_ctx={ctx:,} (without flash attention)", "activation"),
         Term("outside torch", s.overhead_gib * GIB, "CUDA context (--overhead-gib)"),
     ]
     return result
@@ -201,7 +202,7 @@ def _transformers(arch: Architecture, weights: int, layout: KvLayout, gpu: int,
     result.terms = [
         _weights(weights),
         Term("logits", logits, "one step's logits in the compute dtype and the fp32 copy and scores the logits "
-                               "processors read, per sequence"),
+                               "processors read, per sequence", "activation"),
         Term("outside torch", s.overhead_gib * GIB, "CUDA context (--overhead-gib)"),
     ]
     return result

@@ -52,8 +52,15 @@ class KvLayout:
         return self.full_bytes_per_token * tokens + self.window_bytes_per_token * kept + self.state_bytes_per_sequence
 
 
+def serving_dtype(model_dtype: str, engine: str) -> str:
+    """The dtype an engine runs a model in under dtype "auto": a float32 config in bfloat16 (vLLM's
+    ModelConfig._get_and_verify_dtype, "following common practice" for float32 models; SGLang's model_config
+    reuses it), the config's dtype otherwise; transformers keeps what from_pretrained loads."""
+    return "bfloat16" if model_dtype == "float32" and engine != "transformers" else model_dtype
+
+
 def kv_element_bytes(kv_cache_dtype: str, model_dtype: str) -> float:
-    """Bytes per cached element: the model's dtype under "auto", else the dtype named."""
+    """Bytes per cached element: the model's (serving) dtype under "auto", else the dtype named."""
     if kv_cache_dtype not in KV_DTYPE_BYTES:
         raise InvalidInputError(f"--kv-cache-dtype must be one of {', '.join(KV_DTYPE_BYTES)}; got {kv_cache_dtype!r}.")
     return KV_DTYPE_BYTES[kv_cache_dtype] or MODEL_DTYPE_BYTES.get(model_dtype, 2)

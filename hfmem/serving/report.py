@@ -12,7 +12,7 @@ from hfmem.hardware.gpus import Gpu
 from hfmem.model.load import ModelReport
 from hfmem.serving.capacity import ServingEstimate, ServingSettings, estimate
 from hfmem.serving.engines import engine
-from hfmem.serving.kv import KV_DTYPE_BYTES, kv_element_bytes, kv_layout
+from hfmem.serving.kv import KV_DTYPE_BYTES, kv_element_bytes, kv_layout, serving_dtype
 from hfmem.serving.weights import weight_bytes
 from hfmem.units import GIB
 
@@ -23,10 +23,12 @@ TP_STEPS = (2, 4, 8, 16)
 def gpu_estimate(model: ModelReport, gpu: Gpu, settings: ServingSettings) -> tuple[ServingEstimate, dict[str, Any]]:
     """The estimate for one GPU of the deployment `settings` describes, and the sizes it was computed from."""
     arch = model.architecture
-    weights = weight_bytes(arch, model.inventory, model.checkpoint, settings.quantization, settings.tp, settings.pp)
-    element = kv_element_bytes(settings.kv_cache_dtype, arch.dtype)
+    dtype = serving_dtype(arch.dtype, settings.engine)
+    weights = weight_bytes(arch, model.inventory, model.checkpoint, settings.quantization, dtype, settings.tp,
+                           settings.pp)
+    element = kv_element_bytes(settings.kv_cache_dtype, dtype)
     layout = kv_layout(arch, model.config, element, settings.tp, settings.pp)
-    sizes = {"weights_total_bytes": weights.total_bytes, "weights_source": weights.source,
+    sizes = {"dtype": dtype, "weights_total_bytes": weights.total_bytes, "weights_source": weights.source,
              "kv_element_bytes": element, "kv": asdict(layout)}
     return estimate(arch, weights.per_gpu_bytes, layout, gpu.usable_bytes, settings), sizes
 

@@ -50,11 +50,11 @@ def matrix_bytes(fmt: str, in_features: int, out_features: int) -> float:
     return BaseFormat(fmt, 8 if fmt == "int8" else 4, GROUP_SIZE).matrix_bytes(i, o)
 
 
-def quantized_bytes(arch: Architecture, inventory: Inventory, fmt: str) -> int:
-    """The model with its linear weights in `fmt` (GGUF: the embeddings and head too) and the rest in its dtype."""
+def quantized_bytes(inventory: Inventory, fmt: str) -> int:
+    """The model with its linear weights in `fmt` (GGUF: the embeddings and head too) and the rest in 16 bits."""
     if fmt not in QUANTIZATIONS:
         raise InvalidInputError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}; got {fmt!r}.")
-    p = MODEL_DTYPE_BYTES.get(arch.dtype, 2)
+    p = 2  # GPU engines and llama.cpp keep what they do not quantise in 16 bits
     gguf = fmt in GGUF_BITS_PER_WEIGHT
     packed, replaced = 0.0, 0
     for g in inventory.linears:
@@ -71,14 +71,19 @@ def quantized_bytes(arch: Architecture, inventory: Inventory, fmt: str) -> int:
 
 
 def weight_bytes(arch: Architecture, inventory: Inventory, checkpoint: Checkpoint | None, quantization: str | None,
-                 tp: int = 1, pp: int = 1) -> Weights:
-    """The weights as stored (the headers) or as `quantization` says, and the share of one of tp x pp GPUs."""
+                 dtype: str, tp: int = 1, pp: int = 1) -> Weights:
+    """The weights as stored (the headers) or as `quantization` says, loaded in `dtype` where the checkpoint is
+    float32 and the engine runs 16-bit, and the share of one of tp x pp GPUs."""
     if quantization:
-        total, source = quantized_bytes(arch, inventory, quantization), f"--quantization {quantization}"
+        total, source = quantized_bytes(inventory, quantization), f"--quantization {quantization}"
     elif checkpoint is not None and checkpoint.tensors:
         dtypes = ", ".join(checkpoint.by_dtype())
         total, source = checkpoint.total_bytes, f"safetensors headers ({dtypes})"
+        fp32 = sum(t.elements for t in checkpoint.tensors.values() if t.dtype == "F32")
+        if arch.dtype == "float32" and dtype != "float32" and fp32:
+            total -= fp32 * (4 - MODEL_DTYPE_BYTES[dtype])
+            source += f", F32 tensors loaded as {dtype}"
     else:
-        total = inventory.total * MODEL_DTYPE_BYTES.get(arch.dtype, 2)
-        source = f"{inventory.total:,} parameters x {arch.dtype}"
+        total = inventory.total * MODEL_DTYPE_BYTES.get(dtype, 2)
+        source = f"{inventory.total:,} parameters x {dtype}"
     return Weights(total_bytes=total, per_gpu_bytes=-(-total // (tp * pp)), source=source)
