@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hfmem.hardware.gpus import resolve_gpus  # noqa: E402
-from hfmem.hub.safetensors import PREFIX_BYTES, Checkpoint, header_length, parse_header  # noqa: E402
 from hfmem.hub.files import INDEX_FILE  # noqa: E402
+from hfmem.hub.safetensors import PREFIX_BYTES, Checkpoint, header_length, parse_header  # noqa: E402
 from hfmem.model.crosscheck import cross_check  # noqa: E402
 from hfmem.model.derive import derive  # noqa: E402
 from hfmem.model.load import ModelReport  # noqa: E402
@@ -59,7 +59,7 @@ def score(row: dict[str, Any], model: ModelReport) -> dict[str, Any]:
     """One row: hfmem's estimate under the row's stated settings beside the published figure."""
     settings = ServingSettings(engine=row["engine"], **row["settings"])
     (gpu,) = resolve_gpus([row["gpu"]])
-    result, sizes = gpu_estimate(model, gpu, settings)
+    result, _ = gpu_estimate(model, gpu, settings)
     published = row["published"]
     if "kv_tokens" in published:
         metric, want, got = "kv_tokens", published["kv_tokens"], result.kv_tokens

@@ -18,8 +18,13 @@ from __future__ import annotations
 
 from hfmem.memory.activations.embedding import rope_dims
 from hfmem.memory.evaluation import no_grad_mlp_bytes
-from hfmem.memory.kvcache import (cached_layers, expanded_bytes_per_token, kv_bytes_per_token, larger_half,
-                                 windowed_layers)
+from hfmem.memory.kvcache import (
+    cached_layers,
+    expanded_bytes_per_token,
+    kv_bytes_per_token,
+    larger_half,
+    windowed_layers,
+)
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
 
