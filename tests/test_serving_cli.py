@@ -60,7 +60,7 @@ def test_the_text_explains_each_term(granted, capsys):
 @pytest.mark.parametrize(("model", "gpu", "cell"), [
     ("mistralai/Mixtral-8x7B-v0.1", "h100", "✗ → TP2"),        # 87 GiB of weights
     ("deepseek-ai/DeepSeek-V2-Lite", "h100", "✓"),
-    ("google/gemma-2-9b", "l4", "⚠ → fp8 KV"),                  # 17 GiB of weights, 1.7 GiB left for 16K tokens
+    ("google/gemma-2-9b", "l4", "✗ → TP2"),                     # 17 GiB of weights, 1.7 GiB left for 16K tokens
     ("mistralai/Mistral-7B-v0.1", "l4", "✓"),
     ("nvidia/Nemotron-H-56B-Base-8K", "h100", "✗ → TP2"),
     ("openai/gpt-oss-20b", "l4", "✓"),
@@ -70,6 +70,21 @@ def test_the_text_explains_each_term(granted, capsys):
 def test_every_family_answers(granted, capsys, model, gpu, cell):
     data = serve(capsys, model, "-g", gpu, "--context", "16000")
     assert data["gpus"][0]["cell"].startswith(cell)
+
+
+def test_a_cache_that_fits_in_fp8_says_so(granted, capsys):
+    """Llama-3-8B on an L4 holds 35K tokens of a bf16 cache: 60K tokens fit only in fp8."""
+    data = serve(capsys, "meta-llama/Meta-Llama-3-8B", "-g", "l4", "--context", "60000")
+    assert data["gpus"][0]["cell"] == "⚠ → fp8 KV"
+
+
+def test_vllm_keeps_a_window_and_a_chunk_per_sliding_layer(granted, capsys):
+    """gpt-oss-20b's 128-token window: vLLM keeps window - 1 + max_num_batched_tokens (2048 on an L4) tokens and a
+    block more per sliding layer, so one 16,000-token request costs 12 layers x 16,000 + 12 x 2,192 tokens."""
+    data = serve(capsys, "openai/gpt-oss-20b", "-g", "l4", "--context", "16000")
+    row, kv = data["gpus"][0], data["sizes"]["kv"]
+    per_request = kv["full_bytes_per_token"] * 16000 + kv["window_bytes_per_token"] * (137 * 16)
+    assert row["concurrency_at_context"] == pytest.approx(row["kv_bytes"] / per_request, rel=1e-3)
 
 
 def test_an_fp8_checkpoint_is_counted_as_stored(granted, capsys):
@@ -99,6 +114,15 @@ def test_fp8_kv_and_quantization_change_the_terms(granted, capsys):
     assert awq["sizes"]["weights_total_bytes"] == 5_727_854_592  # the AutoAWQ checkpoint's bytes exactly
 
 
+def test_llama_cpp_offloads_the_layers_ngl_names(granted, capsys):
+    """-ngl 16 of Llama-3-8B's 32 layers: half the weights and half of each token's KV cells on the GPU."""
+    args = ("meta-llama/Meta-Llama-3-8B", "-g", "l4", "--engine", "llama.cpp", "--quantization", "q4_k")
+    full, half = serve(capsys, *args), serve(capsys, *args, "-ngl", "16")
+    weights = [next(t["bytes"] for t in d["gpus"][0]["terms"] if t["kind"] == "weights") for d in (full, half)]
+    assert weights[1] == pytest.approx(weights[0] / 2, abs=1)
+    assert half["sizes"]["kv"]["full_bytes_per_token"] * 2 == full["sizes"]["kv"]["full_bytes_per_token"]
+
+
 def test_sglang_uses_its_memory_fraction_rule(granted, capsys):
     """H100 (81,559 MiB): reserve max(512 + 1.5 x 8192 + 2 x 256 + 1024 / 8, 10 GiB) = 13,440 MiB -> 0.835."""
     data = serve(capsys, "meta-llama/Meta-Llama-3-8B", "-g", "h100", "--engine", "sglang")
@@ -111,6 +135,7 @@ def test_sglang_uses_its_memory_fraction_rule(granted, capsys):
     (["--quantization", "q1"], "--quantization must be one of"),
     (["--tp", "0"], "--tp must be at least 1"),
     (["--memory-fraction", "1.5"], "--memory-fraction must be in"),
+    (["-ngl", "10"], "--n-gpu-layers is llama.cpp's -ngl"),
 ])
 def test_bad_input_is_one_line(capsys, args, words):
     code, out, err = hfmem(capsys, "serve", "example:gpt2", *args)

@@ -45,8 +45,10 @@ def serve(
              "engine's for the GPU).", show_default=False)] = None,
     max_num_seqs: Annotated[Optional[int], typer.Option(help="vLLM max_num_seqs (default: the engine's for the GPU).",
                                                         show_default=False)] = None,
-    overhead_gib: Annotated[float, typer.Option(help="Memory outside torch per GPU in GiB: CUDA context and "
+    cuda_context_gib: Annotated[float, typer.Option(help="Memory outside torch per GPU in GiB: CUDA context and "
                                                      "library workspaces.")] = 0.5,
+    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "-ngl", help="llama.cpp: layers offloaded "
+                                                        "to the GPU (default: all).", show_default=False)] = None,
     revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.")] = None,
     token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
@@ -65,7 +67,7 @@ def serve(
     settings = ServingSettings(engine=engine, context=context, concurrency=concurrency, tp=tp, pp=pp,
                                kv_cache_dtype=kv_cache_dtype, quantization=quantization,
                                memory_fraction=memory_fraction, max_num_batched_tokens=max_num_batched_tokens,
-                               max_num_seqs=max_num_seqs, overhead_gib=overhead_gib)
+                               max_num_seqs=max_num_seqs, cuda_context_gib=cuda_context_gib, gpu_layers=n_gpu_layers)
     gpus = resolve_gpus(split_list(gpu))
     ref = parse_model_ref(model, revision)
     with stall_notices():
@@ -77,7 +79,8 @@ def serve(
         sys.stdout.write(render_text(report, markdown=output is OutputFormat.markdown))
 
 
-COLUMNS = ("GPU", "weights", "activation", "overhead", "KV pool", "KV tokens", "×@context", "context@concurrency", "verdict")
+COLUMNS = ("GPU", "weights", "activation", "overhead", "KV pool", "KV tokens", "×@context", "context@concurrency",
+           "verdict")
 
 
 def _gib(n: float) -> str:
@@ -102,7 +105,8 @@ def render_text(report: dict[str, Any], markdown: bool) -> str:
         kinds = {kind: sum(t["bytes"] for t in g["terms"] if t["kind"] == kind)
                  for kind in ("weights", "activation", "overhead")}
         overhead = kinds["overhead"] + g["gpu_bytes"] - g["budget_bytes"]
-        rows.append((g["gpu"], _gib(kinds["weights"]), _gib(kinds["activation"]), _gib(overhead), _gib(g["kv_bytes"]), f"{g['kv_tokens']:,}",
+        rows.append((g["gpu"], _gib(kinds["weights"]), _gib(kinds["activation"]), _gib(overhead),
+                     _gib(g["kv_bytes"]), f"{g['kv_tokens']:,}",
                      f"{g['concurrency_at_context']:.2f}", f"{g['context_at_concurrency']:,}", g["cell"]))
     explained, seen = [], set()
     for g in report["gpus"]:
@@ -118,6 +122,6 @@ def render_text(report: dict[str, Any], markdown: bool) -> str:
         return "\n\n".join(["\n".join(f"**{h}**" if i == 0 else h for i, h in enumerate(head)), "\n".join(table),
                             "\n".join(f"- {line}" for line in explained)]) + "\n"
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS)]
-    table = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True))]
-    table += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    table = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)).rstrip()]
+    table += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     return "\n".join(head + [""] + table + [""] + [f"· {line}" for line in explained]) + "\n"

@@ -5,7 +5,7 @@ whether the model fits at all. Each term carries its explanation, as the trainin
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hfmem.errors import InvalidInputError
@@ -13,6 +13,9 @@ from hfmem.model.architecture import Architecture
 from hfmem.serving.engines import LLAMA_CPP, MIB, VLLM, engine, sglang_buckets, sglang_memory_fraction
 from hfmem.serving.kv import KvLayout
 from hfmem.units import GIB
+
+ACTIVATION_BYTES = 2
+"""Engines run 16-bit activations (a float32 config is served in bfloat16, serving.kv.serving_dtype)."""
 
 SAMPLER_FP32_COPIES = 3
 """vLLM's dummy sampler run over max_num_seqs rows: the logits cast to fp32, the softmax probabilities and the
@@ -34,15 +37,20 @@ class ServingSettings:
     memory_fraction: float | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
-    overhead_gib: float = 0.5
+    cuda_context_gib: float = 0.5
     """Memory outside torch's allocator per GPU: the CUDA context, cuBLAS workspaces (the training estimate's
     CUDA context default)."""
+    gpu_layers: int | None = None
+    """llama.cpp's -ngl: decoder layers offloaded to the GPU (None: all); the rest, and their KV cells, stay in host
+    memory."""
 
     def __post_init__(self) -> None:
         engine(self.engine)
         for name in ("context", "concurrency", "tp", "pp"):
             if getattr(self, name) < 1:
                 raise InvalidInputError(f"--{name} must be at least 1; got {getattr(self, name)}.")
+        if self.gpu_layers is not None and (self.gpu_layers < 0 or self.engine != "llama.cpp"):
+            raise InvalidInputError("--n-gpu-layers is llama.cpp's -ngl: give --engine llama.cpp and 0 or more layers.")
         if self.memory_fraction is not None and not 0 < self.memory_fraction <= 1:
             raise InvalidInputError(f"--memory-fraction must be in (0, 1]; got {self.memory_fraction}.")
 
@@ -71,6 +79,8 @@ class ServingEstimate:
     concurrency_at_context: float = 0.0
     context_at_concurrency: int = 0
     notes: list[str] = field(default_factory=list)
+    window_kept: int | None = None
+    """Tokens a sliding-window layer holds per sequence under this engine (None: the window itself)."""
 
     @property
     def fits(self) -> bool:
@@ -94,6 +104,8 @@ def estimate(arch: Architecture, weights_per_gpu: int, layout: KvLayout, gpu_byt
     block = int(VLLM.default("block_size")) if settings.engine == "vllm" else 1
     if layout.bytes_per_token:
         result.kv_tokens = _tokens(result.kv_bytes, layout, block)
+    if layout.window and result.window_kept:
+        layout = replace(layout, window=result.window_kept)
     result.concurrency_at_context = _sequences(result.kv_bytes, layout, settings.context, block)
     result.context_at_concurrency = _longest(result.kv_bytes, layout, settings.concurrency, block)
     return result
@@ -125,6 +137,7 @@ def _longest(kv_bytes: float, layout: KvLayout, concurrency: int, block: int) ->
 
 
 def _weights(weights: int) -> Term:
+    """The weights term every engine starts from."""
     return Term("weights", weights, "this GPU's share of the checkpoint's tensors", "weights")
 
 
@@ -136,9 +149,11 @@ def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: Servi
     tokens = s.max_num_batched_tokens or int(VLLM.default("max_num_batched_tokens" if large else
                                                           "max_num_batched_tokens_small"))
     seqs = min(s.max_num_seqs or int(VLLM.default("max_num_seqs" if large else "max_num_seqs_small")), tokens)
-    p = 2
+    p = ACTIVATION_BYTES
     forward = _forward_peak(arch, tokens, s.tp, p)
-    sampler = seqs * arch.vocab_size * (p + 4 * SAMPLER_FP32_COPIES) / s.tp + tokens * arch.hidden_size * p
+    # the first rank gathers every rank's vocabulary slice and samples; it has the least left, and vLLM sizes every
+    # rank's cache by the smallest
+    sampler = seqs * arch.vocab_size * (p + 4 * SAMPLER_FP32_COPIES) + tokens * arch.hidden_size * p
     result = ServingEstimate(gpu_bytes=gpu, budget_bytes=gpu * fraction)
     result.terms = [
         _weights(weights),
@@ -146,10 +161,15 @@ def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: Servi
              f"the larger of the profiling forward over max_num_batched_tokens={tokens:,} (the MLP's gate/up and "
              f"activation outputs beside the residual stream) and the dummy sampler over max_num_seqs={seqs:,} rows "
              f"of {arch.vocab_size:,} logits", "activation"),
-        Term("outside torch", s.overhead_gib * GIB, "CUDA context and library workspaces (--overhead-gib)"),
+        Term("outside torch", s.cuda_context_gib * GIB, "CUDA context and library workspaces (--cuda-context-gib)"),
     ]
     result.notes.append(f"vLLM takes gpu_memory_utilization={fraction:g} of the card; CUDA graphs are captured "
                         "from the rest")
+    if layout.window:
+        # SlidingWindowSpec.max_memory_usage_bytes: the last window - 1 tokens and a chunk of new ones, and a block
+        # more as the window need not start at a block boundary (vllm/v1/kv_cache_interface.py)
+        block = int(VLLM.default("block_size"))
+        result.window_kept = (math.ceil(min(layout.window - 1 + tokens, s.context) / block) + 1) * block
     return result
 
 
@@ -170,7 +190,7 @@ def _sglang(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: Ser
     chunked, graphs = sglang_buckets(gpu_mib, s.tp)
     chunked = s.max_num_batched_tokens or chunked
     fraction = s.memory_fraction or sglang_memory_fraction(gpu_mib, chunked, graphs, s.tp, s.pp)
-    free = gpu - s.overhead_gib * GIB
+    free = gpu - s.cuda_context_gib * GIB
     result = ServingEstimate(gpu_bytes=gpu, budget_bytes=free * fraction)
     result.terms = [_weights(weights)]
     result.notes.append(f"SGLang's mem_fraction_static={fraction:g} of the {free / GIB:.1f} GiB free at start "
@@ -185,11 +205,13 @@ def _llama_cpp(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: 
     ctx = s.context * s.concurrency
     compute = ubatch * arch.vocab_size * 4 + ubatch * ctx * arch.num_attention_heads * 4 / s.tp
     result = ServingEstimate(gpu_bytes=gpu, budget_bytes=gpu)
+    if layout.window:  # the SWA cache holds the window and one ubatch per sequence unless --swa-full
+        result.window_kept = layout.window + ubatch
     result.terms = [
         _weights(weights),
         Term("compute buffer", compute, f"one ubatch of {ubatch} tokens: fp32 logits and the attention scores "
                                         f"over n_ctx={ctx:,} (without flash attention)", "activation"),
-        Term("outside torch", s.overhead_gib * GIB, "CUDA context (--overhead-gib)"),
+        Term("outside torch", s.cuda_context_gib * GIB, "CUDA context (--cuda-context-gib)"),
     ]
     return result
 
@@ -203,7 +225,7 @@ def _transformers(arch: Architecture, weights: int, layout: KvLayout, gpu: int,
         _weights(weights),
         Term("logits", logits, "one step's logits in the compute dtype and the fp32 copy and scores the logits "
                                "processors read, per sequence", "activation"),
-        Term("outside torch", s.overhead_gib * GIB, "CUDA context (--overhead-gib)"),
+        Term("outside torch", s.cuda_context_gib * GIB, "CUDA context (--cuda-context-gib)"),
     ]
     return result
 

@@ -38,8 +38,9 @@ VLLM = Engine(
     rule=("KV memory = total x gpu_memory_utilization - (weights + the peak of the profiling forward over "
           "max_num_batched_tokens and the sampler's dummy run over max_num_seqs + memory outside torch); "
           "blocks = KV memory // (block_size x bytes per token of every layer); "
-          "'GPU KV cache size' = blocks x block_size (vllm/v1/worker/gpu_worker.py Worker.determine_available_memory; "
-          "vllm/v1/core/kv_cache_utils.py get_num_blocks, get_max_concurrency_for_kv_cache_config)."),
+          "'GPU KV cache size' = blocks x block_size (vllm/v1/worker/gpu_worker.py Worker.determine_available_memory "
+          "at commit 0012cf69; vllm/v1/core/kv_cache_utils.py get_num_blocks, get_max_concurrency_for_kv_cache_config "
+          "at commit 001cabc1)."),
     defaults={
         "memory_fraction": Default(0.9, "vllm/config/cache.py CacheConfig.gpu_memory_utilization = 0.9 "
                                         "(vllm/engine/arg_utils.py EngineArgs.gpu_memory_utilization: float = 0.90)"),
@@ -53,15 +54,18 @@ VLLM = Engine(
         "max_num_seqs_small": Default(256, "the same table, GPUs under 70 GiB or A100"),
     },
     not_modelled=("CUDA graph memory: captured after the KV cache is sized, so it comes out of the 1 - "
-                  "gpu_memory_utilization headroom (0.11+ can count it first: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)",
-                  "NCCL and custom all-reduce buffers under TP (inside 'outside torch' only as --overhead-gib says)"),
+                  "gpu_memory_utilization headroom (0.11+ can count it first: "
+                  "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)",
+                  "NCCL and custom all-reduce buffers under TP (inside 'outside torch' only as --cuda-context-gib "
+                  "says)"),
 )
 
 SGLANG = Engine(
     name="sglang", version="0.5.x",
     rule=("mem_fraction_static = (GPU MiB - reserve) / GPU MiB, reserve = 512 + 1.5 x max(chunked_prefill_size, 2048) "
           "+ 2 x cuda_graph_max_bs + 1024 x tp x pp / 8 MiB, at least 10 GiB on cards over 60 GiB "
-          "(python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings); KV tokens = (free memory after "
+          "(python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings, the rule of sglang PR #10975, "
+          "v0.5.4); KV tokens = (free memory after "
           "the weights - free memory at start x (1 - mem_fraction_static)) // cell size "
           "(python/sglang/srt/model_executor/model_runner.py ModelRunner.profile_max_num_token)."),
     defaults={
@@ -82,8 +86,9 @@ LLAMA_CPP = Engine(
           "layer keeps window + n_ubatch cells unless --swa-full; the compute buffer holds one ubatch's logits and "
           "attention scores."),
     defaults={
-        "n_ctx": Default(4096, "common/common.h common_params.n_ctx = 4096"),
-        "n_ubatch": Default(512, "common/common.h common_params.n_ubatch = 512"),
+        "n_ctx": Default(4096, "common/common.h common_params.n_ctx = 4096 (llama.cpp PR #10136, November 2024; "
+                               "builds from 2025 on default to 0, the trained context)"),
+        "n_ubatch": Default(512, "common/common.h common_params.n_ubatch = 512 (commit de93b991)"),
         "cache_type": Default(2, "common/common.h cache_type_k = cache_type_v = GGML_TYPE_F16"),
     },
     not_modelled=("the CUDA backend's own pools beyond the compute buffer estimate",),

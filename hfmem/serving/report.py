@@ -12,8 +12,8 @@ from hfmem.hardware.gpus import Gpu
 from hfmem.model.load import ModelReport
 from hfmem.serving.capacity import ServingEstimate, ServingSettings, estimate
 from hfmem.serving.engines import engine
-from hfmem.serving.kv import KV_DTYPE_BYTES, kv_element_bytes, kv_layout, serving_dtype
-from hfmem.serving.weights import weight_bytes
+from hfmem.serving.kv import KV_DTYPE_BYTES, KvLayout, kv_element_bytes, kv_layout, serving_dtype
+from hfmem.serving.weights import Weights, weight_bytes
 from hfmem.units import GIB
 
 TP_STEPS = (2, 4, 8, 16)
@@ -28,9 +28,20 @@ def gpu_estimate(model: ModelReport, gpu: Gpu, settings: ServingSettings) -> tup
                            settings.pp)
     element = kv_element_bytes(settings.kv_cache_dtype, dtype)
     layout = kv_layout(arch, model.config, element, settings.tp, settings.pp)
+    if settings.gpu_layers is not None and settings.gpu_layers < arch.num_layers:
+        weights, layout = offloaded(weights, layout, settings.gpu_layers / arch.num_layers)
     sizes = {"dtype": dtype, "weights_total_bytes": weights.total_bytes, "weights_source": weights.source,
              "kv_element_bytes": element, "kv": asdict(layout)}
     return estimate(arch, weights.per_gpu_bytes, layout, gpu.usable_bytes, settings), sizes
+
+
+def offloaded(weights: Weights, layout: KvLayout, share: float) -> tuple[Weights, KvLayout]:
+    """llama.cpp with -ngl below the layer count: the GPU holds that share of the repeating layers' weights and
+    KV cells (the output layer stays on the CPU too; llama.cpp offloads it only past the last layer)."""
+    kept = Weights(weights.total_bytes, round(weights.per_gpu_bytes * share), weights.source)
+    return kept, replace(layout, full_bytes_per_token=layout.full_bytes_per_token * share,
+                         window_bytes_per_token=layout.window_bytes_per_token * share,
+                         state_bytes_per_sequence=layout.state_bytes_per_sequence * share)
 
 
 def cell(model: ModelReport, gpu: Gpu, settings: ServingSettings, result: ServingEstimate) -> str:

@@ -60,7 +60,8 @@ def quantized_bytes(inventory: Inventory, fmt: str) -> int:
     for g in inventory.linears:
         if g.component in _KEPT and not (gguf and g.component != "router"):
             continue
-        packed += g.count * (matrix_bytes(fmt, g.in_features, g.out_features) + (p * g.out_features if g.has_bias else 0))
+        bias = p * g.out_features if g.has_bias else 0
+        packed += g.count * (matrix_bytes(fmt, g.in_features, g.out_features) + bias)
         replaced += g.parameters
     rest = inventory.total - replaced
     if gguf:
