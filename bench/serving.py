@@ -84,9 +84,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the scored rows as JSON")
     args = parser.parse_args()
     entries = json.loads(ROWS.read_text())["entries"]
+    excluded = [row for row in entries if "excluded" in row]
     models: dict[str, ModelReport] = {}
     scored = []
-    for row in entries:
+    for row in (row for row in entries if "excluded" not in row):
         model = models.get(row["model"]) or models.setdefault(row["model"], load_model(row["model"]))
         scored.append(score(row, model))
     if args.json:
@@ -100,6 +101,8 @@ def main() -> None:
         unit = "" if r["metric"] == "kv_tokens" else " GiB"
         print(f"{r['id']:42s} {r['engine']:7s} {r['gpu']:16s} {r['tp']:>2d} {r['published']:>11,}{unit} "
               f"{r['predicted']:>11,}{unit} {r['error']:>+7.1%} {weights:>18s}")
+    for row in excluded:
+        print(f"{row['id']:42s} not scored: {row['excluded']}")
     print()
     groups: dict[str, dict[str, list[dict[str, Any]]]] = {"source": defaultdict(list), "engine": defaultdict(list),
                                                           "split": defaultdict(list)}
