@@ -4,8 +4,8 @@ arithmetic (hfmem.serving.report.gpu_estimate), on the model's fixture config an
     python bench/serving.py          # the table; per-source, per-engine, per-split and overall medians
     python bench/serving.py --json   # the rows as JSON
 
-The published figure is the engine's KV capacity in tokens (or its KV memory where only that is printed); the
-error is (predicted - published) / published. Weights are compared where the log prints what loading took.
+The published figure is the engine's KV capacity in tokens (or its KV memory where only that is printed, or
+llama.cpp's 'KV self size' at the row's n_ctx); the error is (predicted - published) / published. Weights are compared where the log prints what loading took.
 Nothing here is fitted: each row's settings are the ones its source states, the rest the engine's defaults.
 """
 
@@ -29,6 +29,8 @@ from hfmem.model.crosscheck import cross_check  # noqa: E402
 from hfmem.model.derive import derive  # noqa: E402
 from hfmem.model.load import ModelReport  # noqa: E402
 from hfmem.serving.capacity import ServingSettings  # noqa: E402
+from hfmem.serving.engines import MIB  # noqa: E402
+from hfmem.serving.kv import KvLayout  # noqa: E402
 from hfmem.serving.report import gpu_estimate  # noqa: E402
 from hfmem.units import GIB  # noqa: E402
 
@@ -59,12 +61,15 @@ def score(row: dict[str, Any], model: ModelReport) -> dict[str, Any]:
     """One row: hfmem's estimate under the row's stated settings beside the published figure."""
     settings = ServingSettings(engine=row["engine"], **row["settings"])
     (gpu,) = resolve_gpus([row["gpu"]])
-    result, _ = gpu_estimate(model, gpu, settings)
+    result, sizes = gpu_estimate(model, gpu, settings)
     published = row["published"]
     if "kv_tokens" in published:
         metric, want, got = "kv_tokens", published["kv_tokens"], result.kv_tokens
-    else:
+    elif "kv_gib" in published:
         metric, want, got = "kv_gib", published["kv_gib"], result.kv_bytes / GIB
+    else:  # llama.cpp allocates n_ctx cells of every layer: its 'KV self size'
+        cells = KvLayout(**sizes["kv"]).sequence_bytes(settings.context * settings.concurrency)
+        metric, want, got = "kv_self_mib", published["kv_self_mib"], cells / MIB
     weights = next(t.bytes for t in result.terms if t.kind == "weights") / GIB
     out = {"id": row["id"], "engine": row["engine"], "gpu": row["gpu"], "model": row["model"], "tp": settings.tp,
            "split": row["split"], "source": row["provenance"]["url"], "metric": metric, "published": want,
@@ -98,7 +103,7 @@ def main() -> None:
     for r in scored:
         weights = f"{r['weights_gib']:.2f}" + (f" ({r['weights_published_gib']:.2f})" if "weights_published_gib" in r
                                                 else "")
-        unit = "" if r["metric"] == "kv_tokens" else " GiB"
+        unit = {"kv_tokens": "", "kv_gib": " GiB", "kv_self_mib": " MiB"}[r["metric"]]
         print(f"{r['id']:42s} {r['engine']:7s} {r['gpu']:16s} {r['tp']:>2d} {r['published']:>11,}{unit} "
               f"{r['predicted']:>11,}{unit} {r['error']:>+7.1%} {weights:>18s}")
     for row in excluded:

@@ -24,11 +24,11 @@ def test_a_row_states_where_it_comes_from_and_what_ran(row: dict) -> None:
     assert resolve_gpus([row["gpu"]])
     settings = ServingSettings(engine=row["engine"], **row["settings"])
     assert settings.context > 0 and row["version"]
-    assert set(row["published"]) & {"kv_tokens", "kv_gib"}
+    assert set(row["published"]) & {"kv_tokens", "kv_gib", "kv_self_mib"}
 
 
 def test_rows_come_from_two_engines_and_several_sources() -> None:
     scored = [r for r in ROWS if "excluded" not in r]
-    assert {r["engine"] for r in scored} >= {"vllm", "sglang"}
+    assert {r["engine"] for r in scored} >= {"vllm", "sglang", "llama.cpp"}
     assert len({r["provenance"]["url"] for r in scored}) >= 4
     assert len({r["id"] for r in ROWS}) == len(ROWS)
