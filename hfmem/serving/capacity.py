@@ -205,7 +205,7 @@ def _llama_cpp(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: 
     ctx = s.context * s.concurrency
     compute = ubatch * arch.vocab_size * 4 + ubatch * ctx * arch.num_attention_heads * 4 / s.tp
     result = ServingEstimate(gpu_bytes=gpu, budget_bytes=gpu)
-    if layout.window:  # the SWA cache holds the window and one ubatch per sequence unless --swa-full
+    if layout.window:  # the SWA cache: n_swa + n_ubatch cells unless --swa-full (src/llama-kv-cache-unified-iswa.cpp)
         result.window_kept = layout.window + ubatch
     result.terms = [
         _weights(weights),
