@@ -43,6 +43,18 @@ from hfmem.memory.model_state import (
     quantized_linears,
     quantizes_head,
 )
+from hfmem.memory.parallel import (
+    Layout,
+    RankParameters,
+    check_layout,
+    comm_buffers,
+    dense_and_experts,
+    layout_record,
+    rank_activations,
+    rank_parameters,
+    rank_split,
+    summed_states,
+)
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
 from hfmem.units import GIB
@@ -263,17 +275,77 @@ def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
     ctx = ctx.view(s)
     seq = s.resolved_seq_len(ctx.arch.max_position_embeddings)
     split = ctx.split(s)
-    state = state_for(ctx, s)
-    act = activations_for(ctx, s, seq)
-    per_gpu = combine(s, split, state, act, eval_forward_bytes(ctx.arch, s, seq),
-                      generation_bytes(ctx.arch, s, seq))
-    notes = state.notes + act.notes + method_notes(ctx, s)
+    layout = Layout.of(s)
+    if layout.trivial:
+        state = state_for(ctx, s)
+        act = activations_for(ctx, s, seq)
+        per_gpu = combine(s, split, state, act, eval_forward_bytes(ctx.arch, s, seq),
+                          generation_bytes(ctx.arch, s, seq))
+        parallel: dict[str, Any] | None = None
+    else:
+        check_layout(ctx.arch, s, seq)
+        split, state, act, per_gpu, parallel = most_loaded_rank(ctx, s, seq, layout)
+    notes = state.notes + act.notes + method_notes(ctx, s) + layout_notes(parallel)
     return Estimate(
         settings=s, seq_len=seq, split=split, state=state, activations=act, per_gpu_bytes=per_gpu,
-        assumptions=assumptions(ctx, s, seq, act), notes=tuple(dict.fromkeys(notes)),
+        assumptions=assumptions(ctx, s, seq, act) | {"parallel": parallel}, notes=tuple(dict.fromkeys(notes)),
         model={"model_type": ctx.arch.model_type, "architecture": ctx.arch.architecture,
                "parameters": ctx.inventory.total, "num_layers": ctx.arch.num_layers},
     )
+
+
+def data_parallel_view(s: TrainingSettings) -> TrainingSettings:
+    """The settings as the sharding code sees one rank of a model-parallel layout: its DP x CP peers hold the same
+    weights and shard their gradients and states over them (ZeRO, FSDP, DDP)."""
+    return replace(s, num_gpus=s.shard_ranks, tp=1, pp=1, cp=1, ep=1, sequence_parallel="off", pp_schedule="1f1b",
+                   vpp=1)
+
+
+def most_loaded_rank(ctx: Context, s: TrainingSettings, seq: int, layout: Layout) -> tuple[
+        ParameterSplit, ModelState, ActivationEstimate, MemoryBreakdown, dict[str, Any]]:
+    """The split, state, activations and breakdown of the layout's most-loaded rank (the first pipeline stage or
+    the last, whichever needs more), with the layout's figures for the assumptions (hfmem.memory.parallel)."""
+    whole_split, act = ctx.split(s), activations_for(ctx, s, seq)
+    best = None
+    for stage in layout.stages:
+        rank = rank_parameters(ctx.arch, ctx.inventory, layout, stage)
+        split = rank_split(whole_split, ctx.inventory.total, rank)
+        if rank.experts and layout.ep > 1:
+            dense, experts = dense_and_experts(rank)
+            expert_ranks = replace(s, num_gpus=s.num_gpus // s.ep)
+            state = summed_states(_rank_state(ctx, whole_split, s, dense, rank),
+                                  _rank_state(ctx, whole_split, expert_ranks, experts, rank))
+        else:
+            state = _rank_state(ctx, whole_split, s, rank, rank)
+        ract = rank_activations(act, ctx.arch, layout, stage)
+        buffers = comm_buffers(ctx.arch, layout, s.micro_batch_size, seq, s.precision.compute_bytes)
+        per_gpu = combine(s, split, state, ract, eval_forward_bytes(ctx.arch, s, seq),
+                          generation_bytes(ctx.arch, s, seq), parallel_buffers=buffers.total)
+        if best is None or per_gpu.total > best[3].total:
+            best = (split, state, ract, per_gpu, layout_record(layout, stage, rank, buffers))
+    assert best is not None
+    return best
+
+
+def _rank_state(ctx: Context, whole_split: ParameterSplit, s: TrainingSettings, part: RankParameters,
+                rank: RankParameters) -> ModelState:
+    """The model state of `part` of a rank's parameters, sharded over the settings' DP x CP ranks; `rank`: the whole
+    rank's, whose layer and vocabulary units ZeRO-3/FSDP gather."""
+    return model_state_bytes(rank_split(whole_split, ctx.inventory.total, part), data_parallel_view(s),
+                             hidden_size=ctx.arch.hidden_size, layer_parameters=round(rank.layer),
+                             root_parameters=round(rank.vocabulary), largest_root_unit=round(rank.vocabulary))
+
+
+def layout_notes(parallel: dict[str, Any] | None) -> tuple[str, ...]:
+    """The layout's assumptions worth a line."""
+    if parallel is None:
+        return ()
+    stage = parallel["most_loaded_stage"]
+    note = (f"{parallel['layout']}: the most-loaded rank is pipeline stage {stage} "
+            f"({parallel['micro_batches_in_flight']:g} micro-batches in flight); weights split by TP within the "
+            "stage's layers, experts by EP x TP, gradients and optimizer states sharded over DP x CP "
+            "(Megatron-LM theoretical_memory_usage.py; Korthikanti et al. 2022 for activations under TP/SP)")
+    return (note,)
 
 
 def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
