@@ -49,6 +49,7 @@ from hfmem.memory.parallel import (
     check_layout,
     comm_buffers,
     dense_and_experts,
+    gradients_at_peak,
     layout_record,
     rank_activations,
     rank_parameters,
@@ -301,30 +302,35 @@ def data_parallel_view(s: TrainingSettings) -> TrainingSettings:
                    vpp=1)
 
 
-def most_loaded_rank(ctx: Context, s: TrainingSettings, seq: int, layout: Layout) -> tuple[
-        ParameterSplit, ModelState, ActivationEstimate, MemoryBreakdown, dict[str, Any]]:
-    """The split, state, activations and breakdown of the layout's most-loaded rank (the first pipeline stage or
-    the last, whichever needs more), with the layout's figures for the assumptions (hfmem.memory.parallel)."""
+RankEstimate = tuple[ParameterSplit, ModelState, ActivationEstimate, MemoryBreakdown, dict[str, Any]]
+"""One rank's split, state, activations, breakdown and layout figures (hfmem.memory.parallel.layout_record)."""
+
+
+def most_loaded_rank(ctx: Context, s: TrainingSettings, seq: int, layout: Layout) -> RankEstimate:
+    """The estimate of the layout's most-loaded rank: the first pipeline stage or the last, whichever needs more."""
+    return max((rank_estimate(ctx, s, seq, layout, stage) for stage in layout.stages), key=lambda r: r[3].total)
+
+
+def rank_estimate(ctx: Context, s: TrainingSettings, seq: int, layout: Layout, stage: int) -> RankEstimate:
+    """The split, state, activations and breakdown of a rank of pipeline stage `stage` (any rank of it: the TP,
+    CP and EP ranks of a stage hold the same amounts), with the layout's figures for the assumptions."""
     whole_split, act = ctx.split(s), activations_for(ctx, s, seq)
-    best = None
-    for stage in layout.stages:
-        rank = rank_parameters(ctx.arch, ctx.inventory, layout, stage)
-        split = rank_split(whole_split, ctx.inventory.total, rank)
-        if rank.experts and layout.ep > 1:
-            dense, experts = dense_and_experts(rank)
-            expert_ranks = replace(s, num_gpus=s.num_gpus // s.ep)
-            state = summed_states(_rank_state(ctx, whole_split, s, dense, rank),
-                                  _rank_state(ctx, whole_split, expert_ranks, experts, rank))
-        else:
-            state = _rank_state(ctx, whole_split, s, rank, rank)
-        ract = rank_activations(act, ctx.arch, layout, stage)
-        buffers = comm_buffers(ctx.arch, layout, s.micro_batch_size, seq, s.precision.compute_bytes)
-        per_gpu = combine(s, split, state, ract, eval_forward_bytes(ctx.arch, s, seq),
-                          generation_bytes(ctx.arch, s, seq), parallel_buffers=buffers.total)
-        if best is None or per_gpu.total > best[3].total:
-            best = (split, state, ract, per_gpu, layout_record(layout, stage, rank, buffers))
-    assert best is not None
-    return best
+    rank = rank_parameters(ctx.arch, ctx.inventory, layout, stage)
+    split = rank_split(whole_split, ctx.inventory.total, rank)
+    # micro-batches a pipeline runs before its first backward keep no gradients alive, as one micro-batch would
+    staged = s if gradients_at_peak(layout, stage) else replace(s, gradient_accumulation_steps=1)
+    if rank.experts and layout.ep > 1:
+        dense, experts = dense_and_experts(rank)
+        expert_ranks = replace(staged, num_gpus=s.num_gpus // s.ep)
+        state = summed_states(_rank_state(ctx, whole_split, staged, dense, rank),
+                              _rank_state(ctx, whole_split, expert_ranks, experts, rank))
+    else:
+        state = _rank_state(ctx, whole_split, staged, rank, rank)
+    ract = rank_activations(act, ctx.arch, layout, stage)
+    buffers = comm_buffers(ctx.arch, layout, stage, s.micro_batch_size, seq, s.precision.compute_bytes)
+    per_gpu = combine(s, split, state, ract, eval_forward_bytes(ctx.arch, s, seq),
+                      generation_bytes(ctx.arch, s, seq), parallel_buffers=buffers.total)
+    return split, state, ract, per_gpu, layout_record(layout, stage, rank, buffers)
 
 
 def _rank_state(ctx: Context, whole_split: ParameterSplit, s: TrainingSettings, part: RankParameters,

@@ -22,8 +22,11 @@ from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 
 TP_SPLIT_PREFIXES = ("attn.", "mlp.", "experts.", "shared_expert.", "attn_out.", "mlp_out.")
-"""Saved tensors inside the column-parallel -> row-parallel pair of attention and MLP: split by TP with or without
-sequence parallelism (Korthikanti Table 2: the 24·sbh + 5·as²b of 34·sbh + 5·as²b)."""
+"""Saved tensors inside the column-parallel -> row-parallel pair of attention and MLP (their residual dropout
+aside): split by TP with or without sequence parallelism (Korthikanti Table 2: the 24·sbh + 5·as²b of
+34·sbh + 5·as²b)."""
+RESIDUAL_DROPOUT = "resid_dropout"
+"""The dropout after a row-parallel linear's all-reduce: on the whole residual stream, split only by SP."""
 LINEAR_INPUT_SUFFIX = "norm.out"
 """The normed input of the column-parallel linears (and their LoRA inputs, `attn_in.`/`mlp_in.`): whole on every
 rank without SP; under Megatron's SP saved sharded (gathered again in backward); under torch's DTensor SP the
@@ -170,6 +173,13 @@ def summed_states(a: ModelState, b: ModelState) -> ModelState:
                    notes=tuple(dict.fromkeys(a.notes + b.notes)))
 
 
+def gradients_at_peak(layout: Layout, stage: int) -> bool:
+    """Whether a stage's gradients exist while its activations peak: only when a backward has run before the last
+    forward of the in-flight micro-batches (1F1B's steady state with more micro-batches than in flight); a GPipe
+    step runs every forward first, so its first backward allocates the gradients as it frees activations."""
+    return layout.pp == 1 or layout.micro_batches > in_flight(layout, stage)
+
+
 def rank_split(split: ParameterSplit, whole: int, rank: RankParameters) -> ParameterSplit:
     """The parameter split as one rank holds it: every count scaled by the rank's share of the model's parameters
     (adapters and frozen weights alike; a matrix keeps its columns and loses rows)."""
@@ -191,9 +201,9 @@ def term_divisor(name: str, layout: Layout) -> int:
     """What TP divides one saved tensor of a layer by (Korthikanti Table 2): the attention and MLP insides always;
     the norms, dropouts and residual stream only with sequence parallelism; the column-parallel linears' input
     only with Megatron's (torch's DTensor plan saves the all-gathered input)."""
-    if name.startswith(TP_SPLIT_PREFIXES):
-        return layout.tp
     sp = layout.sequence_parallel
+    if name.startswith(TP_SPLIT_PREFIXES) and RESIDUAL_DROPOUT not in name:
+        return layout.tp
     if name.endswith(LINEAR_INPUT_SUFFIX) or name.startswith(LINEAR_INPUT_PREFIXES):
         return layout.tp if sp == "megatron" else 1
     return layout.tp if sp != "off" else 1
@@ -213,7 +223,7 @@ def rank_activations(act: ActivationEstimate, arch: Architecture, layout: Layout
     """The activation estimate of `stage`'s rank: its layers' saved tensors split by TP/SP and CP, times the
     micro-batches in flight (tmu:317-379); the embedding's on the first stage, the final norm's, the head's and the
     vocabulary-parallel loss's (split by TP: Megatron's vocab_parallel_cross_entropy, torchtitan's loss_parallel)
-    on the last."""
+    on the last, for each micro-batch in flight there (GPipe: all of them; 1F1B: one)."""
     layers = max(1, arch.num_layers + arch.encoder_layers)
     own = stage_layers(layers, layout.pp, stage)
     flight = in_flight(layout, stage)
@@ -225,13 +235,13 @@ def rank_activations(act: ActivationEstimate, arch: Architecture, layout: Layout
     ratio = after / before if before else 1.0
     residual = layout.cp * (layout.tp if layout.sequence_parallel != "off" else 1)
     vocab = layout.cp * layout.tp
-    final = act.final / residual if last else 0
+    final = act.final / residual if last else 0  # one micro-batch's; the last stage keeps `flight` of them
     loss = act.loss / vocab if last else 0
     return replace(
         act, layers=tuple(kinds),
         embedding=round(act.embedding * flight / residual) if first else 0,
         checkpoint_inputs=round(act.checkpoint_inputs * own / total_count * flight / residual),
-        final=round(final), loss=round(loss), loss_peak=round(act.loss_peak / vocab) if last else 0,
+        final=round(final * flight), loss=round(loss * flight), loss_peak=round(act.loss_peak / vocab) if last else 0,
         recompute=round(act.recompute * ratio), adjustments=round(act.adjustments * ratio * flight) if first else 0,
         offloaded=round(act.offloaded * ratio * flight), retained=round(act.retained * ratio),
         dequant_workspace=round(act.dequant_workspace / layout.tp),
@@ -245,7 +255,10 @@ class CommBuffers:
     tp: int = 0
     """Megatron's SP all-gather of a layer's input into a whole-sequence buffer (gathered again in backward)."""
     pp: int = 0
-    """The stage's send and receive buffers: an activation and its gradient per micro-batch boundary."""
+    """The stage's boundary tensors (torch.distributed.pipelining's PipelineStage): a receive buffer per
+    micro-batch of the step for the input (not on the first stage) and for the output's gradient (not on the last),
+    allocated once for the step's micro-batches; and the output of each micro-batch in flight, kept for its
+    backward (the logits on the last stage, whose loss_fn runs outside the stage)."""
     cp: int = 0
     """Ring attention's next K/V chunk received while the current one is used (double-buffered), or all-to-all's
     re-laid-out Q, K, V and output."""
@@ -260,14 +273,21 @@ class CommBuffers:
         return asdict(self)
 
 
-def comm_buffers(arch: Architecture, layout: Layout, micro_batch: int, seq_len: int, p: int) -> CommBuffers:
-    """Each dimension's communication buffers for a micro-batch of `micro_batch` x `seq_len` tokens in `p`-byte
-    elements."""
+def comm_buffers(arch: Architecture, layout: Layout, stage: int, micro_batch: int, seq_len: int,
+                 p: int) -> CommBuffers:
+    """Each dimension's communication buffers on `stage` for micro-batches of `micro_batch` x `seq_len` tokens in
+    `p`-byte elements."""
     h = arch.hidden_size
     local = micro_batch * seq_len // layout.cp
     sp = layout.tp if layout.sequence_parallel != "off" else 1
     tp = local * h * p if layout.tp > 1 and layout.sequence_parallel == "megatron" else 0
-    pp = 2 * local * h * p // sp if layout.pp > 1 else 0
+    pp = 0
+    if layout.pp > 1:
+        first, last = stage == 0, stage == layout.pp - 1
+        boundary = local * h * p // sp
+        receive = ((0 if first else 1) + (0 if last else 1)) * boundary * layout.micro_batches
+        output = local * arch.vocab_size * p // layout.tp if last else boundary
+        pp = round(receive + output * in_flight(layout, stage))
     kv_width = (arch.num_key_value_heads or arch.num_attention_heads) * arch.head_dim // layout.tp
     if layout.cp == 1:
         cp = 0
