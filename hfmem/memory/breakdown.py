@@ -98,12 +98,12 @@ class MemoryBreakdown:
     generation: int
     """The device total while generating samples between steps (0: no generation): the resident state (under
     ZeRO-3 with the whole model gathered) and model.generate's KV cache and forward (memory.generation)."""
-    parallel_buffers: int
-    """Model parallelism's communication buffers (hfmem.memory.parallel.CommBuffers: TP's SP all-gather, PP's
-    send/receive, CP's K/V chunks, EP's token dispatch), alive with the activations."""
     save: int
     """The device total while a sharded run saves a full checkpoint (0: it saves shards, or runs unsharded): the
     resident weights and optimizer states and the unit being unsharded for rank 0's copy."""
+    parallel_buffers: int
+    """Model parallelism's communication buffers (hfmem.memory.parallel.CommBuffers: TP's SP all-gather, PP's
+    boundary tensors, CP's K/V chunks, EP's token dispatch), alive with the activations."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -180,8 +180,8 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         load=load,
         evaluation=evaluation,
         generation=generation,
-        parallel_buffers=parallel_buffers,
         save=save,
+        parallel_buffers=parallel_buffers,
     )
 
 

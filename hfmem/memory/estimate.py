@@ -289,7 +289,8 @@ def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
     notes = state.notes + act.notes + method_notes(ctx, s) + layout_notes(parallel)
     return Estimate(
         settings=s, seq_len=seq, split=split, state=state, activations=act, per_gpu_bytes=per_gpu,
-        assumptions=assumptions(ctx, s, seq, act) | ({"parallel": parallel} if parallel else {}), notes=tuple(dict.fromkeys(notes)),
+        assumptions=assumptions(ctx, s, seq, act) | ({"parallel": parallel} if parallel else {}),
+        notes=tuple(dict.fromkeys(notes)),
         model={"model_type": ctx.arch.model_type, "architecture": ctx.arch.architecture,
                "parameters": ctx.inventory.total, "num_layers": ctx.arch.num_layers},
     )
