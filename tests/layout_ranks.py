@@ -1,6 +1,6 @@
 """Real tensor and pipeline parallelism on CPU (gloo): each rank's live bytes over a whole training step.
 
-    python tests/layout_ranks.py OUT.json tp|tp-sp|fsdp-tp|pp-gpipe|pp-1f1b BATCH SEQ [MICRO_BATCHES]
+    python tests/layout_ranks.py OUT.json tp|tp-sp|fsdp-tp|pp-gpipe|pp-1f1b|pp-interleaved BATCH SEQ [MICRO]
 
 tp / tp-sp: a tiny Llama (tests/tiny_models.py) under torch.distributed.tensor.parallel on 2 ranks, with
 torchtitan's Llama plan (torchtitan/models/llama3/infra/parallelize.py apply_tp): q/k/v, gate/up column-parallel,
@@ -9,7 +9,8 @@ SequenceParallel norms and the attention's and MLP's inputs gathered once by Pre
 TP plan on a 2 x 2 mesh (dp_shard x tp, 4 ranks) with each layer and the root under fully_shard over dp_shard, as
 torchtitan composes them. pp-*: torch.distributed.pipelining on 2 ranks, each stage a torch.nn.Module holding half
 the layers (the embedding on the first, the final norm, head and loss on the last), MICRO_BATCHES micro-batches a
-step under ScheduleGPipe or Schedule1F1B. Every case: pure bf16, AdamW (for-loop), two steps, the second measured
+step under ScheduleGPipe or Schedule1F1B; pp-interleaved: 4 layers on 4 stages, stages r and r + 2 on rank r,
+under ScheduleInterleaved1F1B. Every case: pure bf16, AdamW (for-loop), two steps, the second measured
 by LiveBytes (tests/live_peak.py), parameters counted by their local shards. OUT.json gets each rank's peak, the op
 it happened at, and what was alive then by category.
 """
@@ -30,10 +31,12 @@ from saved_activations import build_model
 from tiny_models import tiny_config
 
 MODEL = "meta-llama/Meta-Llama-3-8B"
-WORLD = {"tp": 2, "tp-sp": 2, "fsdp-tp": 4, "pp-gpipe": 2, "pp-1f1b": 2}
-LAYERS = {"fsdp-tp": 4}
+WORLD = {"tp": 2, "tp-sp": 2, "fsdp-tp": 4, "pp-gpipe": 2, "pp-1f1b": 2, "pp-interleaved": 2}
+LAYERS = {"fsdp-tp": 4, "pp-interleaved": 4}
 """Decoder layers where a case needs more than 2: FSDP gathers two layers and the root unit at a time, which two
-layers alone would not tell apart from the whole model."""
+layers alone would not tell apart from the whole model; the interleaved schedule puts one on each of 4 stages."""
+VIRTUAL = 2
+"""Stages per rank of the interleaved schedule (ScheduleInterleaved1F1B; stage r and r + 2 on rank r)."""
 
 
 def config(kind: str) -> dict[str, Any]:
@@ -167,18 +170,32 @@ def _pp_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def _pp_rank(rank: int, port: int, case: tuple[str, int, int, int], out: str) -> None:
-    """One rank of pp-gpipe or pp-1f1b: its stage, the schedule over MICRO_BATCHES micro-batches, two steps."""
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    """One rank of pp-gpipe, pp-1f1b or pp-interleaved: its stage (or stages), the schedule over MICRO_BATCHES
+    micro-batches, two steps."""
+    from torch.distributed.pipelining import (
+        PipelineStage,
+        Schedule1F1B,
+        ScheduleGPipe,
+        ScheduleInterleaved1F1B,
+    )
 
     kind, b, s, micro = case
     world = WORLD[kind]
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.set_num_threads(1)
     model = build_model(config(kind), "sdpa")
-    module = _Stage(model, rank, world)
+    if kind == "pp-interleaved":
+        stages = world * VIRTUAL
+        chunks = [_Stage(model, rank + v * world, stages) for v in range(VIRTUAL)]
+        module: torch.nn.Module = torch.nn.ModuleList(chunks)
+        schedule = ScheduleInterleaved1F1B(
+            [PipelineStage(c, rank + v * world, stages, torch.device("cpu")) for v, c in enumerate(chunks)],
+            micro, loss_fn=_pp_loss)
+    else:
+        module = _Stage(model, rank, world)
+        stage = PipelineStage(module, rank, world, torch.device("cpu"))
+        schedule = (ScheduleGPipe if kind == "pp-gpipe" else Schedule1F1B)(stage, micro, loss_fn=_pp_loss)
     del model
-    stage = PipelineStage(module, rank, world, torch.device("cpu"))
-    schedule = (ScheduleGPipe if kind == "pp-gpipe" else Schedule1F1B)(stage, micro, loss_fn=_pp_loss)
     ids = torch.randint(0, config(kind)["vocab_size"], (b * micro, s), generator=torch.Generator().manual_seed(0))
     first, last = rank == 0, rank == world - 1
 

@@ -1,6 +1,6 @@
 """The most-loaded-rank model (hfmem.memory.parallel) against real runs on CPU (gloo, tests/layout_ranks.py): each
 rank's whole-step peak of live tensors under torch's tensor parallelism (with and without sequence parallelism),
-pipeline schedules (GPipe, 1F1B) and FSDP2 x TP, and the terms the layout splits (weights, optimizer states)."""
+pipeline schedules (GPipe, 1F1B, interleaved 1F1B) and FSDP2 x TP, and the terms the layout splits (weights, optimizer states)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from hfmem.model.meta import build_inventory
 SCRIPT = Path(__file__).with_name("layout_ranks.py")
 LAYOUTS = {"tp": {"tp": 2}, "tp-sp": {"tp": 2, "sequence_parallel": "dtensor"},
            "fsdp-tp": {"tp": 2, "sequence_parallel": "dtensor", "num_gpus": 4, "sharding": "fsdp_full_shard"},
-           "pp-gpipe": {"pp": 2, "pp_schedule": "gpipe"}, "pp-1f1b": {"pp": 2, "pp_schedule": "1f1b"}}
+           "pp-gpipe": {"pp": 2, "pp_schedule": "gpipe"}, "pp-1f1b": {"pp": 2, "pp_schedule": "1f1b"},
+           "pp-interleaved": {"pp": 2, "pp_schedule": "interleaved", "vpp": 2}}
 
 
 def _measured(tmp_path: Path, kind: str, b: int, s: int, micro: int) -> list[dict]:
@@ -65,7 +66,7 @@ def test_tensor_parallel_ranks_match_real_torch_tp(tmp_path: Path, kind: str) ->
         assert ranks[0]["peak"] < _predicted("tp", 2, 128, 1, 0)["allocated_peak"]
 
 
-@pytest.mark.parametrize("kind", ["pp-gpipe", "pp-1f1b"])
+@pytest.mark.parametrize("kind", ["pp-gpipe", "pp-1f1b", pytest.param("pp-interleaved", marks=pytest.mark.slow)])
 def test_pipeline_stages_match_real_torch_pipelining(tmp_path: Path, kind: str) -> None:
     ranks = _measured(tmp_path, kind, 2, 128, 4)
     _check(kind, ranks, 2, 128, 4)

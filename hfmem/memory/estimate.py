@@ -275,25 +275,31 @@ def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
     s = settings.validated()
     ctx = ctx.view(s)
     seq = s.resolved_seq_len(ctx.arch.max_position_embeddings)
-    split = ctx.split(s)
-    layout = Layout.of(s)
-    if layout.trivial:
-        state = state_for(ctx, s)
-        act = activations_for(ctx, s, seq)
-        per_gpu = combine(s, split, state, act, eval_forward_bytes(ctx.arch, s, seq),
-                          generation_bytes(ctx.arch, s, seq))
-        parallel: dict[str, Any] | None = None
-    else:
-        check_layout(ctx.arch, s, seq)
-        split, state, act, per_gpu, parallel = most_loaded_rank(ctx, s, seq, layout)
+    state, act, per_gpu, parallel = per_gpu_parts(ctx, s, seq)
     notes = state.notes + act.notes + method_notes(ctx, s) + layout_notes(parallel)
     return Estimate(
-        settings=s, seq_len=seq, split=split, state=state, activations=act, per_gpu_bytes=per_gpu,
+        settings=s, seq_len=seq, split=ctx.split(s), state=state, activations=act, per_gpu_bytes=per_gpu,
         assumptions=assumptions(ctx, s, seq, act) | ({"parallel": parallel} if parallel else {}),
         notes=tuple(dict.fromkeys(notes)),
         model={"model_type": ctx.arch.model_type, "architecture": ctx.arch.architecture,
                "parameters": ctx.inventory.total, "num_layers": ctx.arch.num_layers},
     )
+
+
+def per_gpu_parts(ctx: Context, s: TrainingSettings, seq: int) -> tuple[
+        ModelState, ActivationEstimate, MemoryBreakdown, dict[str, Any] | None]:
+    """The model state, activations and per-GPU breakdown of validated settings at `seq`: one GPU's (data
+    parallelism aside), or a model-parallel layout's most-loaded rank's with the layout's figures (None without)."""
+    layout = Layout.of(s)
+    if layout.trivial:
+        state = state_for(ctx, s)
+        act = activations_for(ctx, s, seq)
+        per_gpu = combine(s, ctx.split(s), state, act, eval_forward_bytes(ctx.arch, s, seq),
+                          generation_bytes(ctx.arch, s, seq))
+        return state, act, per_gpu, None
+    check_layout(ctx.arch, s, seq)
+    _, state, act, per_gpu, parallel = most_loaded_rank(ctx, s, seq, layout)
+    return state, act, per_gpu, parallel
 
 
 def data_parallel_view(s: TrainingSettings) -> TrainingSettings:

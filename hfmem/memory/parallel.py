@@ -256,8 +256,8 @@ class CommBuffers:
     """Megatron's SP all-gather of a layer's input into a whole-sequence buffer (gathered again in backward)."""
     pp: int = 0
     """The stage's boundary tensors (torch.distributed.pipelining's PipelineStage): a receive buffer per
-    micro-batch of the step for the input (not on the first stage) and for the output's gradient (not on the last),
-    allocated once for the step's micro-batches; and the output of each micro-batch in flight, kept for its
+    micro-batch of the step for each model chunk's input (not the first stage's) and its output's gradient (not
+    the last stage's), allocated once for the step's micro-batches; and the output of each micro-batch in flight, kept for its
     backward (the logits on the last stage, whose loss_fn runs outside the stage)."""
     cp: int = 0
     """Ring attention's next K/V chunk received while the current one is used (double-buffered), or all-to-all's
@@ -285,7 +285,8 @@ def comm_buffers(arch: Architecture, layout: Layout, stage: int, micro_batch: in
     if layout.pp > 1:
         first, last = stage == 0, stage == layout.pp - 1
         boundary = local * h * p // sp
-        receive = ((0 if first else 1) + (0 if last else 1)) * boundary * layout.micro_batches
+        chunks = 2 * layout.vpp - (1 if first else 0) - (1 if last else 0)  # each model chunk's input and grad
+        receive = chunks * boundary * layout.micro_batches
         output = local * arch.vocab_size * p // layout.tp if last else boundary
         pp = round(receive + output * in_flight(layout, stage))
     kv_width = (arch.num_key_value_heads or arch.num_attention_heads) * arch.head_dim // layout.tp
