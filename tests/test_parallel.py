@@ -126,7 +126,7 @@ ARCH, INVENTORY = read_architecture(TINY), build_inventory(TINY)
     ({"pp": 8}, "above the model's 4 layers"),
     ({"cp": 3, "seq_len": 1000}, "does not divide the sequence"),
     ({"ep": 2, "num_gpus": 2}, "must divide the model's routed experts"),
-    ({"ep": 2}, "must divide DP x CP = 1"),
+    ({"ep": 2, "tp": 2, "num_gpus": 2}, "must divide DP x CP = 1"),
     ({"vpp": 2, "pp": 2}, "needs pp_schedule interleaved"),
     ({"pp_schedule": "interleaved", "pp": 2}, "needs pp >= 2 and vpp >= 2"),
 ])
@@ -140,6 +140,7 @@ def test_num_gpus_is_the_layouts_product_and_dp_the_rest() -> None:
     assert (s.num_gpus, s.data_parallel, s.shard_ranks, s.resolved_sharding) == (4, 1, 1, "none")
     s = TrainingSettings(tp=2, cp=2, num_gpus=16, sharding="distributed_optimizer").validated()
     assert (s.data_parallel, s.shard_ranks, s.resolved_sharding) == (4, 8, "zero1")
+    assert TrainingSettings(ep=8, cp=2).validated().num_gpus == 8  # EP spans DP x CP: 4 replicas of CP 2
 
 
 def test_each_dimension_lowers_the_most_loaded_rank() -> None:

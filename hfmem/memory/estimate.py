@@ -57,7 +57,7 @@ from hfmem.memory.parallel import (
     summed_states,
 )
 from hfmem.memory.quantization import BaseFormat
-from hfmem.memory.settings import TrainingSettings
+from hfmem.memory.settings import NO_MODEL_PARALLELISM, TrainingSettings
 from hfmem.units import GIB
 
 _ROOT_COMPONENTS = ("embeddings", "head", "vision", "projector")
@@ -275,6 +275,7 @@ def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
     s = settings.validated()
     ctx = ctx.view(s)
     seq = s.resolved_seq_len(ctx.arch.max_position_embeddings)
+    check_layout(ctx.arch, s, seq)
     state, act, per_gpu, parallel = per_gpu_parts(ctx, s, seq)
     notes = state.notes + act.notes + method_notes(ctx, s) + layout_notes(parallel)
     return Estimate(
@@ -289,7 +290,8 @@ def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
 def per_gpu_parts(ctx: Context, s: TrainingSettings, seq: int) -> tuple[
         ModelState, ActivationEstimate, MemoryBreakdown, dict[str, Any] | None]:
     """The model state, activations and per-GPU breakdown of validated settings at `seq`: one GPU's (data
-    parallelism aside), or a model-parallel layout's most-loaded rank's with the layout's figures (None without)."""
+    parallelism aside), or a model-parallel layout's most-loaded rank's with the layout's figures (None without).
+    The layout's fit to the model (check_layout) is the caller's: a search over lengths may try any `seq`."""
     layout = Layout.of(s)
     if layout.trivial:
         state = state_for(ctx, s)
@@ -297,7 +299,6 @@ def per_gpu_parts(ctx: Context, s: TrainingSettings, seq: int) -> tuple[
         per_gpu = combine(s, ctx.split(s), state, act, eval_forward_bytes(ctx.arch, s, seq),
                           generation_bytes(ctx.arch, s, seq))
         return state, act, per_gpu, None
-    check_layout(ctx.arch, s, seq)
     _, state, act, per_gpu, parallel = most_loaded_rank(ctx, s, seq, layout)
     return state, act, per_gpu, parallel
 
@@ -305,8 +306,7 @@ def per_gpu_parts(ctx: Context, s: TrainingSettings, seq: int) -> tuple[
 def data_parallel_view(s: TrainingSettings) -> TrainingSettings:
     """The settings as the sharding code sees one rank of a model-parallel layout: its DP x CP peers hold the same
     weights and shard their gradients and states over them (ZeRO, FSDP, DDP)."""
-    return replace(s, num_gpus=s.shard_ranks, tp=1, pp=1, cp=1, ep=1, sequence_parallel="off", pp_schedule="1f1b",
-                   vpp=1)
+    return replace(s, num_gpus=s.shard_ranks, **NO_MODEL_PARALLELISM)
 
 
 RankEstimate = tuple[ParameterSplit, ModelState, ActivationEstimate, MemoryBreakdown, dict[str, Any]]

@@ -13,6 +13,7 @@ offloading, no optimizer step in backward.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from math import gcd
 from typing import Any
 
 from hfmem.constants import DEFAULT_SEQ_LEN
@@ -470,13 +471,19 @@ class TrainingSettings:
         return data
 
 
+NO_MODEL_PARALLELISM = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sequence_parallel": "off", "pp_schedule": "1f1b",
+                        "vpp": 1}
+"""The parallelism fields of a run without model parallelism (one GPU per replica)."""
+
+
 def _layout_checked(s: TrainingSettings) -> TrainingSettings:
-    """The settings with num_gpus set to tp x pp x cp where it was left at 1; InvalidInputError for a layout whose
+    """The settings with num_gpus set to the layout's fewest GPUs (tp x pp x cp, times what EP needs beyond CP)
+    where it was left at 1; InvalidInputError for a layout whose
     dimensions do not divide the GPUs or contradict its schedule (the model's own limits are checked by
     hfmem.memory.parallel)."""
     product = s.model_parallel
-    if s.num_gpus == 1 and product > 1:
-        s = replace(s, num_gpus=product)
+    if s.num_gpus == 1 and product * s.ep > 1:  # the fewest GPUs of the layout: EP needs DP x CP ranks to span
+        s = replace(s, num_gpus=product * s.ep // gcd(s.ep, s.cp))
     if s.num_gpus % product:
         raise InvalidInputError(f"num_gpus {s.num_gpus} is not a multiple of tp x pp x cp = {s.tp} x {s.pp} x {s.cp} "
                                 f"= {product}.")
