@@ -7,6 +7,11 @@ experts by EP x expert-TP, the embedding on the first stage and the head and los
 attention and MLP split by TP, the rest by TP only with sequence parallelism, all of them by CP, times the
 micro-batches the schedule keeps in flight on the stage; and the buffers each dimension communicates through.
 Pure functions over hfmem's own per-layer activation terms (memory/activations/) and parameter inventory.
+
+Checked against real runs on CPU (tests/layout_ranks.py, bench/parallel_ranks.py): TP, TP+SP, FSDP2 x TP, GPipe,
+1F1B and interleaved 1F1B. Context parallelism does not run there (torch's context_parallel has no sharding
+strategy for the CPU kernel aten._scaled_dot_product_flash_attention_for_cpu, torch 2.13), nor Megatron-core; the
+CP and EP buffers rest on the sources cited at each term.
 """
 
 from __future__ import annotations
@@ -68,11 +73,11 @@ class Layout:
         return (0,) if self.pp == 1 else (0, self.pp - 1)
 
     def describe(self) -> str:
-        """The layout in words: TP8·PP2·DP4."""
-        dims = [f"TP{self.tp}" + ("+SP" if self.sequence_parallel != "off" and self.tp > 1 else ""),
-                f"PP{self.pp}" + (f"x{self.vpp}" if self.vpp > 1 else ""), f"CP{self.cp}", f"EP{self.ep}",
-                f"DP{self.dp}"]
-        return "·".join(d for d in dims if not d.endswith(("P1", "P1+SP")) or d.startswith("DP") and self.dp > 1)
+        """The layout in words, its dimensions above 1: TP8+SP·PP4x2·DP2."""
+        sp = "+SP" if self.sequence_parallel != "off" else ""
+        dims = (("TP", self.tp, sp), ("PP", self.pp, f"x{self.vpp}" if self.vpp > 1 else ""), ("CP", self.cp, ""),
+                ("EP", self.ep, ""), ("DP", self.dp, ""))
+        return "·".join(f"{name}{n}{extra}" for name, n, extra in dims if n > 1) or "1 GPU"
 
 
 def check_layout(arch: Architecture, s: TrainingSettings, seq_len: int) -> None:
@@ -260,10 +265,14 @@ class CommBuffers:
     the last stage's), allocated once for the step's micro-batches; and the output of each micro-batch in flight, kept for its
     backward (the logits on the last stage, whose loss_fn runs outside the stage)."""
     cp: int = 0
-    """Ring attention's next K/V chunk received while the current one is used (double-buffered), or all-to-all's
+    """Ring attention's next K/V chunk received while the current one is used (double-buffered), all-gather's K/V
+    of the whole sequence for the layer being computed (torch's _AllGatherRotater, its default:
+    torch/distributed/tensor/experimental/_context_parallel/_attention.py:77, 273-300), or all-to-all's
     re-laid-out Q, K, V and output."""
     ep: int = 0
-    """The token dispatcher's permuted tokens: dispatched to the experts and combined back (top-k copies each)."""
+    """The token dispatcher's permuted tokens, top-k copies of each (dropless): the local tokens permuted for the
+    all-to-all and the experts' tokens received from it, then the same on the way back (Megatron-core's
+    MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/token_dispatcher.py:624-720)."""
 
     @property
     def total(self) -> int:
@@ -294,6 +303,8 @@ def comm_buffers(arch: Architecture, layout: Layout, stage: int, micro_batch: in
         cp = 0
     elif layout.cp_kind == "ring":
         cp = 2 * 2 * local * kv_width * p
+    elif layout.cp_kind == "all-gather":
+        cp = 2 * local * layout.cp * kv_width * p
     else:
         cp = 4 * local * arch.num_attention_heads * arch.head_dim // layout.tp * p
     topk = arch.experts_per_token if arch.is_moe else 0

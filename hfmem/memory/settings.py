@@ -96,9 +96,9 @@ PP_SCHEDULE_ALIASES = {"one-f-one-b": "1f1b", "interleaved-1f1b": "interleaved",
 SEQUENCE_PARALLEL = ("off", "megatron", "dtensor")
 SEQUENCE_PARALLEL_ALIASES = {"false": "off", "no": "off", "none": "off", "true": "megatron", "on": "megatron",
                              "yes": "megatron", "torch": "dtensor", "torchtitan": "dtensor"}
-CP_KINDS = ("ring", "all-to-all")
-CP_KIND_ALIASES = {"p2p": "ring", "ring-attention": "ring", "a2a": "all-to-all", "ulysses": "all-to-all",
-                   "all2all": "all-to-all"}
+CP_KINDS = ("ring", "all-gather", "all-to-all")
+CP_KIND_ALIASES = {"p2p": "ring", "ring-attention": "ring", "allgather": "all-gather", "all_gather": "all-gather",
+                   "a2a": "all-to-all", "ulysses": "all-to-all", "all2all": "all-to-all", "alltoall": "all-to-all"}
 
 SWITCH = Boolean()
 COUNT = Integer(1)
@@ -380,9 +380,10 @@ class TrainingSettings:
     """Context parallel ranks: each holds 1/cp of every sequence's tokens and their activations; the optimizer
     states shard over DP x CP, as Megatron's distributed optimizer and torchtitan's FSDP do."""
     cp_kind: str = setting("ring", Choice(CP_KINDS, CP_KIND_ALIASES), affects=("activations",), panel=SHARDING)
-    """How context parallelism exchanges K and V: ring (Megatron's p2p ring attention, torch's context_parallel:
-    the next rank's K/V chunk received while the current one is used) or all-to-all (DeepSpeed-Ulysses: heads
-    swapped for the sequence around attention)."""
+    """How context parallelism exchanges K and V (Megatron's --cp-comm-type): ring (p2p, Megatron's default: the
+    next rank's K/V chunk received while the current one is used), all-gather (every rank's K/V gathered for the
+    layer: Megatron's allgather, the default rotate method of torch's context_parallel) or all-to-all
+    (DeepSpeed-Ulysses, Megatron's a2a: heads swapped for the sequence around attention)."""
     ep: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Expert parallel ranks of an MoE: each holds num_experts/ep routed experts (their weights, gradients and
     states) and the dispatch and combine buffers of the tokens routed to them; carved out of DP x CP."""
