@@ -105,7 +105,8 @@ def stage_layers(num_layers: int, pp: int, stage: int) -> int:
 def in_flight(layout: Layout, stage: int) -> float:
     """Micro-batches whose activations `stage` holds at its peak, in units of the stage's whole layer set.
 
-    1F1B (Narayanan et al. 2021): pp - stage warm-up forwards, at most the step's micro-batches (tmu:359-364);
+    1F1B (Narayanan et al. 2021): pp - stage warm-up forwards, at most the step's micro-batches (tmu:359-364;
+    torch's Schedule1F1B: warmup_chunks = min(n_microbatches, num_stages - stage_index));
     interleaved: (2(pp - stage - 1) + (vpp - 1)·pp + 1) model chunks of 1/vpp of the layers, which on the first
     stage is Megatron's penalty pp·(1 + (pp-1)/(pp·vpp)) (tmu:342-355); GPipe: every micro-batch; zero-bubble
     (ZB-H1, Qi et al. 2023): as 1F1B."""
@@ -125,7 +126,7 @@ class RankParameters:
     """Parameters on one rank, by how the layout holds them."""
 
     tp_split: float
-    """Attention and dense MLP linears (and the stage's vocabulary matrix), each rank 1/tp of them."""
+    """The stage's attention and dense MLP linears, each rank 1/tp of them."""
     replicated: float
     """Norms, routers and other small tensors, whole on every TP rank."""
     experts: float
