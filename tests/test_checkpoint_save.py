@@ -26,6 +26,8 @@ from hfmem.memory.settings import TrainingSettings  # noqa: E402
 from hfmem.model.architecture import read_architecture  # noqa: E402
 from hfmem.model.meta import build_inventory  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real CPU training steps: `-m "not slow"` skips them locally
+
 DTYPES = {"fp32": "fp32", "bf16": "bf16-pure"}
 """The runs' sharded dtype as an hfmem precision: fp32 parameters and states (as under mixed precision), or bf16
 parameters and states with no master copy."""

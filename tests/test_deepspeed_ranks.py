@@ -17,6 +17,8 @@ pytest.importorskip("deepspeed")
 
 from deepspeed_ranks import CASES, WIDE, WORLD, case_name, measure, predicted  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real CPU training steps: `-m "not slow"` skips them locally
+
 RUNS = [(c, WORLD) for c in CASES] + [(c, 4) for c in WIDE]
 
 

@@ -21,6 +21,8 @@ pytest.importorskip("torch")
 from hfmem.memory.model_state import ParameterSplit, model_state_bytes  # noqa: E402
 from hfmem.memory.settings import TrainingSettings  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real CPU training steps: `-m "not slow"` skips them locally
+
 SCRIPT = Path(__file__).with_name("fsdp_ranks.py")
 
 

@@ -30,6 +30,8 @@ from hfmem.memory.settings import TrainingSettings  # noqa: E402
 from hfmem.model.architecture import read_architecture  # noqa: E402
 from hfmem.model.meta import build_inventory  # noqa: E402
 
+pytestmark = pytest.mark.slow  # real CPU training steps: `-m "not slow"` skips them locally
+
 TOLERANCE = 0.05
 LLAMA = "meta-llama/Meta-Llama-3-8B"
 

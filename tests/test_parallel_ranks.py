@@ -18,6 +18,8 @@ from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import read_architecture
 from hfmem.model.meta import build_inventory
 
+pytestmark = pytest.mark.slow  # real CPU training steps: `-m "not slow"` skips them locally
+
 SCRIPT = Path(__file__).with_name("layout_ranks.py")
 LAYOUTS = {"tp": {"tp": 2}, "tp-sp": {"tp": 2, "sequence_parallel": "dtensor"},
            "fsdp-tp": {"tp": 2, "sequence_parallel": "dtensor", "num_gpus": 4, "sharding": "fsdp_full_shard"},
