@@ -64,8 +64,8 @@ def report(model: str, *, methods: tuple[str, ...] | None = None, gpus: list[str
            revision: str | None = None, token: str | None = None, **settings: Any) -> dict[str, Any]:
     """The whole report as `hfmem MODEL --format json` prints it (the scan's and the Action's unit too)."""
     from hfmem.hardware.gpus import resolve_gpus
-    from hfmem.reporting.plan import Plan, with_estimates
     from hfmem.memory.settings import METHODS, TrainingSettings
+    from hfmem.reporting.plan import Plan, with_estimates
 
     chosen = tuple(methods or METHODS)
     training = TrainingSettings(method=chosen[0], **settings).validated()

@@ -10,7 +10,7 @@ import json
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -44,12 +44,12 @@ COMMANDS = ("Commands: hfmem MODEL [options] (this page) · hfmem scan FILE [opt
              epilog=COMMANDS, cls=PlainHelpCommand)
 @opt.with_plan_flags
 def model(
-    model: Annotated[Optional[str], typer.Argument(
+    model: Annotated[str | None, typer.Argument(
         metavar="MODEL", help="org/name[@revision], a directory, a config.json or example:NAME (default: the model "
                               "the --config file names)", show_default=False)] = None,
-    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.",
+    revision: Annotated[str | None, typer.Option(help="Branch, tag or commit sha.",
                                                     rich_help_panel=MODEL_PANEL)] = None,
-    token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
+    token: Annotated[str | None, typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False, rich_help_panel=MODEL_PANEL)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.",
                                            rich_help_panel=MODEL_PANEL)] = HUB_TIMEOUT_S,
@@ -57,15 +57,15 @@ def model(
                                                  rich_help_panel=OUTPUT_PANEL)] = OutputFormat.table,
     details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.",
                                           rich_help_panel=OUTPUT_PANEL)] = False,
-    html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
+    html: Annotated[Path | None, typer.Option("--html", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
                                                  help="Also write a self-contained HTML report with charts (no network "
                                                       "needed to open it); adds `curves` to the JSON.")] = None,
-    plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", metavar="DIR", rich_help_panel=OUTPUT_PANEL,
+    plot_dir: Annotated[Path | None, typer.Option("--plot-dir", metavar="DIR", rich_help_panel=OUTPUT_PANEL,
                                                      help="Also write each chart of the HTML report as a file of its "
                                                           "own in DIR (created if missing): fit, terms, seq-len, "
                                                           "micro-batch-size, and frontier with --tokens and --price; "
                                                           "adds `curves` to the JSON.")] = None,
-    plot_format: Annotated[Optional[PlotFormat], typer.Option(
+    plot_format: Annotated[PlotFormat | None, typer.Option(
         "--plot-format", rich_help_panel=OUTPUT_PANEL, show_default=False,
         help="svg (default): standalone SVG files; png: also a PNG of each, drawn by headless Chromium or Chrome "
              "(needs --plot-dir).")] = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -43,23 +43,23 @@ scan_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, ric
                        "(--csv, --markdown, --html).", cls=PlainHelpCommand)
 @opt.with_plan_flags
 def scan(
-    file: Annotated[Optional[str], typer.Argument(metavar="FILE", help="Model list, or - for stdin.")] = None,
-    author: Annotated[Optional[str], typer.Option(help="List the Hub models of this user or organisation.")] = None,
-    search: Annotated[Optional[str], typer.Option(help="List the Hub models whose id contains this text.")] = None,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many models from the Hub listing.")] = None,
+    file: Annotated[str | None, typer.Argument(metavar="FILE", help="Model list, or - for stdin.")] = None,
+    author: Annotated[str | None, typer.Option(help="List the Hub models of this user or organisation.")] = None,
+    search: Annotated[str | None, typer.Option(help="List the Hub models whose id contains this text.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many models from the Hub listing.")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="JSONL results file (appended to).")] = Path("hfmem-scan.jsonl"),
     resume: Annotated[bool, typer.Option("--resume", help="Continue --out: skip models recorded with the same settings.")] = False,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Models fetched at once.")] = DEFAULT_CONCURRENCY,
-    shard: Annotated[Optional[str], typer.Option(metavar="K/N", help="Scan only shard K of N (1 <= K <= N).")] = None,
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the results as CSV.")] = None,
-    markdown_path: Annotated[Optional[Path], typer.Option("--markdown", help="Also write a markdown summary.")] = None,
-    html_path: Annotated[Optional[Path], typer.Option("--html", help="Also write a sortable, filterable HTML table "
+    shard: Annotated[str | None, typer.Option(metavar="K/N", help="Scan only shard K of N (1 <= K <= N).")] = None,
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="Also write the results as CSV.")] = None,
+    markdown_path: Annotated[Path | None, typer.Option("--markdown", help="Also write a markdown summary.")] = None,
+    html_path: Annotated[Path | None, typer.Option("--html", help="Also write a sortable, filterable HTML table "
                                                                      "(one file, opens offline).")] = None,
-    fits: Annotated[Optional[list[str]], typer.Option("--fits", metavar="METHOD:GPU",
+    fits: Annotated[list[str] | None, typer.Option("--fits", metavar="METHOD:GPU",
                                                       help="Export only models where METHOD fits on one such GPU with these "
                                                            "settings, e.g. qlora:rtx4090 (repeatable: all must hold).")] = None,
     list_only: Annotated[bool, typer.Option("--list-only", help="Print the models this job would scan and exit.")] = False,
-    token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
+    token: Annotated[str | None, typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
     compact: Annotated[bool, typer.Option("--compact", help="Record only the fit table per model (verdict, total, "

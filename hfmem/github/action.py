@@ -16,14 +16,15 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from hfmem import __version__, errors
 from hfmem.constants import DEFAULT_SEQ_LEN
-from hfmem.render.comment import Item, render
 from hfmem.memory.settings import METHODS
+from hfmem.render.comment import Item, render
 
 MARKER = "<!-- hfmem-action: sticky fit table -->"
 COMMENT_BUDGET = 60_000  # characters: GitHub refuses comments over 65,536; the margin absorbs the footer
@@ -444,8 +445,8 @@ def default_report_fn(inputs: Inputs) -> ReportFn:
     """`build_report` with the inputs' hf-token and Plan (training settings, methods, GPUs)."""
     from hfmem.hardware.gpus import resolve_gpus
     from hfmem.hub.settings import HubSettings
-    from hfmem.reporting.plan import Plan, build_report
     from hfmem.memory.settings import TrainingSettings
+    from hfmem.reporting.plan import Plan, build_report
 
     hub = HubSettings.from_env(token=inputs.hf_token or None)
     training = TrainingSettings(method=inputs.methods[0], seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)

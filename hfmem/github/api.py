@@ -10,8 +10,9 @@ every other answer becomes one `GitHubApiError` line naming the request and GitH
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx2
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 from hfmem.errors import InvalidInputError
 from hfmem.hub.files import MAX_JSON_BYTES

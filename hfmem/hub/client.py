@@ -33,8 +33,8 @@ from huggingface_hub.utils import logging as hf_logging
 
 from hfmem import __version__, errors
 from hfmem.hub import http
-from hfmem.hub.modelref import is_commit, is_repo_id, shorten
 from hfmem.hub.files import INDEX_FILE, MAX_JSON_BYTES, SINGLE_FILE, parse_json, read_json_file
+from hfmem.hub.modelref import is_commit, is_repo_id, shorten
 from hfmem.hub.safetensors import (
     FIRST_READ_BYTES,
     PREFIX_BYTES,

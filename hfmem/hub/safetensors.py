@@ -75,7 +75,7 @@ class Checkpoint:
         }
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Checkpoint":
+    def from_dict(data: dict[str, Any]) -> Checkpoint:
         tensors = {name: TensorEntry(dtype, tuple(shape)) for name, (dtype, shape) in data["tensors"].items()}
         return Checkpoint(tensors=tensors, files=data["files"], index_total_size=data.get("index_total_size"))
 

@@ -30,8 +30,6 @@ from hfmem.memory.activations import (
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
 from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
-from hfmem.model.architecture import Architecture
-from hfmem.model.inventory import Inventory, retied
 from hfmem.memory.model_state import (
     ModelState,
     ParameterSplit,
@@ -45,6 +43,8 @@ from hfmem.memory.model_state import (
 )
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory, retied
 from hfmem.units import GIB
 
 _ROOT_COMPONENTS = ("embeddings", "head", "vision", "projector")

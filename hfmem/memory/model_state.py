@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hfmem.errors import InvalidInputError
-from hfmem.model.architecture import Architecture
-from hfmem.model.inventory import Inventory, LinearGroup
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory, LinearGroup
 
 BNB_8BIT_BLOCK = 256
 """bitsandbytes' blockwise 8-bit optimizers keep one fp32 absmax per 256 values of each state."""

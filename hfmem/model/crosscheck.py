@@ -6,8 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hfmem.model.inventory import Inventory
 from hfmem.hub.safetensors import DTYPE_BYTES, Checkpoint
+from hfmem.model.inventory import Inventory
 
 # Tensor names that hold quantization metadata rather than parameters (GPTQ, AWQ, bnb, FP8, MXFP4).
 _QUANT_AUX = re.compile(

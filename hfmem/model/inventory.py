@@ -61,7 +61,7 @@ class Inventory:
                        "tied": tuple(tuple(pair) for pair in self.tied)}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Inventory":
+    def from_dict(data: dict[str, Any]) -> Inventory:
         linears = tuple(LinearGroup(**{k: v for k, v in g.items() if k != "parameters"}) for g in data["linears"])
         return Inventory(
             model_class=data["model_class"],

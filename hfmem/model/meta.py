@@ -13,7 +13,6 @@ from typing import Any
 from hfmem.errors import MalformedConfigError, UnsupportedArchitectureError
 from hfmem.model.inventory import COMPONENTS, Inventory, LinearGroup
 
-
 # transformers resolves its names lazily, on first attribute access; a thread that reads one while another is
 # still importing the package can find it missing, so the import and that first read happen under one lock.
 _IMPORT_LOCK = threading.Lock()
@@ -35,7 +34,7 @@ def _component(name: str, chain: list[str], is_output: bool, is_embedding: bool)
     if "Norm" in inner or re.search(r"(^|\.)(ln_\w+|\w*norm\w*)\.(weight|bias)$", name, re.I):
         return "norms"
     for cls in reversed(chain):
-        if "Router" in cls or "Gate" == cls[-4:] and "Moe" in cls:
+        if "Router" in cls or (cls[-4:] == "Gate" and "Moe" in cls):
             return "router"
         if "Experts" in cls or "Expert" in cls:
             return "experts"

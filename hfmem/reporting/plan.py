@@ -12,8 +12,8 @@ from typing import Any
 
 from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.hardware.prices import Price
-from hfmem.memory.advice import timed_gpus, timed_setup
 from hfmem.hub.modelref import ModelRef
+from hfmem.memory.advice import timed_gpus, timed_setup
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory

@@ -12,8 +12,8 @@ from typing import Any
 from hfmem.compute.flops import TrainingFlops, forward_flops, training_flops
 from hfmem.compute.roofline import (
     data_parallel_transfers,
-    hfu_for,
     hbm_traffic,
+    hfu_for,
     machine,
     offload_transfers,
     step_time,
@@ -23,8 +23,8 @@ from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
 from hfmem.hardware.specs import gpu_specs
 from hfmem.memory.estimate import Estimate
-from hfmem.memory.precision import KBIT_UPCAST
 from hfmem.memory.model_state import lora_targets
+from hfmem.memory.precision import KBIT_UPCAST
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory

@@ -15,21 +15,22 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any
 
 import httpx2
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from hfmem import errors
-from hfmem.model import derive
 from hfmem.hub import cache
 from hfmem.hub.client import MALFORMED_ANSWER, HubClient
-from hfmem.hub.settings import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
+from hfmem.hub.settings import HubSettings
+from hfmem.model import derive
 
 try:
     import fcntl
