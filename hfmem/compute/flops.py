@@ -221,7 +221,7 @@ def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "
         raise InvalidInputError(f"LoRA rank must be a positive integer, got {rank!r}.")
     chosen = adapters if method != "full" else ()
     extra = [adapter_flops(g, arch, rank) for g in chosen]
-    extra_in_layers = sum(f for g, f in zip(chosen, extra) if g.component not in OUTSIDE_LAYERS)
+    extra_in_layers = sum(f for g, f in zip(chosen, extra, strict=True) if g.component not in OUTSIDE_LAYERS)
     adapter = sum(extra)
     recompute = {"off": 0.0, "full": forward.in_layers + extra_in_layers, "selective": forward.attention}[checkpointing]
     return TrainingFlops(

@@ -244,7 +244,7 @@ def _exposed(transfers: list[Transfer], windows: dict[str, float], node: Machine
         total = sum(seconds)
         shown = total if window is None else max(sum(t.tail_bytes for t in group) / node.bandwidth(link),
                                                  total - windows[window])
-        for t, s in zip(group, seconds):
+        for t, s in zip(group, seconds, strict=True):
             exposed[t.name] = shown * s / total if total else 0.0
     return exposed
 

@@ -178,7 +178,7 @@ def resolve_gpu_names(specs: list[str]) -> list[str]:
     from hfmem.hardware.gpus import resolve_gpus
 
     try:
-        return [spec if gpu.user_defined else gpu.name for spec, gpu in zip(specs, resolve_gpus(specs))]
+        return [spec if gpu.user_defined else gpu.name for spec, gpu in zip(specs, resolve_gpus(specs), strict=True)]
     except errors.InvalidInputError as err:
         raise errors.InvalidInputError(f"input gpus: {err}") from None
 

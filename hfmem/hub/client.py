@@ -28,8 +28,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-from huggingface_hub.utils import logging as hf_logging
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, logging as hf_logging
 
 from hfmem import __version__, errors
 from hfmem.hub import http
@@ -146,7 +145,7 @@ class HubClient:
             with ThreadPoolExecutor(max_workers=min(workers, len(shards))) as pool:
                 headers = list(pool.map(lambda name: self.read_header(repo, name, guesses.get(name)), shards))
         checkpoint = Checkpoint(index_total_size=total)
-        for name, tensors in zip(shards, headers):
+        for name, tensors in zip(shards, headers, strict=True):
             checkpoint.add(name, tensors)
         return checkpoint
 

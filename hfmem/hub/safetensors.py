@@ -10,6 +10,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from hfmem.errors import MalformedCheckpointError
@@ -125,7 +126,7 @@ def parse_header(raw: bytes, filename: str, data_size: int | None = None) -> dic
             raise MalformedCheckpointError(f"{filename}: tensor {name!r} runs past the end of the file.")
         spans.append((begin, end, name))
     spans.sort()
-    for (_, end, left), (begin, _, right) in zip(spans, spans[1:]):
+    for (_, end, left), (begin, _, right) in pairwise(spans):
         if begin < end:
             raise MalformedCheckpointError(f"{filename}: tensors {left!r} and {right!r} overlap.")
     return tensors
