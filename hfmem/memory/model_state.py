@@ -201,7 +201,7 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
         outside = sum(inventory.by_component.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
         last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
-        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul,
+        return ParameterSplit(total, total, 0, 0, (*matrices, embed_rows), vectors, largest, matmul,
                               last_trainable=last)
     groups = lora_targets(inventory, settings.lora_targets)
     r = settings.lora_rank

@@ -7,6 +7,7 @@ Hub answers, and the safetensors headers are read while config.json downloads (o
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -84,10 +85,8 @@ def _preload_transformers() -> None:
     """Import transformers while the Hub answers, under the build's own import lock (meta.load_transformers)."""
     from hfmem.model.meta import load_transformers
 
-    try:
+    with contextlib.suppress(Exception):  # the build step reports import problems itself
         load_transformers()
-    except Exception:  # the build step reports import problems itself
-        pass
 
 
 def _in_background(call: Callable[[], T]) -> Future[T]:
@@ -134,9 +133,9 @@ def _fetch(ref: ModelRef, source: SettingsSource) -> tuple[dict, Checkpoint | No
         return _from_cached(hit)
     settings = _resolve(source)
     ref_key = f"{ref.name}@{ref.revision or 'main'}"
-    if settings.offline and (known := cache.load("refs", ref_key)):
-        if hit := cache.load("repos", f"{known['repo_id']}@{known['sha']}"):
-            return _from_cached(hit)
+    if (settings.offline and (known := cache.load("refs", ref_key))
+            and (hit := cache.load("repos", f"{known['repo_id']}@{known['sha']}"))):
+        return _from_cached(hit)
     from hfmem.hub.client import HubClient
 
     client = HubClient(settings)

@@ -163,7 +163,7 @@ def _inventory(model: Any, torch: Any) -> Inventory:
     groups: dict[tuple, int] = {}
     for path, module in model.named_modules():
         leaf = path.rsplit(".", 1)[-1]
-        component = _component(path + ".weight", [classes.get(path, "")] + [classes.get(p, "") for p in _parents(path)][::-1],
+        component = _component(path + ".weight", [classes.get(path, ""), *[classes.get(p, "") for p in _parents(path)][::-1]],
                                is_output=module is output, is_embedding=False)
         if isinstance(module, torch.nn.Linear):
             key = (leaf, component, module.in_features, module.out_features, "linear", module.bias is not None)

@@ -8,6 +8,7 @@ Meta builds are shared through hfmem's cache by config hash (see model.derive).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -158,7 +159,7 @@ class ResultStore:
         """Open for appending, locked against a second scan; end the last line as read_store decided."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(self.path, "ab+")
+            handle = open(self.path, "ab+")  # noqa: SIM115 (the store holds it, locked, until close())
         except OSError as err:
             raise errors.OutputError(f"cannot write {self.path}: {err.strerror}.") from None
         if fcntl is not None:
@@ -184,10 +185,8 @@ class ResultStore:
         self.recorded.add(record_key(record))
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # only after a failed append (which said so): its bytes are still buffered
             self._handle.close()
-        except OSError:  # only after a failed append (which said so): its bytes are still in the buffer
-            pass
 
 
 def read_store(path: Path) -> tuple[set[tuple[str, str]], str | None]:
