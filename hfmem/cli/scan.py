@@ -47,8 +47,10 @@ def scan(
     author: Annotated[str | None, typer.Option(help="List the Hub models of this user or organisation.")] = None,
     search: Annotated[str | None, typer.Option(help="List the Hub models whose id contains this text.")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many models from the Hub listing.")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL results file (appended to).")] = Path("hfmem-scan.jsonl"),
-    resume: Annotated[bool, typer.Option("--resume", help="Continue --out: skip models recorded with the same settings.")] = False,
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL results file (appended to).")] = Path(
+        "hfmem-scan.jsonl"),
+    resume: Annotated[bool, typer.Option("--resume", help="Continue --out: skip models recorded with the same "
+                                                          "settings.")] = False,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Models fetched at once.")] = DEFAULT_CONCURRENCY,
     shard: Annotated[str | None, typer.Option(metavar="K/N", help="Scan only shard K of N (1 <= K <= N).")] = None,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Also write the results as CSV.")] = None,
@@ -56,9 +58,11 @@ def scan(
     html_path: Annotated[Path | None, typer.Option("--html", help="Also write a sortable, filterable HTML table "
                                                                      "(one file, opens offline).")] = None,
     fits: Annotated[list[str] | None, typer.Option("--fits", metavar="METHOD:GPU",
-                                                      help="Export only models where METHOD fits on one such GPU with these "
-                                                           "settings, e.g. qlora:rtx4090 (repeatable: all must hold).")] = None,
-    list_only: Annotated[bool, typer.Option("--list-only", help="Print the models this job would scan and exit.")] = False,
+                                                   help="Export only models where METHOD fits on one such GPU with "
+                                                        "these settings, e.g. qlora:rtx4090 (repeatable: all must "
+                                                        "hold).")] = None,
+    list_only: Annotated[bool, typer.Option("--list-only", help="Print the models this job would scan and "
+                                                                "exit.")] = False,
     token: Annotated[str | None, typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,

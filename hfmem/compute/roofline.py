@@ -27,7 +27,8 @@ GB_S = 1e9
 SHARDINGS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op")
 """The data-parallel schemes timed (the values of TrainingSettings.sharding)."""
 DDP_BUCKET_BYTES = 25 * 2**20
-"""torch DistributedDataParallel's bucket_cap_mb default (25 MiB): the last bucket is all-reduced after backward ends."""
+"""torch DistributedDataParallel's bucket_cap_mb default (25 MiB): the last bucket is all-reduced after backward
+ends."""
 
 
 @dataclass(frozen=True)

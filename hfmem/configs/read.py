@@ -57,7 +57,8 @@ LINKED_READERS: dict[str, tuple[LinkedReader, str]] = {
 
 
 def read_config(path: str | Path) -> ConfigFile:
-    """Detect the format of a training config file, parse it and map it to settings; InvalidInputError on anything bad."""
+    """Detect the format of a training config file, parse it and map it to settings; InvalidInputError on anything
+    bad."""
     file, label = Path(path), str(path)
     data = files.read_mapping(file, label)
     kind = detect(data, label)

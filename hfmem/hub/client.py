@@ -171,7 +171,8 @@ class HubClient:
 
     def _range(self, url: str, start: int, end: int) -> tuple[bytes, int | None]:
         """GET bytes start..end; reads at most that many bytes even if the server ignores Range."""
-        headers = build_hf_headers(token=self.settings.token or False, library_name="hfmem", library_version=__version__)
+        headers = build_hf_headers(token=self.settings.token or False, library_name="hfmem",
+                                   library_version=__version__)
         headers["Range"] = f"bytes={start}-{end}"
         want = end - start + 1
         with get_session().stream("GET", url, headers=headers, timeout=self.settings.timeout) as response:
@@ -233,8 +234,8 @@ class HubClient:
             yield
         except GatedRepoError:
             raise errors.GatedRepoError(
-                f"{repo_id} is gated: accept its licence at {self.settings.shown_endpoint}/{repo_id}, then set HF_TOKEN "
-                "(or pass --token) with a token of that account."
+                f"{repo_id} is gated: accept its licence at {self.settings.shown_endpoint}/{repo_id}, "
+                "then set HF_TOKEN (or pass --token) with a token of that account."
                 + (" The token given was refused." if self.settings.token else "")
             ) from None
         except RevisionNotFoundError:
@@ -247,7 +248,8 @@ class HubClient:
         except EntryNotFoundError:
             raise errors.MalformedCheckpointError(f"{where} has no file {filename!r}.") from None
         except OfflineModeIsEnabled:
-            raise errors.OfflineCacheMissError(f"{where}: {filename} is not cached and HF_HUB_OFFLINE is set.") from None
+            raise errors.OfflineCacheMissError(
+                f"{where}: {filename} is not cached and HF_HUB_OFFLINE is set.") from None
         except HfHubHTTPError as err:
             status = getattr(err.response, "status_code", "?")
             raise errors.NetworkError(f"{where}: the Hub answered HTTP {status} after retries.") from None
@@ -258,7 +260,8 @@ class HubClient:
                 f"{self.settings.timeout:g}s per read, with retries)."
             ) from None
         except httpx2.HTTPError as err:
-            raise errors.NetworkError(f"{where}: cannot reach {self.settings.shown_endpoint} ({type(err).__name__}).") from None
+            raise errors.NetworkError(
+                f"{where}: cannot reach {self.settings.shown_endpoint} ({type(err).__name__}).") from None
 
 
 def _host_of(err: httpx2.HTTPError) -> str | None:

@@ -141,7 +141,8 @@ class BoundedStream(httpx2.SyncByteStream):
         for piece in self._pieces():
                 if sent + len(piece) > MAX_BODY_BYTES:
                     yield piece[:MAX_BODY_BYTES - sent]  # a reader that needs no more stops here
-                    raise errors.NetworkError(f"{self._clock.host} sent an answer larger than {MAX_JSON_BYTES:,} bytes.")
+                    raise errors.NetworkError(
+                        f"{self._clock.host} sent an answer larger than {MAX_JSON_BYTES:,} bytes.")
                 sent += len(piece)
                 yield piece
 

@@ -64,7 +64,8 @@ class Checkpoint:
     def add(self, filename: str, tensors: dict[str, TensorEntry]) -> None:
         duplicated = self.tensors.keys() & tensors.keys()
         if duplicated:
-            raise MalformedCheckpointError(f"{filename}: tensor {sorted(duplicated)[0]!r} also appears in another shard.")
+            raise MalformedCheckpointError(
+                f"{filename}: tensor {sorted(duplicated)[0]!r} also appears in another shard.")
         self.tensors.update(tensors)
         self.files += 1
 

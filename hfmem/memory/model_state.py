@@ -195,7 +195,8 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         matrices = tuple((g.out_features, g.in_features, g.count) for g in inventory.linears
                          if not (g.component == "head" and head_tied))
         embed = inventory.by_component.get("embeddings", 0)
-        embed_rows = (arch.vocab_size, arch.hidden_size, max(1, round(embed / max(1, arch.vocab_size * arch.hidden_size))))
+        embed_rows = (arch.vocab_size, arch.hidden_size,
+                      max(1, round(embed / max(1, arch.vocab_size * arch.hidden_size))))
         in_matrices = sum(r * c * n for r, c, n in matrices)
         vectors = max(0, total - in_matrices - embed)
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
@@ -388,7 +389,8 @@ def model_state_bytes(
         t.notes.append("AMP: autocast keeps a 16-bit copy of every matmul weight for backward")
     if settings.optimizer_in_backward:
         t.grads = split.largest_trainable * b.train_g
-        t.notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
+        t.notes.append("optimizer in backward: each gradient is applied and freed at once "
+                       "(one tensor's gradient alive)")
     units = _units(split, b, t.weights, hidden_size, layer_parameters, root_parameters, largest_root_unit)
     whole_model, whole_states = t.weights, t.states
     sharding = settings.resolved_sharding
@@ -440,7 +442,8 @@ def model_state_bytes(
 def _loading(settings: TrainingSettings, whole_model: float, units: _Units, b: _ElementBytes) -> tuple[float, float]:
     """(GPU bytes while loading where that exceeds the sharded weights, host bytes per rank while loading)."""
     sharded = (settings.zero_stage or 0) >= 3 and settings.num_gpus > 1
-    gpu = whole_model + units.layer_parameters * b.stored if sharded and settings.model_loading == "per-rank-gpu" else 0.0
+    gpu = (whole_model + units.layer_parameters * b.stored
+           if sharded and settings.model_loading == "per-rank-gpu" else 0.0)
     host = 0.0 if settings.model_loading == "per-rank-gpu" else whole_model
     return gpu, host
 

@@ -375,7 +375,8 @@ class TrainingSettings:
         method's (lora: None, the compute dtype; qlora: nf4); None for a full fine-tune, which trains every weight."""
         if self.method == "full":
             return None
-        name = self.base_quantization or (stored.format if stored else None) or ("nf4" if self.method == "qlora" else None)
+        name = (self.base_quantization or (stored.format if stored else None)
+                or ("nf4" if self.method == "qlora" else None))
         return base_format(name, stored, self.qlora_double_quant)
 
     def resolved_seq_len(self, max_positions: int | None) -> int:

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from hfmem.model.architecture import Architecture
 
 
-COMPONENTS = ("embeddings", "attention", "ssm", "mlp", "experts", "router", "norms", "head", "vision", "projector", "other")
+COMPONENTS = ("embeddings", "attention", "ssm", "mlp", "experts", "router", "norms", "head", "vision", "projector",
+              "other")
 
 
 @dataclass(frozen=True)

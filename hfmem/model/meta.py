@@ -16,7 +16,8 @@ from hfmem.model.inventory import COMPONENTS, Inventory, LinearGroup
 # transformers resolves its names lazily, on first attribute access; a thread that reads one while another is
 # still importing the package can find it missing, so the import and that first read happen under one lock.
 _IMPORT_LOCK = threading.Lock()
-_VISION = re.compile(r"(^|\.)(vision_tower|vision_model|visual|vision_encoder|image_encoder|audio_tower|encoder_vision)(\.|$)")
+_VISION = re.compile(r"(^|\.)(vision_tower|vision_model|visual|vision_encoder|image_encoder|audio_tower"
+                     r"|encoder_vision)(\.|$)")
 _PROJECTOR = re.compile(r"(^|\.)(multi_modal_projector|mm_projector|connector|image_newline)(\.|$)")
 
 
@@ -163,8 +164,8 @@ def _inventory(model: Any, torch: Any) -> Inventory:
     groups: dict[tuple, int] = {}
     for path, module in model.named_modules():
         leaf = path.rsplit(".", 1)[-1]
-        component = _component(path + ".weight", [classes.get(path, ""), *[classes.get(p, "") for p in _parents(path)][::-1]],
-                               is_output=module is output, is_embedding=False)
+        chain = [classes.get(path, ""), *[classes.get(p, "") for p in _parents(path)][::-1]]
+        component = _component(path + ".weight", chain, is_output=module is output, is_embedding=False)
         if isinstance(module, torch.nn.Linear):
             key = (leaf, component, module.in_features, module.out_features, "linear", module.bias is not None)
             groups[key] = groups.get(key, 0) + 1

@@ -62,7 +62,8 @@ def load_list(path: str) -> list[str]:
         with open(path, encoding="utf-8") as handle:
             return read_list(handle)
     except (OSError, UnicodeDecodeError) as err:
-        raise errors.InvalidInputError(f"cannot read model list {path}: {getattr(err, 'strerror', None) or err}.") from None
+        raise errors.InvalidInputError(
+            f"cannot read model list {path}: {getattr(err, 'strerror', None) or err}.") from None
 
 
 def list_hub_models(settings: HubSettings, author: str | None, search: str | None, limit: int | None) -> list[str]:
@@ -74,11 +75,14 @@ def list_hub_models(settings: HubSettings, author: str | None, search: str | Non
         infos = HubClient(settings)._retry(lambda: list(api.list_models(author=author, search=search, limit=limit)))
     except HfHubHTTPError as err:
         status = getattr(err.response, "status_code", "?")
-        raise errors.NetworkError(f"listing models on {settings.shown_endpoint}: the Hub answered HTTP {status}.") from None
+        raise errors.NetworkError(
+            f"listing models on {settings.shown_endpoint}: the Hub answered HTTP {status}.") from None
     except httpx2.HTTPError as err:
-        raise errors.NetworkError(f"listing models on {settings.shown_endpoint} failed ({type(err).__name__}).") from None
+        raise errors.NetworkError(
+            f"listing models on {settings.shown_endpoint} failed ({type(err).__name__}).") from None
     except MALFORMED_ANSWER:
-        raise errors.NetworkError(f"listing models on {settings.shown_endpoint}: the answer is not a model list.") from None
+        raise errors.NetworkError(
+            f"listing models on {settings.shown_endpoint}: the answer is not a model list.") from None
     return sorted({info.id for info in infos if isinstance(info.id, str) and info.id})
 
 
