@@ -22,7 +22,7 @@ from hfmem.constants import HUB_TIMEOUT_S
 from hfmem.memory.fields import MODEL_PANEL, OUTPUT_PANEL
 
 # typer may vendor click; find its ClickException through a public subclass either way.
-_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_CLICK_ERROR: type[Any] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=MARKUP)
 
@@ -104,15 +104,15 @@ def emit(report: dict, output: OutputFormat, details: bool) -> None:
     if output is OutputFormat.json:
         sys.stdout.write(json.dumps(report, separators=(",", ":"), ensure_ascii=False) + "\n")
     elif output is OutputFormat.markdown:
-        from hfmem.render.markdown import render
+        from hfmem.render.markdown import render as markdown
 
-        sys.stdout.write(render(report))
+        sys.stdout.write(markdown(report))
     else:
         from rich.console import Console
 
-        from hfmem.render.table import render
+        from hfmem.render.table import render as table
 
-        render(report, Console(), details=details)
+        table(report, Console(), details=details)
 
 
 def _fail(message: str, code: int) -> int:

@@ -103,6 +103,7 @@ def machine(specs: GpuSpecs, dtype: str, num_gpus: int, *, gpus_per_node: int = 
     if peak is None or specs.memory_gbps is None:
         raise InvalidInputError(f"no vendor {dtype} peak or memory bandwidth for {specs.name} in the catalogue")
     pcie = specs.pcie_gbps / 2 * GB_S if specs.pcie_gbps else None
+    link: float | None
     if num_gpus <= (specs.link_gpus or 0) and specs.link_gbps:
         link = specs.link_gbps / 2 * GB_S
     elif num_gpus <= gpus_per_node:

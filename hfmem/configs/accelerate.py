@@ -41,7 +41,7 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
         d.set("num_gpus", processes, "num_processes")
     kind = (d.text("distributed_type") or "NO").strip().upper()
     engine = kind in {"FSDP", "DEEPSPEED"}
-    flag = deepspeed.AUTO
+    flag: str | None = deepspeed.AUTO
     if kind in DISTRIBUTED:
         d.set("sharding", DISTRIBUTED[kind], "distributed_type")
     elif kind == "FSDP":

@@ -9,11 +9,11 @@ weights' dtype is in that framework.
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from hfmem.configs import deepspeed
 from hfmem.configs.draft import Draft, Linked
-from hfmem.memory.fields import setting_of
+from hfmem.memory.fields import Choice, setting_of
 from hfmem.memory.settings import TrainingSettings
 
 HF_BATCH_SIZE = 8
@@ -80,7 +80,7 @@ def choice(d: Draft, path: str, field: str) -> None:
     if name is None:
         return
     check = setting_of(next(f for f in fields(TrainingSettings) if f.name == field)).check
-    known = getattr(check, "inner", check).table.get(name.strip().lower())
+    known = cast(Choice, getattr(check, "inner", check)).table.get(name.strip().lower())
     if known is None:
         d.unmodelled(path)
     else:

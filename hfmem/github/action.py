@@ -353,7 +353,7 @@ def html_page(items: list[Item]) -> str:
     """Every item's report on one page (the first HTML_REPORTS drawn in full), each error listed."""
     from hfmem.render.html import render_all
 
-    entries = []
+    entries: list[tuple[str, dict[str, Any] | None, str | None]] = []
     for item in items:
         drawn = sum(report is not None for _, report, _ in entries)
         if item.head is not None and drawn >= HTML_REPORTS:

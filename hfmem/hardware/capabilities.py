@@ -57,7 +57,7 @@ class Capabilities:
         return " ".join(["bf16" if self.bf16 else "fp16", *(["fp8"] if self.fp8 else []), *kernels])
 
 
-ARCHS: dict[str, Capabilities] = {c.arch: c for c in (
+ARCHS: dict[str | None, Capabilities] = {c.arch: c for c in (
     Capabilities("volta", bf16=False, sdpa="efficient"),
     Capabilities("turing", bf16=False, sdpa="efficient"),
     Capabilities("ampere", flash_attention=("fa2",)),

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx2
 from huggingface_hub import HfApi, hf_hub_url, try_to_load_from_cache
@@ -44,8 +44,11 @@ from hfmem.hub.safetensors import (
 )
 from hfmem.hub.settings import HubSettings, redact_url
 
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import ExpandModelProperty_T
+
 T = TypeVar("T")
-RESOLVE_FIELDS = ["sha", "siblings"]
+RESOLVE_FIELDS: list[ExpandModelProperty_T] = ["sha", "siblings"]
 """What `resolve` asks the model description for: the commit and the file list (a popular model's full description
 lists its Spaces, card data and widget examples too, often hundreds of kB)."""
 # What huggingface_hub raises on an API answer that is HTML, a JSON list or has fields of the wrong type.
@@ -296,8 +299,9 @@ def _repo_state(asked: str, repo_id: Any, sha: Any, siblings: Any) -> RepoState:
         raise errors.NetworkError(f"{asked}: the Hub answered with an invalid model id {shorten(repo_id)!r}.")
     if not isinstance(sha, str) or not is_commit(sha):
         raise errors.NetworkError(f"{asked}: the Hub answered without a commit sha.")
-    files = tuple(getattr(s, "rfilename", None) for s in siblings or [])
-    if not all(isinstance(f, str) for f in files):
+    names = tuple(getattr(s, "rfilename", None) for s in siblings or [])
+    files = tuple(f for f in names if isinstance(f, str))
+    if len(files) != len(names):
         raise errors.NetworkError(f"{asked}: the Hub's file list is not a list of file names.")
     return RepoState(repo_id=repo_id or asked, sha=sha, files=files)
 

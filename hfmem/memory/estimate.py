@@ -185,6 +185,7 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     autocast = settings.precision.autocast
     fp32_adapters = settings.adapter_dtype == "fp32" and p < 4
     base = ctx.base(settings)
+    out: float
     if not fp32_adapters:
         copy, out = 0.0, p
     elif base is not None and not base.casts_adapter_input_under_autocast:

@@ -258,6 +258,6 @@ def key_fields(cls: type, part: str) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls) if (a := setting_of(f).affects) is None or reads & set(a))
 
 
-def memo_key(obj: Any, part: str) -> tuple:
+def memo_key(obj: object, part: str) -> tuple:
     """The values `part` of an estimate depends on: equal keys, equal results."""
-    return tuple(getattr(obj, name) for name in key_fields(type(obj), part))
+    return tuple(getattr(obj, name) for name in key_fields(type(obj), part))  # type: ignore[arg-type]  # classes hash

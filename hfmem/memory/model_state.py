@@ -487,9 +487,9 @@ def _per_param(split: ParameterSplit, adapter: int, copy: int) -> float:
 
 def _units(split: ParameterSplit, b: _ElementBytes, weights: float, hidden_size: int, layer_parameters: int,
            root_parameters: int, largest_root_unit: int) -> _Units:
-    reduce_bucket = (DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size)
-    reduce_bucket = min(reduce_bucket, split.trainable) * b.train_g
-    gathered = min(2 * layer_parameters, split.total) * b.stored
+    elements = DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size
+    reduce_bucket = min(elements, split.trainable) * b.train_g
+    gathered: float = min(2 * layer_parameters, split.total) * b.stored
     if split.frozen_quantized and split.total:
         gathered = gathered * (weights / max(1, split.total * b.stored))  # gathered in their stored (4-bit) form
     return _Units(layer_parameters, root_parameters, largest_root_unit, gathered, reduce_bucket)

@@ -8,7 +8,7 @@ dominates training memory: the language model's decoder stack.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from hfmem.errors import AbsurdConfigError, MalformedConfigError
 
@@ -155,6 +155,12 @@ def _first(config: dict[str, Any], key: str) -> Any:
     return None
 
 
+@overload
+def _int(config: dict[str, Any], key: str, default: int, *, required: bool = False) -> int: ...
+@overload
+def _int(config: dict[str, Any], key: str, default: None = None, *, required: Literal[True]) -> int: ...
+@overload
+def _int(config: dict[str, Any], key: str, default: None = None, *, required: bool = False) -> int | None: ...
 def _int(config: dict[str, Any], key: str, default: int | None = None, *, required: bool = False) -> int | None:
     """Read an integer dimension, rejecting strings, floats with fractions, negatives and booleans."""
     value = _first(config, key)
@@ -338,7 +344,7 @@ def _mla(cfg: dict[str, Any], head_dim: int) -> MlaDims | None:
         return None
     return MlaDims(
         q_lora_rank=_int(cfg, "q_lora_rank", None),
-        kv_lora_rank=_int(cfg, "kv_lora_rank"),
+        kv_lora_rank=_int(cfg, "kv_lora_rank", required=True),
         qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", 0) or 0,
         qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", 0) or 0,
         v_head_dim=_int(cfg, "v_head_dim", None) or head_dim,
@@ -369,7 +375,7 @@ def _layer_details(cfg: dict[str, Any]) -> dict[str, Any]:
         act = cfg["hidden_activation"]
     if isinstance(cfg.get("feed_forward_proj"), str):  # T5: "gated-gelu" -> gelu_new, "relu" -> relu
         act = "gelu_new" if "gelu" in cfg["feed_forward_proj"] else cfg["feed_forward_proj"].removeprefix("gated-")
-    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    rope = found if isinstance(found := cfg.get("rope_parameters"), dict) else {}
     partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0)))
     if model_type in {"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "openai-gpt", "whisper", "bart", "gpt_neo",
                       "xglm"}:

@@ -115,9 +115,10 @@ def analyse(ref: ModelRef, settings: SettingsSource = None) -> ModelReport:
         config, checkpoint, repo_id, sha = _fetch(ref, settings)
         name, revision = repo_id, ref.revision
     else:
-        config_path = ref.path / "config.json" if ref.kind == "local" else ref.path
-        config = local.read_config(config_path)
-        checkpoint = local.read_checkpoint(ref.path) if ref.kind == "local" else None
+        path = ref.path
+        assert path is not None, "a local or config reference names its path"
+        config = local.read_config(path / "config.json" if ref.kind == "local" else path)
+        checkpoint = local.read_checkpoint(path) if ref.kind == "local" else None
         name, revision, sha = ref.name, None, None
     if checkpoint is None:
         notes.append("No safetensors checkpoint: parameters come from the config alone (no header cross-check).")

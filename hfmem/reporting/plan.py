@@ -190,7 +190,8 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     ranked = ranking(cells, plan.rank)
     return PlanPart(gpus=gpus, fits=fits, plan=written, gpu_entries=gpu_entries, estimates=compact,
                     estimate_notes=notes,
-                    fit=fit_table(cells, full, gpu_entries, {g.arch: hfu_for(g.arch) for g in gpus}),
+                    fit=fit_table(cells, full, gpu_entries,
+                                  {g.arch: hfu_for(g.arch) for g in gpus}),  # type: ignore[misc]  # None: user GPUs
                     fastest_and_cheapest=picked, fit_ranking=None if ranked is None else [refs[i] for i in ranked],
                     prices=price_entry(prices))
 

@@ -24,7 +24,8 @@ def layer_at(cache: dict, spec: ActivationSpec, kind: str, mlp_kind: str, s: int
     if forms is None:
         forms = cache[key] = tuple(layer(spec, kind, mlp_kind, length, input_grad=input_grad, sliding=sliding)
                                    for length in (0, 1))
-    return at_length(*forms, s)
+    zero, one = forms
+    return at_length(zero, one, s)
 
 
 def attends_sliding(arch: Architecture, kind: str, s: int) -> bool:
