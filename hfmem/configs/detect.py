@@ -6,8 +6,6 @@ from collections.abc import Callable
 
 from hfmem.errors import InvalidInputError
 
-FORMATS = ("torchtune", "axolotl", "llama-factory", "deepspeed", "accelerate", "trainer-args")
-
 TRAINER_KEYS = frozenset({
     "per_device_train_batch_size", "gradient_accumulation_steps", "output_dir", "learning_rate",
     "num_train_epochs", "max_steps", "gradient_checkpointing", "activation_checkpointing", "bf16", "fp16", "optim",

@@ -112,11 +112,6 @@ def quantized_linears(inventory: Inventory, head: bool = False) -> tuple[LinearG
     return tuple(g for g in inventory.linears if head or g.component != "head")
 
 
-def quantized_parameters(inventory: Inventory, head: bool = False) -> int:
-    """Weights the quantized format replaces (their biases stay in the compute dtype)."""
-    return sum(g.count * g.in_features * g.out_features for g in quantized_linears(inventory, head))
-
-
 def largest_quantized_matrix(inventory: Inventory, head: bool = False) -> int:
     """Elements of the largest quantized weight: its kernel dequantizes one at a time into the compute dtype."""
     return max((g.in_features * g.out_features for g in quantized_linears(inventory, head)), default=0)
