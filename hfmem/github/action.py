@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hfmem import __version__, errors
 from hfmem.constants import DEFAULT_SEQ_LEN
@@ -454,11 +454,12 @@ def default_report_fn(inputs: Inputs) -> ReportFn:
     """`build_report` with the inputs' hf-token and Plan (training settings, methods, GPUs)."""
     from hfmem.hardware.gpus import resolve_gpus
     from hfmem.hub.settings import HubSettings
-    from hfmem.memory.settings import TrainingSettings
+    from hfmem.memory.settings import Method, TrainingSettings
     from hfmem.reporting.plan import Plan, build_report
 
     hub = HubSettings.from_env(token=inputs.hf_token or None)
-    training = TrainingSettings(method=inputs.methods[0], seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)
+    method = cast(Method, inputs.methods[0])  # read_inputs checked it
+    training = TrainingSettings(method=method, seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)
     plan = Plan(training=training.validated(), methods=tuple(inputs.methods), gpus=resolve_gpus(inputs.gpus),
                 tokens=inputs.tokens, prices=inputs.prices)
     return lambda ref: build_report(ref, hub, plan, curves=True)  # the HTML page's curves

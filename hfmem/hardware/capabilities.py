@@ -20,6 +20,7 @@ Per generation, not per card, because the kernels and dtypes follow the architec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from hfmem.hardware.gpus import Gpu
 
@@ -33,7 +34,7 @@ class Capabilities:
     fp8: bool = False
     flash_attention: tuple[str, ...] = ()
     """FlashAttention generations available ("fa2", "fa3")."""
-    sdpa: str = "flash"
+    sdpa: Literal["flash", "efficient"] = "flash"
     """The fused SDPA backend training gets: "flash" or "efficient" (memory-efficient)."""
     kernels: str = ""
     """Where the attention kernels come from, for non-NVIDIA chips."""

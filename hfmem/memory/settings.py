@@ -13,7 +13,7 @@ offloading, no optimizer step in backward.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
 from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
@@ -28,6 +28,7 @@ from hfmem.memory.fields import (
     Number,
     OrNone,
     Parsed,
+    Part,
     memo_key,
     setting,
     validated_fields,
@@ -37,7 +38,8 @@ from hfmem.memory.quantization import BaseFormat, base_format
 from hfmem.model.architecture import StoredQuantization
 
 # The choice fields' values, each with its table of aliases (other spellings of those values, nothing else).
-METHODS = ("full", "lora", "qlora")
+Method = Literal["full", "lora", "qlora"]
+METHODS: tuple[Method, ...] = get_args(Method)
 DTYPES = tuple(PRECISIONS)
 DTYPE_ALIASES = {
     "bfloat16": "bf16", "mixed-bf16": "bf16", "mixed_bf16": "bf16",
@@ -45,8 +47,9 @@ DTYPE_ALIASES = {
     "pure-bf16": "bf16-pure", "bf16_pure": "bf16-pure", "bf16-true": "bf16-pure",
     "float32": "fp32", "32": "fp32", "amp_bf16": "amp-bf16", "amp_fp16": "amp-fp16",
 }
-OPTIMIZERS = ("adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum",
-              "adafactor", "lion")
+Optimizer = Literal["adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum",
+                    "adafactor", "lion"]
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 OPTIMIZER_ALIASES = {
     "adamw_torch_fused": "adamw", "adamw_fused": "adamw",
     "adamw_torch": "adamw_foreach", "adam": "adamw_foreach", "torch_adamw": "adamw_foreach",
@@ -54,36 +57,46 @@ OPTIMIZER_ALIASES = {
     "paged_adamw8bit": "paged_adamw_8bit", "paged_adamw_32bit": "paged_adamw", "paged_adamw32bit": "paged_adamw",
     "sgd-momentum": "sgd_momentum", "momentum": "sgd_momentum", "lion_32bit": "lion",
 }
-SHARDINGS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op")
+Sharding = Literal["none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op"]
+SHARDINGS: tuple[Sharding, ...] = get_args(Sharding)
 """Listed cheapest first; offload is a separate switch on top."""
 SHARDING_ALIASES = {
     "single": "none", "0": "ddp", "zero-1": "zero1", "1": "zero1", "zero-2": "zero2", "2": "zero2",
     "zero-3": "zero3", "3": "zero3", "fsdp": "fsdp_full_shard", "full_shard": "fsdp_full_shard",
     "shard_grad_op": "fsdp_shard_grad_op",
 }
-CHECKPOINTING = ("off", "full", "selective")
+Checkpointing = Literal["off", "full", "selective"]
+CHECKPOINTING: tuple[Checkpointing, ...] = get_args(Checkpointing)
 CHECKPOINTING_ALIASES = {
     "false": "off", "no": "off", "none": "off", "0": "off", "on": "full", "true": "full", "yes": "full", "1": "full",
 }
-ATTENTION = ("flash_attention_2", "sdpa", "eager", "sdpa_math")
+Attention = Literal["flash_attention_2", "sdpa", "eager", "sdpa_math"]
+ATTENTION: tuple[Attention, ...] = get_args(Attention)
 ATTENTION_ALIASES = {
     "flash": "flash_attention_2", "fa2": "flash_attention_2", "flash_attention_3": "flash_attention_2",
     "flash-attn": "flash_attention_2", "math": "sdpa_math",
 }
-ADAPTER_DTYPES = ("fp32", "compute")
+AdapterDtype = Literal["fp32", "compute"]
+ADAPTER_DTYPES: tuple[AdapterDtype, ...] = get_args(AdapterDtype)
 ADAPTER_DTYPE_ALIASES = {"float32": "fp32", "bf16": "compute", "fp16": "compute"}
-QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
-EXPERT_LORA = ("merged", "per-expert")
-FUSED_LOSSES = ("none", "cce", "liger")
+QloraKernel = Literal["bitsandbytes", "bitsandbytes-legacy", "torchao"]
+QLORA_KERNELS: tuple[QloraKernel, ...] = get_args(QloraKernel)
+ExpertLora = Literal["merged", "per-expert"]
+EXPERT_LORA: tuple[ExpertLora, ...] = get_args(ExpertLora)
+FusedLoss = Literal["none", "cce", "liger"]
+FUSED_LOSSES: tuple[FusedLoss, ...] = get_args(FusedLoss)
 FUSED_LOSS_ALIASES = {"cut_cross_entropy": "cce", "cut-cross-entropy": "cce", "liger_kernel": "liger", "off": "none",
                       "false": "none"}
-MODEL_LOADING = ("per-rank-cpu", "per-rank-gpu", "rank0")
+ModelLoading = Literal["per-rank-cpu", "per-rank-gpu", "rank0"]
+MODEL_LOADING: tuple[ModelLoading, ...] = get_args(ModelLoading)
 MODEL_LOADING_ALIASES = {"cpu": "per-rank-cpu", "gpu": "per-rank-gpu", "device_map": "per-rank-gpu",
                          "meta": "rank0", "cpu_ram_efficient_loading": "rank0", "rank-0": "rank0"}
-STATE_DICT_TYPES = ("full", "sharded")
+StateDictType = Literal["full", "sharded"]
+STATE_DICT_TYPES: tuple[StateDictType, ...] = get_args(StateDictType)
 STATE_DICT_TYPE_ALIASES = {"full_state_dict": "full", "sharded_state_dict": "sharded", "local_state_dict": "sharded",
                            "local": "sharded"}
-BASE_QUANTIZATIONS = ("nf4", "int8", "gptq", "awq")
+BaseQuantization = Literal["nf4", "int8", "gptq", "awq"]
+BASE_QUANTIZATIONS: tuple[BaseQuantization, ...] = get_args(BaseQuantization)
 BASE_QUANTIZATION_ALIASES = {"4bit": "nf4", "bnb_4bit": "nf4", "load_in_4bit": "nf4", "8bit": "int8",
                              "bnb_8bit": "int8", "load_in_8bit": "int8", "llm.int8": "int8", "llm_int8": "int8"}
 ACTIVATION_FNS = tuple(ACTIVATION_SAVES)
@@ -147,8 +160,8 @@ class Overhead:
 class TrainingSettings:
     """One training configuration; each field's metadata names its CLI flag (`--seq-len` -> seq_len)."""
 
-    method: str = setting("full", Choice(METHODS), flags=("--method", "-m"), many=True, shown="full, lora, qlora",
-                          panel=TRAINING)
+    method: Method = setting("full", Choice(METHODS), flags=("--method", "-m"), many=True, shown="full, lora, qlora",
+                             panel=TRAINING)
     """What is trained: full (every weight), lora (adapters on a frozen 16-bit base), qlora (adapters on a 4-bit
     NF4 base). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
     seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
@@ -179,16 +192,16 @@ class TrainingSettings:
     optimizer states; ZeRO/DeepSpeed, FSDP MixedPrecision); bf16-pure (bf16 weights, gradients and states, no
     master copy: torchtune, LitGPT bf16-true); fp32; amp-bf16/amp-fp16 (torch autocast over fp32 weights, as HF
     Trainer --bf16/--fp16 on an fp32-loaded model: 16-bit copies of the matmul weights, an fp32 residual)."""
-    optimizer: str | None = setting(None, OrNone(Choice(OPTIMIZERS, OPTIMIZER_ALIASES)), affects=("state",),
-                                    shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
+    optimizer: Optimizer | None = setting(None, OrNone(Choice(OPTIMIZERS, OPTIMIZER_ALIASES)), affects=("state",),
+                                          shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
     torch.optim.AdamW's default multi-tensor path, whose step briefly allocates one more state-sized buffer;
     adamw_8bit: bitsandbytes' blockwise 8-bit states; paged_adamw_8bit and paged_adamw (32-bit states): bitsandbytes
     paged optimizers, whose states live in CUDA managed memory outside PyTorch's allocator (they can page out to
     the CPU instead of failing); sgd: no state; sgd_momentum and lion: one state per weight; adafactor: HF
     Adafactor's factored second moment (a row and a column vector per matrix)."""
-    sharding: str | None = setting(None, OrNone(Choice(SHARDINGS, SHARDING_ALIASES)), flags=("--zero",),
-                                   affects=("state",), shown="none on one GPU, ddp on several", panel=SHARDING)
+    sharding: Sharding | None = setting(None, OrNone(Choice(SHARDINGS, SHARDING_ALIASES)), flags=("--zero",),
+                                        affects=("state",), shown="none on one GPU, ddp on several", panel=SHARDING)
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
     (= ZeRO-2); each adds its all-gather and bucket buffers."""
     num_gpus: int = setting(1, COUNT, affects=("state",), panel=SHARDING)
@@ -211,15 +224,15 @@ class TrainingSettings:
     accumulating micro-batches run under no_sync and every rank keeps the whole unsharded gradients of each unit
     until the step (torch's no_sync docstring: "accumulate the full model gradients (instead of gradient shards)").
     Only FSDP sharding with --grad-accum above 1 reads it."""
-    model_loading: str = setting("per-rank-cpu", Choice(MODEL_LOADING, MODEL_LOADING_ALIASES), affects=("state",),
-                                 panel=SHARDING)
+    model_loading: ModelLoading = setting("per-rank-cpu", Choice(MODEL_LOADING, MODEL_LOADING_ALIASES),
+                                          affects=("state",), panel=SHARDING)
     """How each rank loads the checkpoint before sharding: per-rank-cpu (every rank reads the whole model into host
     RAM, then FSDP/ZeRO moves it to its GPU unit by unit: HF from_pretrained without a device_map); per-rank-gpu
     (every rank materialises the whole model on its GPU first, e.g. device_map={"": rank}: the load phase peaks
     at the full model per GPU); rank0 (rank 0 reads it, the others start on the meta device and receive their
     shards: accelerate fsdp_cpu_ram_efficient_loading, torchtune)."""
-    state_dict_type: str = setting("full", Choice(STATE_DICT_TYPES, STATE_DICT_TYPE_ALIASES), affects=("state",),
-                                   panel=SHARDING)
+    state_dict_type: StateDictType = setting("full", Choice(STATE_DICT_TYPES, STATE_DICT_TYPE_ALIASES),
+                                             affects=("state",), panel=SHARDING)
     """How a sharded run saves its checkpoints: full (FSDP FULL_STATE_DICT with offload_to_cpu and rank0_only, the
     default of HF Trainer and accelerate's FSDP1: rank 0's host gathers the whole model, then the whole optimizer
     state; DeepSpeed ZeRO-3 with stage3_gather_16bit_weights_on_model_save: the 16-bit weights alone) or sharded
@@ -230,12 +243,12 @@ class TrainingSettings:
     host_ram_gib: float | None = setting(None, OrNone(Number(1, 1 << 20)), affects=(), shown="not checked",
                                          panel=SHARDING)
     """Host RAM per machine in GiB: a setup whose host memory (offload, load-time copies) exceeds it does not fit."""
-    gradient_checkpointing: str = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
-                                          affects=("trainability", "activations"), panel=TRAINING)
+    gradient_checkpointing: Checkpointing = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
+                                                    affects=("trainability", "activations"), panel=TRAINING)
     """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core
     only)."""
-    attention: str = setting("flash_attention_2", Choice(ATTENTION, ATTENTION_ALIASES), affects=("activations",),
-                             panel=TRAINING)
+    attention: Attention = setting("flash_attention_2", Choice(ATTENTION, ATTENTION_ALIASES),
+                                   affects=("activations",), panel=TRAINING)
     """Attention kernel: flash_attention_2 (the flash-attn kernel); sdpa (torch SDPA dispatching to its flash or
     memory-efficient kernel, falling back to math where the model's shapes rule those out); eager (the explicit
     softmax(QK^T)V that stores the attention matrix); sdpa_math (SDPA's math fallback forced: stores the attention
@@ -274,7 +287,7 @@ class TrainingSettings:
     and a trainable copy in the model's dtype, with its gradients and optimizer states (and master weights as the
     dtype says); a trained embedding keeps its token ids and a trained head its input. Accepts the input
     embedding's names (embed_tokens, wte, word_embeddings, ...) and linear layers' leaf names (lm_head, score)."""
-    expert_lora: str = setting("merged", Choice(EXPERT_LORA), affects=("trainability",), panel=TRAINING)
+    expert_lora: ExpertLora = setting("merged", Choice(EXPERT_LORA), affects=("trainability",), panel=TRAINING)
     """How LoRA adapts MoE experts stored as fused 3-D tensors (transformers 5): merged (PEFT's ParamWrapper: each
     forward builds W + B·A for the whole expert stack, which autograd keeps, and backward its full-size gradient)
     or per-expert (per-expert nn.Linear modules, as transformers 4 or axolotl's llama4_linearized_experts: each
@@ -282,18 +295,19 @@ class TrainingSettings:
     quantised Linears, so their adapters are per-expert whatever this says."""
     lora_dropout: float = setting(0.0, Number(0, 1), affects=("trainability",), panel=TRAINING)
     """LoRA dropout on the adapters' input: above 0 each adapted layer keeps a dropout mask and its dropped input."""
-    adapter_dtype: str = setting("fp32", Choice(ADAPTER_DTYPES, ADAPTER_DTYPE_ALIASES),
-                                 affects=("trainability", "state"), panel=TRAINING)
+    adapter_dtype: AdapterDtype = setting("fp32", Choice(ADAPTER_DTYPES, ADAPTER_DTYPE_ALIASES),
+                                          affects=("trainability", "state"), panel=TRAINING)
     """LoRA adapter weights: fp32 (PEFT's default autocast_adapter_dtype=True) or the compute dtype (torchtune,
     LitGPT)."""
-    qlora_kernel: str = setting("bitsandbytes", Choice(QLORA_KERNELS), affects=("trainability",), panel=TRAINING)
+    qlora_kernel: QloraKernel = setting("bitsandbytes", Choice(QLORA_KERNELS), affects=("trainability",),
+                                        panel=TRAINING)
     """The 4-bit linear: bitsandbytes (HF/PEFT with bitsandbytes >= 0.43.2: MatMul4Bit keeps only the packed
     weight for backward), bitsandbytes-legacy (bitsandbytes < 0.43.2, before PR #1270 of July 2024: it also kept
     each layer's input, as a ctx attribute) or torchao (torchtune's NF4, which keeps no input either)."""
-    base_quantization: str | None = setting(None, OrNone(Choice(BASE_QUANTIZATIONS, BASE_QUANTIZATION_ALIASES)),
-                                            affects=("split", "trainability", "state", "activations"),
-                                            shown="the model's quantization_config, else lora: none, qlora: nf4",
-                                            panel=TRAINING)
+    base_quantization: BaseQuantization | None = setting(
+        None, OrNone(Choice(BASE_QUANTIZATIONS, BASE_QUANTIZATION_ALIASES)),
+        affects=("split", "trainability", "state", "activations"),
+        shown="the model's quantization_config, else lora: none, qlora: nf4", panel=TRAINING)
     """The frozen base's weight format under LoRA/QLoRA: nf4 (bitsandbytes 4-bit, as qlora); int8 (bitsandbytes
     LLM.int8: int8 weights and an fp32 scale per output row; its matmul keeps each layer's input on the autograd
     ctx and dequantises the weight in backward); gptq and awq (4-bit weights packed in int32, int32 zeros and
@@ -317,8 +331,8 @@ class TrainingSettings:
     """The loss under torch.compile (torchtune compile=True compiles model and loss): inductor saves the
     compute-dtype logits and fp32 row statistics instead of log_softmax's fp32 output. The decoder layers
     are a separate switch, compile_layers."""
-    fused_loss: str = setting("none", Choice(FUSED_LOSSES, FUSED_LOSS_ALIASES), affects=("activations",),
-                              panel=TRAINING)
+    fused_loss: FusedLoss = setting("none", Choice(FUSED_LOSSES, FUSED_LOSS_ALIASES), affects=("activations",),
+                                    panel=TRAINING)
     """The output projection and the cross-entropy as one kernel that never builds the (tokens x vocab) logits:
     cce (Apple's Cut Cross-Entropy, axolotl's CutCrossEntropyPlugin) keeps the head's input and an fp32 log-sum-exp
     per token and computes the gradients in backward; liger (Liger Kernel's fused linear cross-entropy,
@@ -344,7 +358,7 @@ class TrainingSettings:
     activation_offloading: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
     about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
-    overhead: Overhead = setting(None, Group(Overhead), affects=())  # noqa: RUF009 (a field with a default_factory)
+    overhead: Overhead = setting(None, Group(Overhead), affects=())
     """Memory outside PyTorch's tensors: the CUDA context and the allocator's fragmentation."""
 
     @property
@@ -385,7 +399,7 @@ class TrainingSettings:
             return self.seq_len
         return min(DEFAULT_SEQ_LEN, max_positions) if max_positions else DEFAULT_SEQ_LEN
 
-    def memo_key(self, part: str) -> tuple:
+    def memo_key(self, part: Part) -> tuple:
         """The values the estimate part ("split", "trainability", "state", "activations") depends on."""
         return memo_key(self, part)
 

@@ -80,7 +80,7 @@ def _config_errors() -> tuple[type[Exception], ...]:
 def load_transformers() -> Any:
     """transformers, with accelerate and the mapping the build reads first, imported by one thread at a time."""
     with _IMPORT_LOCK:
-        import accelerate  # noqa: F401
+        import accelerate  # noqa: F401 -- imported under the lock, before transformers looks for it
         import transformers
 
         transformers.CONFIG_MAPPING  # noqa: B018 -- resolves the lazy auto-mapping submodule under the lock
