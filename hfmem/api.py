@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 def analyse_model(model: str, revision: str | None = None, token: str | None = None,
                   timeout: float = HUB_TIMEOUT_S) -> ModelReport:
     """Architecture, exact parameter inventory and cross-check of a model (what every answer starts from)."""
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.hub.modelref import parse_model_ref
-    from hfmem.hub.settings import HubSettings
     from hfmem.model.load import analyse
 
     return analyse(parse_model_ref(model, revision), partial(HubSettings.from_env, token=token, timeout=timeout))

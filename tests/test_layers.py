@@ -142,3 +142,13 @@ def test_the_cycle_check_sees_a_lazy_cycle(tmp_path: Path) -> None:
     (package / "memory" / "c.py").write_text("import hfmem.memory.a\n")
     (package / "memory" / "d.py").write_text("from hfmem.memory.a import x\n")
     assert cycles(import_graph(package)) == [["hfmem.memory.a", "hfmem.memory.b", "hfmem.memory.c"]]
+
+
+def test_module_names_are_unique() -> None:
+    """Each module's file name says its job once in the package: a name in a traceback or an import is unambiguous."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name not in {"__init__.py", "__main__.py"}:
+            seen.setdefault(path.name, []).append(str(path.relative_to(PACKAGE)))
+    repeated = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not repeated, f"module names used more than once: {repeated}"

@@ -74,8 +74,8 @@ def model(
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
     from hfmem.cli.waiting import stall_notices
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.hub.modelref import parse_model_ref
-    from hfmem.hub.settings import HubSettings
     from hfmem.reporting.plan import build_report
 
     model = model or plan.model
@@ -89,7 +89,7 @@ def model(
     with stall_notices():
         report = build_report(ref, hub, plan, curves=html is not None or plot_dir is not None)
     if html is not None:
-        from hfmem.cli.files import write_output
+        from hfmem.cli.output_files import write_output
         from hfmem.render.html import render
 
         write_output(html, render(report))
@@ -130,7 +130,7 @@ def run(argv: list[str]) -> int:
 
         command, argv, prog = typer.main.get_command(scan_app), argv[1:], "hfmem scan"
     elif argv[:1] == ["gpus"]:
-        from hfmem.cli.gpus import gpus_app
+        from hfmem.cli.catalogue import gpus_app
 
         command, argv, prog = typer.main.get_command(gpus_app), argv[1:], "hfmem gpus"
     else:

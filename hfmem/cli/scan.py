@@ -20,7 +20,7 @@ from hfmem.cli.help import MARKUP, PlainHelpCommand
 from hfmem.constants import HUB_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from hfmem.hub.settings import HubSettings
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.reporting.plan import Plan
     from hfmem.scan.export import FitFilter
     from hfmem.scan.runner import ScanStats
@@ -70,7 +70,7 @@ def scan(
                                                             "suggestion), no breakdowns: a few kB a model.")] = False,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
-    from hfmem.hub.settings import HubSettings
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.scan import runner as engine
     from hfmem.scan.export import parse_fit_filter, summarise
 
@@ -176,7 +176,7 @@ def _counts(stats: ScanStats) -> str:
 def _export(rows: list[dict[str, Any]], filters: list[FitFilter], out: Path, csv_path: Path | None,
             markdown_path: Path | None, html_path: Path | None) -> None:
     """Write the requested CSV, markdown and HTML dashboard files from the chosen rows (of the results file `out`)."""
-    from hfmem.cli.files import write_output
+    from hfmem.cli.output_files import write_output
     from hfmem.render.dashboard import render as dashboard
     from hfmem.scan.export import dashboard_data, to_csv, to_markdown
 

@@ -1,4 +1,4 @@
-"""Which framework wrote a config: the keys only that framework's files carry (files.py checks the extension)."""
+"""Which framework wrote a config: the keys only that framework's files carry (file_io.py checks the extension)."""
 
 from __future__ import annotations
 

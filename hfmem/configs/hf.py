@@ -2,7 +2,7 @@
 
 trainer-args files and LLaMA-Factory write TrainingArguments keys as they are; Axolotl and accelerate write the
 same FSDP options (`fsdp_config`, with or without the `fsdp_` prefix). `training_arguments` maps the keys every
-Trainer run has and returns the facts its precision follows from (precision.py); each format adds what the
+Trainer run has and returns the facts its precision follows from (trainer_precision.py); each format adds what the
 weights' dtype is in that framework.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import NamedTuple, cast
 
-from hfmem.configs import deepspeed
+from hfmem.configs import deepspeed_config
 from hfmem.configs.draft import Draft, Linked
 from hfmem.memory.fields import Choice, setting_of
 from hfmem.memory.settings import TrainingSettings
@@ -151,9 +151,10 @@ def fsdp_options(d: Draft, path: str) -> bool:
 
 
 def linked_deepspeed(d: Draft, linked: Linked) -> str | None:
-    """Read the DeepSpeed config a file names (or holds inline) into `d`; its precision flag (deepspeed.AUTO too)."""
+    """Read the DeepSpeed config a file names (or holds inline) into `d`; its precision flag (deepspeed_config.AUTO
+    too)."""
     child = Draft(linked.data, d.label, prefix=linked.prefix)
-    flag = deepspeed.read(child)
+    flag = deepspeed_config.read(child)
     d.absorb(child)
     return flag
 
@@ -215,7 +216,7 @@ def training_arguments(d: Draft, linked: Linked | None, bf16_default: bool = Fal
     if linked is not None:
         d.know("deepspeed")
         flag = linked_deepspeed(d, linked)
-        if flag != deepspeed.AUTO:
+        if flag != deepspeed_config.AUTO:
             autocast = flag
         engine = True
         zero3 = d.values.get("sharding") == "zero3"

@@ -385,7 +385,7 @@ def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], pa
 
 def post_comment(env: Mapping[str, str], inputs: Inputs, pr: PullRequest | None, body: str, log: Log) -> int:
     """Create or update the sticky comment; 0, or the exit code of a GitHub failure other than a fork's 403."""
-    from hfmem.github.api import GitHub
+    from hfmem.github.rest import GitHub
 
     if pr is None:
         log(f"not a pull request event ({env.get('GITHUB_EVENT_NAME') or 'unknown'}): "
@@ -453,7 +453,7 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
 def default_report_fn(inputs: Inputs) -> ReportFn:
     """`build_report` with the inputs' hf-token and Plan (training settings, methods, GPUs)."""
     from hfmem.hardware.gpus import resolve_gpus
-    from hfmem.hub.settings import HubSettings
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.memory.settings import Method, TrainingSettings
     from hfmem.reporting.plan import Plan, build_report
 

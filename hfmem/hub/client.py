@@ -1,6 +1,6 @@
 """The Hub client: repo metadata, config.json and safetensors headers through `huggingface_hub`.
 
-Settings come from `hfmem.hub.settings` (read from the environment when a request is first needed). Weights
+Settings come from `hfmem.hub.hub_settings` (read from the environment when a request is first needed). Weights
 are never downloaded: headers are read with HTTP Range on a streamed response that is closed as soon as the
 header is in. Every Hub failure becomes one `hfmem.errors` exception with a one-line message.
 
@@ -33,6 +33,7 @@ from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_st
 from hfmem import __version__, errors
 from hfmem.hub import http
 from hfmem.hub.files import INDEX_FILE, MAX_JSON_BYTES, SINGLE_FILE, parse_json, read_json_file
+from hfmem.hub.hub_settings import HubSettings, redact_url
 from hfmem.hub.modelref import is_commit, is_repo_id, shorten
 from hfmem.hub.safetensors import (
     FIRST_READ_BYTES,
@@ -42,7 +43,6 @@ from hfmem.hub.safetensors import (
     parse_header,
     shard_files,
 )
-from hfmem.hub.settings import HubSettings, redact_url
 
 if TYPE_CHECKING:
     from huggingface_hub.hf_api import ExpandModelProperty_T

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 from hfmem import errors
 from hfmem.hub import cache
+from hfmem.hub.hub_settings import HubSettings
 from hfmem.hub.modelref import ModelRef
 from hfmem.hub.safetensors import Checkpoint
-from hfmem.hub.settings import HubSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.crosscheck import CrossCheck, cross_check
 from hfmem.model.derive import derive

@@ -29,8 +29,8 @@ from huggingface_hub.errors import HfHubHTTPError
 from hfmem import errors
 from hfmem.hub import cache
 from hfmem.hub.client import MALFORMED_ANSWER, HubClient
+from hfmem.hub.hub_settings import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
-from hfmem.hub.settings import HubSettings
 from hfmem.model import derive
 
 try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hfmem.configs.draft import Draft, Linked
 from hfmem.configs.hf import Run, training_arguments
-from hfmem.configs.precision import trainer_dtype
+from hfmem.configs.trainer_precision import trainer_dtype
 
 METHODS = {"lora": "lora", "full": "full"}
 """finetuning_type values hfmem models; freeze (the last layers only) and oft have no hfmem method."""
