@@ -178,6 +178,8 @@ def resolve_gpu_names(specs: list[str]) -> list[str]:
     """Catalogue names for catalogue GPUs (aliases resolved), `name=GiB` specs kept as given; unknown: error."""
     from hfmem.hardware.gpus import resolve_gpus
 
+    if not specs:  # resolve_gpus reads none as the whole catalogue
+        return []
     try:
         return [spec if gpu.user_defined else gpu.name for spec, gpu in zip(specs, resolve_gpus(specs), strict=True)]
     except errors.InvalidInputError as err:
