@@ -195,12 +195,12 @@ def test_the_table_answers_for_the_setup_asked_with_one_total(capsys):
     data = json.loads(out)
     fit, est = cells(data)[0], estimates(data)[0]
     assert (fit["settings"]["sharding"], fit["settings"]["num_gpus"]) == ("zero3", 2)
-    assert fit["asked"]["total_bytes"] == est["per_gpu_bytes"]["total"]
+    assert fit["total_bytes"] == est["per_gpu_bytes"]["total"]
     figure = f"{est['per_gpu_bytes']['total'] / 2**30:.1f}"
     code, table, err = hfmem(capsys, *args, "--details")
     assert code == 0, err
     cell = next(line for line in table.splitlines() if line.strip().startswith("A100 80GB"))
-    mark = "✓" if fit["asked"]["fits"] else {"fits_with_mitigation": "⚠"}.get(fit["status"], "✗")
+    mark = "✓" if fit["fits"] else {"change": "⚠"}.get(fit["verdict"], "✗")
     assert mark in cell and figure in cell
     assert any(line.split()[:1] == ["total"] and figure in line for line in table.splitlines())
     assert "2 GPUs, ZeRO-3" in " ".join(table.split())
@@ -213,7 +213,7 @@ def test_qlora_cell_and_details_show_the_same_total(capsys):
     data = json.loads(out)
     fit, est = cells(data)[0], estimates(data)[0]
     assert est["per_gpu_bytes"]["paged_optimizer"] > 0
-    assert fit["asked"]["total_bytes"] == est["per_gpu_bytes"]["total"] > fit["asked"]["required_bytes"]
+    assert fit["total_bytes"] == est["per_gpu_bytes"]["total"] > fit["required_bytes"]
 
 
 def test_a_figure_above_the_card_that_fits_is_explained(capsys):
@@ -223,7 +223,7 @@ def test_a_figure_above_the_card_that_fits_is_explained(capsys):
     code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-g", "a100", "-f", "json")
     data = json.loads(out)
     full = next(f for f in cells(data) if f["method"] == "full")
-    change = full["mitigation"]
+    change = full["mitigations"][0]
     assert change["total_bytes"] > full["gpu"]["usable_bytes"] >= change["required_bytes"]
     for fmt in ("table", "markdown"):
         code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "-g", "a100", "-f", fmt)

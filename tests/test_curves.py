@@ -99,4 +99,4 @@ def test_a_frameworks_per_method_settings_reach_the_curves(tmp_path, capsys, mon
     seq, batch = report["curves"]["seq_len"], report["curves"]["micro_batch_size"]
     at = seq["points"].index(batch["seq_len"])
     for fit in cells(report):
-        assert seq["required_bytes"][fit["method"]][at] == fit["asked"]["required_bytes"], fit["method"]
+        assert seq["required_bytes"][fit["method"]][at] == fit["required_bytes"], fit["method"]

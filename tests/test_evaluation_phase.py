@@ -85,7 +85,7 @@ def test_a_larger_evaluation_is_the_total_and_a_smaller_eval_batch_is_the_advice
     (est,) = estimates(report)
     assert est["phases"]["largest"] == "evaluation"
     assert est["per_gpu_bytes"]["total"] == est["phases"]["evaluation"] > est["phases"]["train_step"]
-    advice = {c["gpu"]["name"]: (c["mitigation"]["name"], c["mitigation"]["settings_changes"]) for c in cells(report)}
+    advice = {c["gpu"]["name"]: (c["advice"]["mitigation"], c["advice"]["settings_changes"]) for c in cells(report)}
     assert advice == {"RTX 4090": ("smaller_eval_batch", {"eval_batch_size": 1}),
                       "T4": ("gradient_checkpointing", {"gradient_checkpointing": "full", "eval_batch_size": 1})}
     assert run(args) == 0

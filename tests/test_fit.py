@@ -124,14 +124,14 @@ def test_multi_gpu_count_is_the_smallest_with_the_cheapest_sharding() -> None:
 def test_a_small_model_fits_without_sharding() -> None:
     gpt2 = reference_model("openai-community/gpt2")
     fit = fit_one(*gpt2, SETTINGS, find_gpu("T4"), "full")
-    assert fit.status == "fits" and fit.multi_gpu["num_gpus"] == 1 and fit.multi_gpu["sharding"] == "none"
+    assert fit.verdict == "fits" and fit.advice is None and fit.multi_gpu["num_gpus"] == 1 and fit.multi_gpu["sharding"] == "none"
     assert fit.max_seq_len_capped and fit.max_seq_len == 1024  # GPT-2's maximum
 
 
 def test_mitigations_make_it_fit() -> None:
     gpu = find_gpu("RTX 4090")
     fit = fit_one(*LLAMA3, replace(SETTINGS, micro_batch_size=4), gpu, "lora")
-    assert not fit.fits and fit.status == "fits_with_mitigation"
+    assert not fit.fits and fit.verdict == "change" and fit.advice["mitigation"] == fit.mitigations[0]["name"]
     names = [m["name"] for m in fit.mitigations]
     assert names[0] in {"gradient_checkpointing", "smaller_micro_batch", "checkpointing_and_smaller_micro_batch"}
     for m in fit.mitigations:
@@ -150,10 +150,11 @@ def test_user_defined_gpu_and_json_shape() -> None:
                                                       ("lora", "lab-card"), ("lora", "H100 80GB")]
     data = json.loads(json.dumps([f.to_dict() for f in fits]))
     for entry in data:
-        assert {"gpu", "method", "status", "asked", "max_micro_batch_size", "max_seq_len", "multi_gpu",
-                "mitigation", "mitigations", "settings", "assumptions"} <= set(entry)
-        assert entry["status"] in {"fits", "fits_with_mitigation", "multi_gpu", "does_not_fit"}
-        assert entry["assumptions"]["dtype"] == "bf16"
+        assert {"gpu", "method", "verdict", "fits", "total_bytes", "required_bytes", "headroom_bytes",
+                "max_micro_batch_size", "max_seq_len", "multi_gpu", "advice", "mitigations"} <= set(entry)
+        assert entry["verdict"] in {"fits", "change", "gpus", "none"}
+        assert isinstance(entry["gpu"], str) and entry["fits"] == (entry["verdict"] == "fits")
+    assert all(f.assumptions["dtype"] == "bf16" for f in fits)
     with pytest.raises(InvalidInputError):
         fit_matrix(*LLAMA3, SETTINGS, gpus, ("dpo",))
 
@@ -173,11 +174,10 @@ def test_breakdown_serialises_as_the_report_always_has() -> None:
     assert list(data["per_gpu_bytes"]) == PER_GPU_ORDER
     required = est.per_gpu_bytes.required
     assert data["per_gpu_bytes"]["required"] == required == est.total - est.per_gpu_bytes.paged_optimizer
-    assert data["per_gpu_gib"] == {k: round(v / GIB, 3) for k, v in data["per_gpu_bytes"].items()}
     fit = json.loads(json.dumps(fit_one(*LLAMA3, settings, find_gpu("rtx4090"), "qlora").to_dict()))
-    assert fit["asked"]["per_gpu_bytes"] == data["per_gpu_bytes"]
-    assert fit["asked"]["total_bytes"] == est.total  # one total everywhere: the cell shows what the estimate shows
-    assert fit["asked"]["required_bytes"] == required < est.total  # the check leaves the paged states out
+    assert fit["per_gpu_bytes"] == data["per_gpu_bytes"]
+    assert fit["total_bytes"] == est.total  # one total everywhere: the cell shows what the estimate shows
+    assert fit["required_bytes"] == required < est.total  # the check leaves the paged states out
 
 
 def test_each_cell_is_the_verdict_for_the_setup_asked() -> None:
@@ -187,13 +187,14 @@ def test_each_cell_is_the_verdict_for_the_setup_asked() -> None:
     est, one = estimate(*LLAMA3, asked), estimate(*LLAMA3, single)
     gpu = parse_gpu_spec(f"card={(est.total + one.total) / 2 / GIB:.3f}")  # between the two setups' needs
     fit = fit_one(*LLAMA3, asked, gpu, "full").to_dict()
-    assert fit["status"] == "fits" and fit["asked"]["fits"]
-    assert (fit["asked"]["num_gpus"], fit["asked"]["sharding"]) == (2, "zero3")
-    assert (fit["settings"]["num_gpus"], fit["settings"]["sharding"]) == (2, "zero3")
-    assert fit["asked"]["total_bytes"] == est.total
-    assert fit["assumptions"]["sharding"] == "zero3" and fit["assumptions"]["num_gpus"] == 2
+    assert fit["verdict"] == "fits" and fit["fits"]
+    assert (fit["num_gpus"], fit["sharding"]) == (2, "zero3")
+    assert fit["total_bytes"] == est.total
+    typed = fit_one(*LLAMA3, asked, gpu, "full")
+    assert (typed.settings["num_gpus"], typed.settings["sharding"]) == (2, "zero3")
+    assert typed.assumptions["sharding"] == "zero3" and typed.assumptions["num_gpus"] == 2
     alone = fit_one(*LLAMA3, single, gpu, "full").to_dict()  # the same card alone does not hold it
-    assert not alone["asked"]["fits"] and alone["asked"]["num_gpus"] == 1
+    assert not alone["fits"] and alone["num_gpus"] == 1
 
 
 def test_estimate_json_shape_and_how_the_terms_add_up() -> None:

@@ -71,7 +71,7 @@ def test_every_evaluation_phase_is_within_5_percent(recorded, predicted) -> None
 
 
 def test_known_misses_are_still_misses(errors) -> None:
-    """A known miss that closes must leave KNOWN_UNDER (and the README's accuracy section)."""
+    """A known miss that closes must leave KNOWN_UNDER (and docs/accuracy.md)."""
     for case in KNOWN_UNDER:
         assert -0.10 < errors[case] < -0.05, (case, errors[case])
 

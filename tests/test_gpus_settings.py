@@ -108,7 +108,7 @@ def test_every_setting_is_documented() -> None:
 
 
 def test_settings_and_flags_import_light() -> None:
-    """Building every flag (and the README table) loads no torch, transformers or huggingface_hub."""
+    """Building every flag (and the docs' settings table) loads no torch, transformers or huggingface_hub."""
     import os
     import subprocess
     import sys

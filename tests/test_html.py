@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from hfmem.cli.main import run
-from hfmem.memory.advice import fit_grid
+from hfmem.render.labels import fit_grid
 from hfmem.memory.record import cells, estimates, path
 from hfmem.render.common import visible
 from hfmem.scan.runner import iter_records
@@ -155,8 +155,8 @@ def test_every_figure_on_the_page_is_the_jsons(llama):
         for method, series in curve["required_bytes"].items():
             for k in range(len(series)):
                 assert seen.count(f"curves.{axis}.required_bytes.{method}.{k}") == 2  # a dot and a table cell
-    for i, est in enumerate(report["estimates"]):
-        assert f"estimates.{i}.per_gpu_bytes.total" in seen and f"estimates.{i}.per_gpu_bytes.required" in seen
+    for method in report["estimates"]:
+        assert f"estimates.{method}.per_gpu_bytes.total" in seen and f"estimates.{method}.per_gpu_bytes.required" in seen
     assert {path(c, "max_seq_len") for c in cells(report)} <= set(seen)
     assert "parameters.total" in seen and root.all("h1")[0].text() == "example:Meta-Llama-3-8B"
 
@@ -180,12 +180,13 @@ def test_the_bars_stack_every_term_to_the_total(llama):
     totals = [float(line.attrs["y1"]) for line in chart.all("line") if line.attrs.get("class") == "total-mark"]
     strips = {n.attrs["data-src"].split(".")[1]: n for n in chart.all("rect")
               if n.attrs.get("class") == "overlap" and "data-src" in n.attrs}
-    assert len(totals) == 3 and set(strips) == {str(i) for i, e in enumerate(full)
-                                                if e["per_gpu_bytes"][OVERLAP]}
-    for i, strip in strips.items():  # the strip runs from the top of the stack down to the total
-        top = min(float(r.attrs["y"]) for r in rects if r.attrs["data-src"].startswith(f"estimates.{i}."))
+    order = [e["method"] for e in full]
+    assert len(totals) == 3 and set(strips) == {e["method"] for e in full if e["per_gpu_bytes"][OVERLAP]}
+    for method, strip in strips.items():  # the strip runs from the top of the stack down to the total
+        top = min(float(r.attrs["y"]) for r in rects if r.attrs["data-src"].startswith(f"estimates.{method}."))
         assert float(strip.attrs["y"]) == pytest.approx(top, abs=0.15)
-        assert float(strip.attrs["y"]) + float(strip.attrs["height"]) == pytest.approx(totals[int(i)], abs=0.25)
+        assert float(strip.attrs["y"]) + float(strip.attrs["height"]) == pytest.approx(totals[order.index(method)],
+                                                                                       abs=0.25)
 
 
 def test_curves_are_drawn_on_log_axes_from_the_json(llama):
@@ -217,9 +218,9 @@ def test_grid_colours_follow_the_fit_and_name_the_change(llama):
         kinds.add(kind)
         assert cell.all("rect")[0].attrs["class"] == f"v-{kind}"
         title = cell.all("title")[0].text()
-        assert (kind == "fits") == fit["asked"]["fits"] and fit["gpu"]["name"] in title
+        assert (kind == "fits") == fit["fits"] and fit["gpu"]["name"] in title
         if kind == "change":  # the change that makes it fit, by its description in the JSON
-            assert any(m["description"] in title for m in fit["mitigations"])
+            assert fit["advice"]["description"] in title
         if kind == "gpus":
             fewest = min(m["num_gpus"] for m in (fit["multi_gpu"], fit["multi_gpu_with_checkpointing"]) if m)
             assert f"several GPUs: {fewest}×" in title
@@ -291,10 +292,11 @@ def hostile_report(report: dict[str, Any]) -> dict[str, Any]:
     bad["architecture"]["model_type"] = HOSTILE
     bad["architecture"]["attention_kind"] = HOSTILE
     bad["parameters"]["by_component"][HOSTILE] = 1
-    next(row for row in bad["gpus"] if row[0] == "T4")[0] = HOSTILE  # fit rows name their GPU by its index here
-    bad["estimate_notes"].append(HOSTILE)
-    for est in bad["estimates"]:
-        est["notes"].append(len(bad["estimate_notes"]) - 1)
+    bad["gpus"] = {HOSTILE if name == "T4" else name: entry for name, entry in bad["gpus"].items()}
+    for cell in bad["fit"]:
+        cell["gpu"] = HOSTILE if cell["gpu"] == "T4" else cell["gpu"]
+    for est in bad["estimates"].values():
+        est["notes"].append(HOSTILE)
         est["assumptions"]["attention"] = HOSTILE
     return bad
 

@@ -15,7 +15,7 @@ LAYERS = {
     "memory": 3, "compute": 3,  # compute: FLOPs and roofline time, beside memory (neither imports the other)
     "render": 4, "scan": 4, "configs": 4, "frameworks": 4, "reporting": 4,
     "cli": 5, "github": 5,
-    "_readme": 6, "api": 6,  # README sections generated from any layer's tables
+    "_readme": 6, "api": 6,  # docs/ tables generated from any layer's tables
 }
 TOP_LEVEL = {"__init__", "__main__"}
 

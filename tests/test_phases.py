@@ -33,7 +33,7 @@ def test_loading_the_whole_model_on_each_gpu_is_the_peak_of_a_sharded_lora() -> 
     card = parse_gpu_spec(f"card={(on_cpu.total + on_gpu.total) / 2 / GIB:.3f}")
     assert fit_one(*LLAMA3, TrainingSettings(**SHARDED_LORA), card, "lora").fits
     fit = fit_one(*LLAMA3, TrainingSettings(**SHARDED_LORA, model_loading="per-rank-gpu"), card, "lora").to_dict()
-    assert not fit["asked"]["fits"] and fit["asked"]["phase"] == "load" and fit["asked"]["short_of"] == "GPU memory"
+    assert not fit["fits"] and fit["phase"] == "load" and fit["short_of"] == "GPU memory"
 
 
 def test_host_ram_per_machine_counts_every_loading_rank() -> None:
@@ -55,15 +55,15 @@ def test_a_setup_whose_host_ram_is_short_does_not_fit_and_says_why() -> None:
     gpu = find_gpu("h100")
     roomy = fit_one(*LLAMA3, TrainingSettings(**offload, host_ram_gib=need / GIB + 1), gpu, "full").to_dict()
     short = fit_one(*LLAMA3, TrainingSettings(**offload, host_ram_gib=need / GIB - 1), gpu, "full").to_dict()
-    assert roomy["asked"]["fits"] and roomy["asked"]["short_of"] is None
-    assert not short["asked"]["fits"] and short["asked"]["short_of"].startswith("host RAM")
-    assert short["asked"]["host_per_node_bytes"] == need
+    assert roomy["fits"] and roomy["short_of"] is None
+    assert not short["fits"] and short["short_of"].startswith("host RAM")
+    assert short["host_per_node_bytes"] == need
 
 
 def test_a_full_checkpoint_save_short_of_host_ram_suggests_sharded_checkpoints() -> None:
     """Rank 0's host gathers the whole optimizer state (AdamW: 8 bytes per parameter) to save it in full; saving
     shards instead is the change that fits, before any that costs speed or accuracy."""
-    from hfmem.memory.advice import recommended
+    from hfmem.render.labels import advice_text
 
     sharded = dict(method="full", sharding="fsdp", num_gpus=8, model_loading="rank0")
     full = estimate(*LLAMA3, TrainingSettings(**sharded))
@@ -71,8 +71,8 @@ def test_a_full_checkpoint_save_short_of_host_ram_suggests_sharded_checkpoints()
     assert full.per_gpu_bytes.host_per_node == full.state.host_save_bytes
     ram = full.state.host_save_bytes / GIB - 1
     cell = fit_one(*LLAMA3, TrainingSettings(**sharded, host_ram_gib=ram), find_gpu("h100"), "full").to_dict()
-    assert cell["asked"]["short_of"].startswith("host RAM") and cell["mitigations"][0]["name"] == "sharded_checkpoints"
-    assert recommended(cell)[0].startswith("sharded save")
+    assert cell["short_of"].startswith("host RAM") and cell["mitigations"][0]["name"] == "sharded_checkpoints"
+    assert advice_text(cell).startswith("sharded save")
     saved = estimate(*LLAMA3, TrainingSettings(**sharded, state_dict_type="sharded"))
     assert saved.per_gpu_bytes.host_per_node < full.per_gpu_bytes.host_per_node and saved.total == full.total
 
@@ -82,20 +82,20 @@ def test_a_generation_short_of_gpu_memory_suggests_the_generation_s_own_changes(
     A100 40GB where the training step fits: the change that fits is a smaller generation batch (the micro-batch),
     not a training-side one; under ZeRO-3 the whole-model gather for generate is the peak, and gathering layer by
     layer is the change."""
-    from hfmem.memory.advice import recommended
+    from hfmem.render.labels import advice_text
 
     grpo = dict(method="lora", generation_batch_size=128, generation_tokens=512)
     cell = fit_one(*LLAMA3, TrainingSettings(**grpo), find_gpu("a100-40gb"), "lora").to_dict()
-    assert cell["asked"]["phase"] == "generation" and not cell["asked"]["fits"]
+    assert cell["phase"] == "generation" and not cell["fits"]
     assert [m["name"] for m in cell["mitigations"]][:1] == ["smaller_generation_batch"]
     assert cell["mitigations"][0]["settings_changes"] == {"generation_batch_size": 1}
-    assert recommended(cell)[0].startswith("gen b=1")
+    assert advice_text(cell).startswith("gen b=1")
     one = estimate(*LLAMA3, TrainingSettings(**grpo | {"generation_batch_size": 1}))
     assert cell["mitigations"][0]["total_bytes"] == one.per_gpu_bytes.total < 40 * GIB
 
     seventy = reference_model("meta-llama/Llama-2-70b-hf")
     zero3 = dict(method="lora", sharding="zero3", num_gpus=8, gradient_checkpointing="full", generation_batch_size=2)
     cell = fit_one(*seventy, TrainingSettings(**zero3), find_gpu("h100"), "lora").to_dict()
-    assert cell["asked"]["phase"] == "generation" and not cell["asked"]["fits"]
+    assert cell["phase"] == "generation" and not cell["fits"]
     assert cell["mitigations"][0]["name"] == "layerwise_generation_gather"
     assert cell["mitigations"][0]["settings_changes"] == {"generation_gathers_weights": False}

@@ -95,8 +95,8 @@ def test_the_frontier_marks_the_setups_no_other_beats(tmp_path, capsys):
     desc = root.find(f"{NS}svg").find(f"{NS}desc").text
     assert desc.count(" USD, ") == len(on) and f"for {len(priced)} priced setups" in desc
     seen = check_figures(parse((tmp_path / "r.html").read_text(encoding="utf-8")), report)
-    # each setup: its dot, and its tokens/s and USD in the table (its hours and GPU-hours follow from them)
-    assert sum(s.rsplit(".", 1)[0] in priced for s in seen) == 3 * len(priced)
+    # each setup: its dot, and its tokens/s, hours, GPU-hours and USD in the table, each traced to the JSON
+    assert sum(s.rsplit(".", 1)[0] in priced for s in seen) == 5 * len(priced)
 
 
 def test_no_prices_no_frontier(tmp_path, capsys):
@@ -181,12 +181,12 @@ def test_an_unwritable_plot_folder_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("hfmem: error: cannot create")
 
 
-def test_the_readme_charts_are_what_the_command_above_them_draws(tmp_path, capsys):
-    """The README's `--plot-dir docs/img` command, run again: every committed chart is byte for byte what it writes."""
+def test_the_documented_charts_are_what_the_command_above_them_draws(tmp_path, capsys):
+    """docs/output.md's `--plot-dir docs/img` command, run again: each committed chart is what it writes."""
     root = Path(__file__).resolve().parent.parent
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    (command,) = re.findall(r"^hfmem (example:\S+ .*) --plot-dir docs/img$", readme, re.M)
-    assert "](docs/img/terms.svg)" in readme
+    page = (root / "docs" / "output.md").read_text(encoding="utf-8")
+    (command,) = re.findall(r"^hfmem (example:\S+ .*) --plot-dir docs/img$", page, re.M)
+    assert "](img/terms.svg)" in page
     out = tmp_path / "img"
     assert run([*command.split(), "--plot-dir", str(out)]) == 0
     committed = sorted(p.name for p in (root / "docs" / "img").iterdir())

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-from hfmem.memory.fit import STATUSES
-from hfmem.memory.record import FIT_COLUMNS
 from hfmem.model.load import SCHEMA_VERSION
 from hfmem.render.comment import LEGEND, Item, render
 from hfmem.render.diff import regressions, render_diff
@@ -15,29 +13,29 @@ LIMIT = 65_536
 
 
 def report(name: str, params: int, layers: int = 32, peak_gib: dict[str, float] | None = None) -> dict:
-    """A report shaped like build_report's (hfmem.memory.record): GPU rows, estimates[] and the fit rows per method;
-    the plan's training settings are hfmem's defaults, so the record leaves them out."""
+    """A report shaped like build_report's (hfmem.memory.record, JSON schema 7): the GPUs by name, the estimates by
+    method and a named cell per method and GPU."""
     peak_gib = peak_gib or {"full": params * 16 / GIB, "lora": params * 2.2 / GIB, "qlora": params * 0.7 / GIB}
     capacity = {"rtx4090": 24, "a100-80gb": 80, "h100-80gb": 80}
 
-    def row(gpu: str, peak: float) -> list:
+    def cell(method: str, gpu: str, peak: float) -> dict:
         ok = peak <= capacity[gpu]
-        multi = None if ok else [-int(-peak // capacity[gpu]), "zero3", int(capacity[gpu] * GIB)]
-        cell = {"gpu": list(capacity).index(gpu), "status": STATUSES.index("fits" if ok else "multi_gpu"),
-                "max_micro_batch_size": int(ok), "max_seq_len": 0, "multi_gpu": multi,
-                "multi_gpu_with_checkpointing": None, "mitigations": [], "time": None}
-        return [cell[c] for c in FIT_COLUMNS if c in cell]
+        multi = None if ok else {"num_gpus": -int(-peak // capacity[gpu]), "sharding": "zero3",
+                                 "offload_optimizer": False, "offload_params": False, "gradient_checkpointing": "off",
+                                 "total_bytes": int(capacity[gpu] * GIB), "required_bytes": int(capacity[gpu] * GIB)}
+        advice = None if ok else {"kind": "gpus", "mitigation": None, "settings_changes": {}} | multi
+        return {"method": method, "gpu": gpu, "verdict": "fits" if ok else "gpus", "fits": ok, "num_gpus": 1,
+                "total_bytes": int(peak * GIB), "max_micro_batch_size": int(ok), "max_seq_len": 0, "advice": advice,
+                "multi_gpu": multi, "multi_gpu_with_checkpointing": None, "mitigations": [], "time": None}
 
     return {
         "schema_version": SCHEMA_VERSION, "model": name, "architecture": {"num_layers": layers, "hidden_size": 4096},
         "parameters": {"total": params}, "plan": {"training": {}},
-        "gpus": [[gpu, gib, "ampere"] for gpu, gib in capacity.items()],
-        "estimates": [{"method": m, "settings": {}, "assumptions": {}, "notes": [],
-                       "per_gpu_bytes": {"total": int(g * GIB), "required": int(g * GIB)},
-                       "activations": {"per_layer": [], "notes": []}} for m, g in peak_gib.items()],
-        "fit": {"columns": list(FIT_COLUMNS), "statuses": list(STATUSES), "variants": [], "mitigations": {},
-                "tried": [], "reasons": [],
-                "methods": {m: {"rows": [row(gpu, g) for gpu in GPUS]} for m, g in peak_gib.items()}},
+        "gpus": {gpu: {"usable_gib": gib, "usable_bytes": gib * GIB, "arch": "ampere"} for gpu, gib in capacity.items()},
+        "estimates": {m: {"method": m, "settings": {}, "assumptions": {}, "notes": [],
+                          "per_gpu_bytes": {"total": int(g * GIB), "required": int(g * GIB)},
+                          "activations": {"per_layer": [], "notes": []}} for m, g in peak_gib.items()},
+        "fit": [cell(m, gpu, g) for m, g in peak_gib.items() for gpu in GPUS],
     }
 
 
@@ -107,14 +105,15 @@ def test_verdicts():
     from hfmem.render.diff import verdict
 
     assert verdict(None) == "—"
-    assert verdict({"asked": {"fits": True}, "status": "fits"}) == "✅"
-    assert verdict({"asked": {"fits": False}, "status": "fits_with_mitigation",
-                    "mitigation": {"name": "gradient_checkpointing", "total_bytes": 21 * GIB}}) == "⚠️ \\+ckpt 21.0"
-    assert verdict({"asked": {"fits": False}, "status": "multi_gpu", "mitigations": [],
-                    "multi_gpu": {"num_gpus": 9, "sharding": "zero3", "gradient_checkpointing": "off"},
-                    "multi_gpu_with_checkpointing": {"num_gpus": 4, "sharding": "zero3",
-                                                     "gradient_checkpointing": "full"}}) == "❌ 4×ZeRO\\-3\\+ckpt"
-    assert verdict({"asked": {"fits": False}, "status": "does_not_fit", "multi_gpu": None}) == "❌"
+    assert verdict({"fits": True, "verdict": "fits", "advice": None}) == "✅"
+    assert verdict({"fits": False, "verdict": "change",
+                    "advice": {"kind": "change", "mitigation": "gradient_checkpointing",
+                               "settings_changes": {"gradient_checkpointing": "full"}, "total_bytes": 21 * GIB}}
+                   ) == "⚠️ \\+ckpt 21.0"
+    assert verdict({"fits": False, "verdict": "gpus",
+                    "advice": {"kind": "gpus", "num_gpus": 4, "sharding": "zero3", "gradient_checkpointing": "full"}}
+                   ) == "❌ 4×ZeRO\\-3\\+ckpt"
+    assert verdict({"fits": False, "verdict": "none", "advice": None}) == "❌"
 
 
 def test_fail_on_problems_are_listed_and_escaped():

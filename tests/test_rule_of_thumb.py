@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from hfmem.cli.main import run
-from hfmem.memory.advice import short_gib
+from hfmem.render.labels import short_gib
 from hfmem.memory.record import cells, estimates
 from hfmem.render.common import napkin_line
 from hfmem.render.table import render
@@ -28,7 +28,7 @@ def test_napkin_line_is_in_gib_beside_each_methods_table_figure(report):
     line = napkin_line(report)
     assert " GB;" not in line and line.endswith(" GiB") and "napkin: 44.9 GiB" in line
     for fit in cells(report):
-        assert short_gib(fit["asked"]["total_bytes"]) in line
+        assert short_gib(fit["total_bytes"]) in line
     out = io.StringIO()
     render(report, Console(file=out, width=80))
     assert line in out.getvalue().replace("\n", " ") or line in out.getvalue()

@@ -44,7 +44,7 @@ def fake_report(model: str, total: int, fit: list | None = None) -> dict:
 
 def fit_entry(method: str, gpu: str, usable_gib: float, fits: bool, gpus_needed: int | None = None) -> dict:
     """One cell as the exports read it: method, GPU, its usable GiB, the verdict and the fewest GPUs needed."""
-    return {"method": method, "gpu": gpu, "usable_gib": usable_gib, "status": "fits" if fits else "multi_gpu",
+    return {"method": method, "gpu": gpu, "usable_gib": usable_gib, "verdict": "fits" if fits else "gpus",
             "total_bytes": 10 * 2**30, "max_micro_batch_size": 1 if fits else 0, "gpus_needed": gpus_needed,
             "suggestion": None}
 
@@ -275,7 +275,7 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
     reports = {r["model"]: r["report"] for r in iter_records(out)}
     for model, row in rows.items():
         for fit in cells(reports[model]):
-            assert float(row[f"{fit['method']}_gib_per_gpu"]) == round(fit["asked"]["total_bytes"] / 2**30, 2)
+            assert float(row[f"{fit['method']}_gib_per_gpu"]) == round(fit["total_bytes"] / 2**30, 2)
         assert row["settings"].startswith("bf16 · adamw · seq 1024 · micro-batch 1")
     assert rows["example:gpt2"]["qlora_fits_on"] == "RTX 4090"
     assert rows["example:Meta-Llama-3-8B"]["full_fits_on"].endswith("× H100 80GB")

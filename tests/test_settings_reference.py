@@ -1,4 +1,4 @@
-"""README.md's settings table is generated from the settings' metadata (tests/test_readme.py checks the README)."""
+"""docs/settings.md's table is generated from the settings' metadata (tests/test_readme.py checks the page)."""
 
 from __future__ import annotations
 

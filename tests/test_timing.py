@@ -53,7 +53,7 @@ def test_the_step_moves_the_tokens_the_settings_say(capsys) -> None:
     report = _report(capsys, "-m", "lora", "-g", "h100", "-b", "2", "--grad-accum", "3", "--seq-len", "1024",
                      "--num-gpus", "4", "--zero", "3")
     cell = cells(report)[0]
-    assert cell["asked"]["fits"]
+    assert cell["fits"]
     t = cell["time"]
     assert t["tokens_per_s"] * t["seconds"] == pytest.approx(4 * 2 * 3 * 1024, rel=2 * DIGITS)
     terms = picks(report)["fastest"]["time"]["terms"]  # the one cell's time with its terms
@@ -86,7 +86,7 @@ def test_bad_budgets_are_one_line_errors(capsys, bad) -> None:
 def test_a_cell_that_needs_more_gpus_is_timed_on_its_suggested_setup(capsys) -> None:
     report = json.loads(_json_of(capsys, "example:Llama-2-70b-hf", "-m", "lora", "-g", "h100", "--tokens", "1e9"))
     cell = cells(report)[0]
-    assert not cell["asked"]["fits"] and cell["time"]["setup"] == "suggested GPUs"
+    assert not cell["fits"] and cell["time"]["setup"] == "gpus"
     multi = min((m for m in (cell["multi_gpu"], cell["multi_gpu_with_checkpointing"]) if m), key=lambda m: m["num_gpus"])
     seq = estimates(report)[0]["settings"]["seq_len"]
     assert cell["time"]["tokens_per_s"] * cell["time"]["seconds"] == pytest.approx(multi["num_gpus"] * seq, rel=2 * DIGITS)
@@ -141,13 +141,13 @@ def test_a_cell_that_fits_with_a_change_is_timed_with_that_change(capsys, monkey
                         "--price", "h100=2.5")
     by = {(c["method"], c["gpu"]["name"]): c for c in cells(report)}
     qlora = by[("qlora", "H100 80GB")]
-    assert qlora["status"] == "fits_with_mitigation" and qlora["mitigation"]["name"] == "gradient_checkpointing"
+    assert qlora["verdict"] == "change" and qlora["advice"]["mitigation"] == "gradient_checkpointing"
     t = qlora["time"]
     assert t["setup"] == "change" and t["tokens_per_s"] > 0 and t["cost_usd"] > 0
     single = _report_of(capsys, "example:Llama-2-70b-hf", "-m", "qlora", "-g", "h100", "--tokens", "1e9",
                         "--price", "h100=2.5", "--gradient-checkpointing", "full")
     asked = cells(single)[0]
-    assert asked["status"] == "fits" and asked["time"]["setup"] == "asked"
+    assert asked["verdict"] == "fits" and asked["time"]["setup"] == "asked"
     assert {k: asked["time"][k] for k in ("seconds", "tokens_per_s", "cost_usd")} == {
         k: t[k] for k in ("seconds", "tokens_per_s", "cost_usd")}  # the change, timed as if asked
     assert by[("qlora", "A100 80GB")]["time"]["usd_per_gpu_hour"] == report["prices"]["by_gpu"]["A100 80GB"][0]

@@ -1,42 +1,82 @@
-"""One verdict per fit cell, one mark for it and one legend, on every surface: the terminal table, markdown and the
-pull-request comment (a cell that fits with a one-GPU change was ✗ in the terminal and ⚠️ in the comment)."""
+"""One verdict per fit cell, one mark for it and one legend, on every surface: the JSON, `hfmem.fit()`, the terminal
+table, markdown and the pull-request comment (the JSON once said "fits with a change" where the table said "needs
+14 GPUs")."""
 
 from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
+import hfmem
 from hfmem.cli.main import run
-from hfmem.memory.advice import VERDICTS, verdict
+from hfmem.memory.fit import VERDICTS
+from hfmem.memory.record import cells
 from hfmem.render.comment import LEGEND, Item, render
 from hfmem.render.common import EMOJI, MARKS, legend
 from hfmem.render.diff import verdict as diff_cell
+from hfmem.render.labels import advice_text, multi_gpu_text
 from hfmem.render.markdown import render as render_markdown
 from hfmem.render.table import fit_cell, render as render_table
-from hfmem.memory.record import cells
+
+EXAMPLES = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "hfmem" / "examples").iterdir())
+GPUS = ("rtx4090", "t4", "a100-40gb", "h100", "h200")
 
 
-def _report(capsys, tmp_path, monkeypatch) -> dict:
+def _report(capsys, tmp_path, monkeypatch, model: str = "example:Meta-Llama-3-8B") -> dict:
     monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
-    assert run(["example:Meta-Llama-3-8B", "-g", "rtx4090", "-g", "h100", "-g", "t4", "--format", "json"]) == 0
+    assert run([model, *(a for g in GPUS for a in ("-g", g)), "--format", "json"]) == 0
     return json.loads(capsys.readouterr().out)
+
+
+def _markdown_cells(markdown: str, methods: list[str]) -> dict[tuple[str, str], str]:
+    """(method, GPU) -> the markdown table's cell text."""
+    out = {}
+    for line in markdown.splitlines():
+        parts = [p.strip() for p in line.strip("|").split(" | ")]
+        if len(parts) == len(methods) + 1 and " GiB)" in parts[0]:
+            gpu = parts[0].rsplit(" (", 1)[0]
+            out |= {(m, gpu): text for m, text in zip(methods, parts[1:], strict=True)}
+    return out
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_the_json_verdict_is_the_tables_the_markdowns_and_the_apis(example, capsys, tmp_path, monkeypatch):
+    report = _report(capsys, tmp_path, monkeypatch, f"example:{example}")
+    found = cells(report)
+    methods = list(dict.fromkeys(c["method"] for c in found))
+    api = {(f.method, f.gpu.name): f for f in hfmem.fit(f"example:{example}", list(methods), gpus=list(GPUS))}
+    markdown = _markdown_cells(render_markdown(report), methods)
+    assert len(api) == len(found) == len(markdown)
+    for cell in report["fit"]:
+        key = (cell["method"], cell["gpu"])
+        kind = cell["verdict"]
+        assert kind in VERDICTS and api[key].verdict == kind and api[key].advice == cell["advice"]
+        assert cell["fits"] == (kind == "fits")
+        table_text = fit_cell(next(c for c in found if (c["method"], c["gpu"]["name"]) == key)).plain
+        assert table_text.startswith(MARKS[kind] + " ") and markdown[key].startswith(MARKS[kind] + " ")
+        advice = cell["advice"]
+        if kind == "gpus":  # the table names the GPUs the JSON's advice asks for, nothing else
+            assert advice["kind"] == "gpus" and table_text.endswith("→ " + multi_gpu_text(advice))
+        elif kind == "change":  # a change on the GPUs asked, with the GiB it needs
+            assert advice["kind"] == "change" and advice["num_gpus"] == cell["num_gpus"]
+            assert table_text.endswith("→ " + advice_text(cell))
+        else:
+            assert (advice is None) == (kind in ("fits", "none"))
 
 
 def test_each_cell_has_the_same_verdict_everywhere(capsys, tmp_path, monkeypatch):
     report = _report(capsys, tmp_path, monkeypatch)
-    kinds = {verdict(fit) for fit in cells(report)}
+    kinds = {fit["verdict"] for fit in cells(report)}
     assert {"fits", "change", "gpus"} <= kinds  # LoRA on an RTX 4090 needs checkpointing; full needs several GPUs
     for fit in cells(report):
-        kind = verdict(fit)
-        assert kind in VERDICTS
+        kind = fit["verdict"]
         assert fit_cell(fit).plain.startswith(MARKS[kind] + " ")
         assert diff_cell(fit).startswith(EMOJI[kind])
-    markdown = render_markdown(report)
-    for fit in cells(report):
-        assert f"| {MARKS[verdict(fit)]} " in markdown
-    assert legend() in markdown
+    assert legend() in render_markdown(report)
 
 
 def test_one_legend_under_every_table(capsys, tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 FILES = [ROOT / "action.yml", ROOT / "examples" / "workflow.yml"]
 PLACEHOLDER = "YOUR-ORG/hfmem@FULL-40-CHARACTER-COMMIT-SHA"
-"""The example's reference to a copy the user publishes (README: Publishing the Action)."""
+"""The example's reference to a copy the user publishes (docs/action.md: Publishing the Action)."""
 PINNED = re.compile(r"^\s*(?:- )?uses: [\w.-]+/[\w.-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+")
 
 

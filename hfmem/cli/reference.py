@@ -1,4 +1,4 @@
-"""README.md's settings table, generated from the estimate flags (`python -m hfmem._readme` rewrites it)."""
+"""docs/settings.md's table, generated from the estimate flags (`python -m hfmem._readme` rewrites it)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from hfmem.cli.options import Flag, plan_flags
 
 
 def code(text: str) -> str:
-    """A literal in backticks (a Code for the README)."""
+    """A literal in backticks (a Code for docs/settings.md)."""
     return f"`{text}`"
 
 

@@ -106,10 +106,6 @@ class MemoryBreakdown:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
         return asdict(self)
 
-    def to_gib(self) -> dict[str, float]:
-        """The terms in GiB to three decimals: the report's `per_gpu_gib`."""
-        return {name: round(value / GIB, 3) for name, value in self.to_dict().items()}
-
 
 def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState,
             act: ActivationEstimate, eval_forward: int = 0, generate: int = 0) -> MemoryBreakdown:

@@ -5,7 +5,7 @@ Public API (pure functions, no torch):
     estimate(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> Estimate
     Estimate.to_dict() -> {
         "method", "num_gpus", "settings": {...}, "parameters": {...},
-        "per_gpu_bytes": {...MemoryBreakdown's terms...}, "per_gpu_gib": {...the same in GiB...},
+        "per_gpu_bytes": {...MemoryBreakdown's terms...},
         "cpu_bytes", "activations": {...per-layer figures...},
         "rule_of_thumb": {...}, "assumptions": {...}, "notes": [...]}
 
@@ -81,7 +81,6 @@ class Estimate:
             "settings": settings,
             "parameters": self.split.to_dict(),
             "per_gpu_bytes": self.per_gpu_bytes.to_dict(),
-            "per_gpu_gib": self.per_gpu_bytes.to_gib(),
             "cpu_bytes": self.state.cpu_bytes,
             "phases": phases(self.per_gpu_bytes),
             "bytes_per_param": self.state.bytes_per_param,

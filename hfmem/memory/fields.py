@@ -1,7 +1,7 @@
 """Declaring a training setting: its check, its CLI spelling and the estimate parts it affects, as field metadata.
 
 A TrainingSettings (or Overhead) field is set to `setting(default, check, ...)` and documented by its attribute
-docstring. The CLI flags, validation, the memo keys and README's settings table all walk `dataclasses.fields`
+docstring. The CLI flags, validation, the memo keys and docs/settings.md's table all walk `dataclasses.fields`
 and read this metadata, so a setting is declared in one place. Pure Python: no torch, transformers or Hub.
 """
 
@@ -34,7 +34,7 @@ and frozen counts), trainability (what gets gradients, how LoRA adapters hold th
 per GPU (built on the split) and the activations (built on trainability)."""
 
 Code = Callable[[str], str]
-"""How a description writes a literal value: as is (str) for --help, in backticks for the README."""
+"""How a description writes a literal value: as is (str) for --help, in backticks for docs/settings.md."""
 
 MODEL_PANEL, TRAINING_PANEL, SHARDING_PANEL, TIME_PANEL, OUTPUT_PANEL = PANELS = (
     "Model", "Training", "Sharding & GPUs", "Time & cost", "Output")

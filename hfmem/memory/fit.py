@@ -4,26 +4,22 @@ Public API (pure functions, no torch):
 
     fit_matrix(arch, inventory, settings, gpus, methods=("full", "lora", "qlora"), max_gpus=1024) -> list[Fit]
     fit_one(arch, inventory, settings, gpu, method) -> Fit
-    Fit.to_dict() -> {
-        "gpu": {name, usable_gib, usable_bytes, vendor_memory, vendor_unit, ...},
-        "method": "full" | "lora" | "qlora",
-        "status": "fits" | "fits_with_mitigation" | "multi_gpu" | "does_not_fit",
-        "asked": {"fits", "num_gpus", "sharding", "offload_optimizer", "offload_params" (the setup as given: one
-                  GPU unless the settings name several), "total_bytes" (the device total per GPU, the figure every
-                  output shows), "required_bytes" (what must stay resident, compared with the GPU: the total less
-                  paged optimizer states), "headroom_bytes", "host_per_node_bytes", "short_of" (None, "GPU
-                  memory" or the host RAM shortfall), "phase" (train_step, load or evaluation: the largest), "per_gpu_bytes"},
-        "max_micro_batch_size": int (0: not even 1), "max_seq_len": int (0: none),
-        "max_seq_len_capped": bool (the model's maximum fits),
-        "multi_gpu": {"num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing",
-                      "total_bytes", "equivalent"} | None,
-        "multi_gpu_with_checkpointing": the same with full gradient checkpointing (when the settings have it off),
-        "mitigation": {"name", "description", "settings_changes", "total_bytes", "required_bytes"} | None,
-        "mitigations": [ ...every single-GPU mitigation that works, cheapest first... ],
-        "settings": {...}, "assumptions": {...}}
+    Fit.to_dict() -> the report's fit cell (JSON schema 7, hfmem/report.schema.json): {
+        "method", "gpu" (its name), "verdict" (VERDICTS), "fits", the setup as asked ("num_gpus", "sharding",
+        "offload_optimizer", "offload_params": one GPU unless the settings name several), "total_bytes" (the device
+        total per GPU, the figure every output shows), "required_bytes" (what must stay resident: the total less
+        paged optimizer states), "headroom_bytes", "host_per_node_bytes", "short_of" (None, "GPU memory" or the host
+        RAM shortfall), "phase" (the largest), "per_gpu_bytes", "max_micro_batch_size" (0: not even 1),
+        "max_seq_len" (0: none), "max_seq_len_capped" (the model's maximum fits), "advice" (`advise`),
+        "multi_gpu", "multi_gpu_with_checkpointing" ({num_gpus, sharding, offloads, gradient_checkpointing,
+        total_bytes, required_bytes, equivalent} | None), "mitigations" (every single-GPU change that works,
+        least intrusive first: name, settings_changes, total_bytes, required_bytes); what the GPU cannot run is
+        in the report's `gpus` entry (gpu_defaults), and per_gpu_bytes only where it differs from the method's
+        estimate (a GPU that runs other defaults)}
 
 Each cell is the verdict for the setup asked (its sharding, GPU count and offload kept); a suggestion (a
-change, more GPUs) is searched only where that setup does not fit. The search uses the estimate's own terms. Memory grows with micro-batch and sequence, so both are
+change, more GPUs) is searched only where that setup does not fit. The search uses the estimate's own terms.
+Memory grows with micro-batch and sequence, so both are
 searches over a monotone total (on one GPU, at the given sequence / micro-batch). Multi-GPU tries counts
 1..max_gpus with the cheapest sharding first: DDP, ZeRO-1, ZeRO-2, ZeRO-3 (FSDP full shard is the
 same memory class), then ZeRO-3 with optimizer and then parameter offload; per sharding the smallest
@@ -41,23 +37,27 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hfmem.memory.activations import ActivationEstimate
-from hfmem.model.architecture import Architecture
 from hfmem.errors import InvalidInputError
+from hfmem.hardware.gpus import Gpu
+from hfmem.memory.activations import ActivationEstimate
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
-from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.estimate import Context, activations_for, estimate_in, phases, state_for
 from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
-from hfmem.hardware.gpus import Gpu
-from hfmem.model.inventory import Inventory
-from hfmem.memory.mitigations import candidates, describe
+from hfmem.memory.gpu_defaults import gpu_defaults
+from hfmem.memory.mitigations import REGISTRY, candidates, describe
 from hfmem.memory.model_state import ModelState
 from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory
 from hfmem.units import GIB
 
-STATUSES = ("fits", "fits_with_mitigation", "multi_gpu", "does_not_fit")
-"""A cell's status: fits as asked, fits with a single-GPU change, needs more GPUs, fits nowhere."""
+VERDICTS = ("fits", "change", "gpus", "none")
+"""A cell's verdict: fits as asked, fits the same GPUs with a change, needs (more) GPUs, no fit found."""
+MAX_SUGGESTED_GPUS = 64
+"""Up to this many GPUs, more GPUs are preferred to another method or offload; beyond it they come last."""
+SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")
+"""The fields of a multi-GPU suggestion that make a setup of its own (its advice's settings changes)."""
 
 # Cheapest first: each step shards or moves more and costs more communication.
 SHARDING_LADDER: tuple[tuple[str, bool, bool], ...] = (
@@ -78,11 +78,16 @@ MAX_SEQ = 1 << 21
 
 @dataclass(frozen=True)
 class Fit:
-    """The fit of one method on one GPU."""
+    """The fit of one method on one GPU, its verdict and the advice that verdict names."""
 
     gpu: Gpu
     method: str
-    status: str
+    verdict: str
+    """One of VERDICTS, from the one preference order (`advise`)."""
+    advice: dict[str, Any] | None
+    """What makes it fit where it does not as asked: {kind ("change" or "gpus"), mitigation (its name, None for
+    GPUs), settings_changes (the setup it is timed on), num_gpus, total_bytes, required_bytes, ...}; None where it
+    fits or nothing does."""
     asked: dict[str, Any]
     """The setup as asked, per GPU: fits, the sharding and GPU count, total/required/headroom bytes, the terms."""
     max_micro_batch_size: int
@@ -91,8 +96,8 @@ class Fit:
     multi_gpu: dict[str, Any] | None
     multi_gpu_with_checkpointing: dict[str, Any] | None
     """The same search with full gradient checkpointing, when the settings have it off."""
-    mitigation: dict[str, Any] | None
     mitigations: tuple[dict[str, Any], ...]
+    """Every single-GPU change that works, least intrusive first."""
     settings: dict[str, Any]
     assumptions: dict[str, Any]
     gpu_defaults: dict[str, Any] | None = None
@@ -103,22 +108,44 @@ class Fit:
         return bool(self.asked["fits"])
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu.to_dict(),
-            "method": self.method,
-            "status": self.status,
-            "asked": self.asked,
-            "max_micro_batch_size": self.max_micro_batch_size,
-            "max_seq_len": self.max_seq_len,
-            "max_seq_len_capped": self.max_seq_len_capped,
-            "multi_gpu": self.multi_gpu,
-            "multi_gpu_with_checkpointing": self.multi_gpu_with_checkpointing,
-            "mitigation": self.mitigation,
-            "mitigations": list(self.mitigations),
-            "settings": self.settings,
-            "assumptions": self.assumptions,
-            "gpu_defaults": self.gpu_defaults,
-        }
+        """The cell as the report writes it (JSON schema 7): named fields, the GPU by name."""
+        return {"method": self.method, "gpu": self.gpu.name, "verdict": self.verdict, **self.asked,
+                "max_micro_batch_size": self.max_micro_batch_size, "max_seq_len": self.max_seq_len,
+                "max_seq_len_capped": self.max_seq_len_capped, "advice": self.advice,
+                "multi_gpu": self.multi_gpu, "multi_gpu_with_checkpointing": self.multi_gpu_with_checkpointing,
+                "mitigations": list(self.mitigations)}
+
+
+def advise(fits: bool, mitigations: list[dict[str, Any]], multi: dict[str, Any] | None,
+           multi_ckpt: dict[str, Any] | None, num_gpus: int) -> tuple[str, dict[str, Any] | None]:
+    """The verdict and its advice, in one order of preference: a same-method change on the GPUs asked
+    (checkpointing, micro-batch 1 with accumulation, 8-bit AdamW), then the fewest GPUs (plain or with
+    checkpointing) up to MAX_SUGGESTED_GPUS, then another method or offload, and only then more GPUs."""
+    if fits:
+        return "fits", None
+    by_name = {m["name"]: m for m in mitigations}
+    fewest = min((m for m in (multi, multi_ckpt) if m), key=lambda m: m["num_gpus"], default=None)
+    same = [n for n, m in REGISTRY.items() if m.same_method and n in by_name]
+    other = [n for n, m in REGISTRY.items() if not m.same_method and n in by_name]
+    if same:
+        return "change", _change(by_name[same[0]], num_gpus)
+    if fewest and 1 < fewest["num_gpus"] <= MAX_SUGGESTED_GPUS:
+        return "gpus", _gpus(fewest)
+    if other:
+        return "change", _change(by_name[other[0]], num_gpus)
+    return ("gpus", _gpus(fewest)) if fewest else ("none", None)
+
+
+def _change(m: dict[str, Any], num_gpus: int) -> dict[str, Any]:
+    """A mitigation as advice: the change on the GPUs asked."""
+    return {"kind": "change", "mitigation": m["name"], "description": describe(m["name"], m["settings_changes"]),
+            "settings_changes": dict(m["settings_changes"]), "num_gpus": num_gpus, "total_bytes": m["total_bytes"],
+            "required_bytes": m["required_bytes"]}
+
+
+def _gpus(multi: dict[str, Any]) -> dict[str, Any]:
+    """A multi-GPU suggestion as advice: its setup is the settings change."""
+    return {"kind": "gpus", "mitigation": None, "settings_changes": {k: multi[k] for k in SETUP_KEYS}} | multi
 
 
 class _Planner:
@@ -252,8 +279,8 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
 
 def _mitigations(planner: _Planner, asked: TrainingSettings, seq: int, limit: int) -> list[dict[str, Any]]:
     """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first."""
-    return [{"name": name, "description": describe(name, changes), "settings_changes": dict(changes),
-             "total_bytes": per_gpu.total, "required_bytes": per_gpu.required}
+    return [{"name": name, "settings_changes": dict(changes), "total_bytes": per_gpu.total,
+             "required_bytes": per_gpu.required}
             for name, changes, trial, per_gpu in _mitigation_trials(planner, asked, seq)
             if fits_on(per_gpu, limit, trial)]
 
@@ -323,7 +350,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
         multi_ckpt = _multi_gpu(planner, replace(single, gradient_checkpointing="full"), seq, limit, False, max_gpus)
 
     mitigations = [] if ok else _mitigations(planner, asked, seq, limit)
-    status = STATUSES[0 if ok else 1 if mitigations else 2 if multi is not None else 3]
+    verdict, advice = advise(ok, mitigations, multi, multi_ckpt, asked.num_gpus)
     akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once
     if akey not in planner.memo:
         planner.memo[akey] = estimate_in(ctx, asked).assumptions, asked.to_dict() | {"seq_len": seq}
@@ -333,13 +360,13 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     host = per_gpu.host_per_node
     reason = shortfall(ok, per_gpu.required, host, limit, asked.host_ram_gib)
     return Fit(
-        gpu=gpu, method=method, status=status,
+        gpu=gpu, method=method, verdict=verdict, advice=advice,
         asked={"fits": ok, **setup, "total_bytes": per_gpu.total, "required_bytes": per_gpu.required,
                "headroom_bytes": limit - per_gpu.required, "host_per_node_bytes": host, "short_of": reason,
                "phase": phases(per_gpu)["largest"], "per_gpu_bytes": per_gpu.to_dict()},
         max_micro_batch_size=max_b, max_seq_len=max_s, max_seq_len_capped=capped,
         multi_gpu=multi, multi_gpu_with_checkpointing=multi_ckpt,
-        mitigation=mitigations[0] if mitigations else None, mitigations=tuple(mitigations),
+        mitigations=tuple(mitigations),
         settings=settings_dict, assumptions=assumptions,
     )
 
@@ -376,3 +403,21 @@ def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSetti
             fit = fit_one(arch, inventory, cell_settings, gpu, method, max_gpus=max_gpus, _planner=planner)
             fits.append(replace(fit, gpu_defaults=changed) if changed else fit)
     return fits
+
+
+def timed_setup(cell: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The setup a cell is timed on and its settings changes: ("asked", {}) where it fits, its advice's kind
+    ("change" or "gpus") and settings changes where they make it fit (GPUs only from two up); None where nothing
+    does. The setup its verdict names, so a cell's time is its advice's."""
+    if cell["verdict"] == "fits":
+        return "asked", {}
+    advice = cell["advice"]
+    if advice is None or (advice["kind"] == "gpus" and advice["num_gpus"] < 2):
+        return None
+    return advice["kind"], dict(advice["settings_changes"])
+
+
+def timed_gpus(cell: dict[str, Any], setup: str) -> int:
+    """How many GPUs a cell's timed `setup` (timed_setup's kind) runs on: its advice's where that asks for GPUs,
+    else the count asked."""
+    return cell["advice"]["num_gpus"] if setup == "gpus" else cell["num_gpus"]

@@ -3,41 +3,65 @@ change's name and settings alone, so a record keeps the settings and reads the w
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from hfmem.memory.model_state import saves_full
 from hfmem.memory.settings import TrainingSettings
 
-WORDS = {
-    "sharded_checkpoints": "save sharded checkpoints (SHARDED_STATE_DICT; DeepSpeed's per-rank files): rank 0's host "
-                           "no longer gathers the whole model and optimizer state",
-    "smaller_eval_batch": "evaluate one sequence at a time (per_device_eval_batch_size 1): the evaluation forward's "
-                          "logits and loss buffers shrink with it",
-    "layerwise_generation_gather": "ZeRO-3 gathers each layer as generate reaches it instead of the whole model (TRL "
-                                   "ds3_gather_for_generation false; slower generation)",
-    "smaller_generation_batch": "a generation batch of {generation_batch_size} per GPU (TRL steps_per_generation 1, or "
-                                "a smaller generation_batch_size): the KV cache and prefill shrink with it",
-    "gradient_checkpointing": "turn on full gradient checkpointing (recompute each layer in backward)",
-    "smaller_micro_batch": "micro-batch 1 with gradient accumulation {gradient_accumulation_steps} (same effective "
-                           "batch)",
-    "checkpointing_and_smaller_micro_batch": "gradient checkpointing and micro-batch 1 with gradient accumulation "
-                                             "{gradient_accumulation_steps}",
-    "8bit_optimizer": "8-bit paged AdamW (bitsandbytes) and gradient checkpointing",
-    "zero3_offload": "DeepSpeed ZeRO-3 with optimizer offload to CPU (ZeRO-Offload) and checkpointing",
-    "lora": "LoRA instead of a full fine-tune, with checkpointing",
-    "qlora": "QLoRA (4-bit NF4 base, paged 8-bit AdamW) with checkpointing",
-    "zero3_offload_params": "DeepSpeed ZeRO-3 with optimizer and parameter offload (ZeRO-Infinity, slowest) and "
-                            "checkpointing",
-}
-"""Each change's description by name, its settings filled in ({gradient_accumulation_steps})."""
+
+@dataclass(frozen=True)
+class Mitigation:
+    """One change that cuts memory: its name (the JSON's), its words ({setting} filled in from its changes), its
+    short label in the tables, and whether it keeps the method (a same-method change is preferred to more GPUs,
+    another method or offload comes after them)."""
+
+    name: str
+    words: str
+    label: str
+    same_method: bool
+
+
+REGISTRY: dict[str, Mitigation] = {m.name: m for m in (
+    Mitigation("sharded_checkpoints", "save sharded checkpoints (SHARDED_STATE_DICT; DeepSpeed's per-rank files): "
+               "rank 0's host no longer gathers the whole model and optimizer state", "sharded save", True),
+    Mitigation("smaller_eval_batch", "evaluate one sequence at a time (per_device_eval_batch_size 1): the evaluation "
+               "forward's logits and loss buffers shrink with it", "eval b=1", True),
+    Mitigation("layerwise_generation_gather", "ZeRO-3 gathers each layer as generate reaches it instead of the whole "
+               "model (TRL ds3_gather_for_generation false; slower generation)", "gen layer gather", True),
+    Mitigation("smaller_generation_batch", "a generation batch of {generation_batch_size} per GPU (TRL "
+               "steps_per_generation 1, or a smaller generation_batch_size): the KV cache and prefill shrink with it",
+               "gen b={generation_batch_size}", True),
+    Mitigation("gradient_checkpointing", "turn on full gradient checkpointing (recompute each layer in backward)",
+               "+ckpt", True),
+    Mitigation("smaller_micro_batch", "micro-batch 1 with gradient accumulation {gradient_accumulation_steps} (same "
+               "effective batch)", "b=1+accum", True),
+    Mitigation("checkpointing_and_smaller_micro_batch", "gradient checkpointing and micro-batch 1 with gradient "
+               "accumulation {gradient_accumulation_steps}", "+ckpt b=1", True),
+    Mitigation("8bit_optimizer", "8-bit paged AdamW (bitsandbytes) and gradient checkpointing", "8-bit+ckpt", True),
+    Mitigation("lora", "LoRA instead of a full fine-tune, with checkpointing", "LoRA+ckpt", False),
+    Mitigation("qlora", "QLoRA (4-bit NF4 base, paged 8-bit AdamW) with checkpointing", "QLoRA+ckpt", False),
+    Mitigation("zero3_offload", "DeepSpeed ZeRO-3 with optimizer offload to CPU (ZeRO-Offload) and checkpointing",
+               "offload", False),
+    Mitigation("zero3_offload_params", "DeepSpeed ZeRO-3 with optimizer and parameter offload (ZeRO-Infinity, "
+               "slowest) and checkpointing", "ZeRO-Inf.", False),
+)}
+"""Every mitigation by name, in the order of preference within its kind (same method first, then the others)."""
 EVAL_ONE = "smaller_eval_batch"
 """The change that evaluates one sequence at a time; every later training-side change does too where the run
 evaluates several (the training-side changes leave the evaluation forward as it is)."""
 
 
+def label(name: str, changes: dict[str, Any]) -> str:
+    """A change's short name ("gen b=2": the generation batch it sets); one that also evaluates a sequence at a time
+    says so ("+ckpt eval b=1")."""
+    text = REGISTRY[name].label.format(**changes)
+    return f"{text} eval b=1" if name != EVAL_ONE and changes.get("eval_batch_size") == 1 else text
+
+
 def describe(name: str, changes: dict[str, Any]) -> str:
     """A change's description in words, from its name and settings changes."""
-    text = WORDS[name].format(**changes)
+    text = REGISTRY[name].words.format(**changes)
     return f"{text}, evaluating one sequence at a time" if name != EVAL_ONE and "eval_batch_size" in changes else text
 
 

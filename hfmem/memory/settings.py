@@ -1,8 +1,8 @@
 """Training settings: the knobs of a memory estimate, each field declaring its flag, accepted values and check.
 
 A field is its default, a `setting(...)` (hfmem.memory.fields: check, CLI spelling, the estimate parts it
-affects) and an attribute docstring (its --help text and README row): the CLI flags, `validated()`, the memo
-keys and README's settings table are all built from them. `validated()` normalises aliases ("mixed-bf16",
+affects) and an attribute docstring (its --help text and docs/settings.md row): the CLI flags, `validated()`, the memo
+keys and docs/settings.md's table are all built from them. `validated()` normalises aliases ("mixed-bf16",
 "fa2", "adamw_torch", True/False for checkpointing, ...) and raises `InvalidInputError` with one clear line on
 anything it cannot understand. Defaults are what a user expects from a Hugging Face fine-tune: bf16 mixed
 precision, AdamW, sequence 2048 (or the model's maximum if smaller), micro-batch 1, flash attention, no

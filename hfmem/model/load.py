@@ -30,7 +30,7 @@ SettingsSource = HubSettings | Callable[[], HubSettings] | None
 T = TypeVar("T")
 
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The report's layout: the fit's rows under their method with the GPU, status and mitigations as indices, the GPUs
 and linear layers as rows, zero byte terms left out (5); a time's budget put back on reading, the fastest, cheapest
 and ranked setups as row references (6) (hfmem.memory.record)."""
@@ -55,7 +55,7 @@ class ModelReport:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """The stable JSON schema (documented in README.md, `schema_version` bumps on breaking changes)."""
+        """The stable JSON report (docs/json.md; `schema_version` bumps on breaking changes)."""
         ckpt = self.checkpoint
         return {
             "schema_version": SCHEMA_VERSION,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.memory.advice import fit_grid, picked_setup, recommended, verdict_parts
-from hfmem.memory.record import TIME_FIELDS, cells, path
+from hfmem.render.labels import advice_text, fit_grid, verdict_parts
+from hfmem.memory.record import cells, path, pick
 from hfmem.memory.record import estimates as all_estimates
 from hfmem.render.common import MARKS, METHOD_TITLES, setup_text
 from hfmem.render.markup import escape, tag, text
@@ -68,12 +68,12 @@ def cell_title(fit: dict[str, Any], gpu: str, usable: float) -> str:
     """A fit cell in words, for hover and screen readers: what it needs, the verdict, and the change by name."""
     kind, total, _ = verdict_parts(fit)
     head = (f"{method_title(fit['method'])} on {gpu} ({usable:g} GiB usable): {total} GiB per GPU on "
-            f"{setup_text(fit['asked'])}; {VERDICT_WORDS[kind]}")
+            f"{setup_text(fit)}; {VERDICT_WORDS[kind]}")
     if kind == "fits":
         return f"{head}, micro-batch up to {fit['max_micro_batch_size']:,}, sequence up to {fit['max_seq_len']:,}"
-    label, mitigation = recommended(fit)
-    if mitigation:
-        return f"{head}: {label} GiB, {mitigation['description']}"
+    label, advice = advice_text(fit), fit.get("advice") or {}
+    if advice.get("kind") == "change":
+        return f"{head}: {label} GiB, {advice['description']}"
     return f"{head}: {label}" if label else head
 
 
@@ -95,7 +95,7 @@ def fit_grid_chart(report: dict[str, Any], scope: str = "") -> str:
                 continue
             kind, total, rest = verdict_parts(fit)
             src = path(fit, "total_bytes")
-            figure = tag("tspan", escape(total), **figure_attrs(src, fit["asked"]["total_bytes"]), data_unit="GiB")
+            figure = tag("tspan", escape(total), **figure_attrs(src, fit["total_bytes"]), data_unit="GiB")
             x = label_w + col_w * c
             parts.append(tag("g", text("title", cell_title(fit, name, usable)),
                              tag("rect", x=x + 1, y=y + 1, width=col_w - 2, height=row_h - 2, rx=3, class_=f"v-{kind}"),
@@ -131,7 +131,7 @@ def terms_chart(report: dict[str, Any], scope: str = "") -> str:
                 parts.append(tag("rect", text("title", f"{method_title(est['method'])}: {label} {value:,.2f} GiB"),
                                  x=bx, y=y(base + value), width=bar_w, height=round(y(base) - y(base + value), 1),
                                  class_=f"t-{term}",
-                                 **figure_attrs(f"estimates.{i}.per_gpu_bytes.{term}", terms[term])))
+                                 **figure_attrs(f"estimates.{est['method']}.per_gpu_bytes.{term}", terms[term])))
             base += value
         step_bytes = sum(terms[t] for t, _ in TERMS) - terms[OVERLAP]
         total, step = terms["total"] / GIB, step_bytes / GIB
@@ -139,7 +139,7 @@ def terms_chart(report: dict[str, Any], scope: str = "") -> str:
             parts.append(tag("rect", text("title", f"{method_title(est['method'])}: {terms[OVERLAP] / GIB:,.2f} GiB "
                                                    "of gradients and activations never alive together"),
                              x=bx + bar_w + 2, y=y(base), width=8, height=round(y(step) - y(base), 1), class_="overlap",
-                             **figure_attrs(f"estimates.{i}.per_gpu_bytes.{OVERLAP}", terms[OVERLAP])))
+                             **figure_attrs(f"estimates.{est['method']}.per_gpu_bytes.{OVERLAP}", terms[OVERLAP])))
         parts.append(tag("line", x1=bx - 6, x2=bx + bar_w + 12, y1=y(step), y2=y(step), class_="total-mark"))
         for phase, words in PHASES:  # loading before sharding, or evaluating a larger batch, can need more
             if terms[phase] > step_bytes:
@@ -147,7 +147,7 @@ def terms_chart(report: dict[str, Any], scope: str = "") -> str:
                                                        f"{terms[phase] / GIB:,.2f} GiB, more than the training step"),
                                  x1=bx - 6, x2=bx + bar_w + 12, y1=y(terms[phase] / GIB), y2=y(terms[phase] / GIB),
                                  class_="phase-mark",
-                                 **figure_attrs(f"estimates.{i}.per_gpu_bytes.{phase}", terms[phase])))
+                                 **figure_attrs(f"estimates.{est['method']}.per_gpu_bytes.{phase}", terms[phase])))
         parts.append(text("text", f"{total:,.1f}", x=bx + bar_w / 2, y=y(max(base, total)) - 6, class_="bar-value",
                           text_anchor="middle"))
         parts.append(text("text", method_title(est["method"]), x=bx + bar_w / 2, y=348, class_="col-head",
@@ -190,7 +190,7 @@ def curve_chart(report: dict[str, Any], axis: str, scope: str = "") -> str:
 
 def priced_setups(report: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(cell, setup) for each fit cell timed and priced for a token budget (--tokens and --price), fastest first."""
-    timed = [(c, picked_setup(c)) for c in cells(report)
+    timed = [(c, pick(c)) for c in cells(report)
              if isinstance(c.get("time"), dict) and c["time"].get("cost_usd") is not None]
     return sorted(timed, key=lambda pair: (pair[1]["time"]["hours"], pair[1]["time"]["cost_usd"]))
 
@@ -209,10 +209,9 @@ def setup_name(setup: dict[str, Any]) -> str:
     return f"{method_title(setup['method'])} on {setup['num_gpus']}× {setup['gpu']}"
 
 
-def time_src(cell: dict[str, Any], field: str) -> str | None:
-    """The JSON path of one TIME_FIELDS figure of a cell's step time; None for one the record does not write (the
-    budget's hours and GPU-hours follow from the throughput: units.budget)."""
-    return f"{path(cell, 'time')}.{TIME_FIELDS.index(field)}" if field in TIME_FIELDS else None
+def time_src(cell: dict[str, Any], field: str) -> str:
+    """The JSON path of one figure of a cell's step time or budget, e.g. "fit.4.time.cost_usd"."""
+    return f"{path(cell, 'time')}.{field}"
 
 
 def frontier_chart(report: dict[str, Any], scope: str = "") -> str:

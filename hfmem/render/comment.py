@@ -58,7 +58,7 @@ class Listed:
     def of(cls, item: Item) -> Listed:
         found = cells(item.head)
         entries = fit_entries(item.head, found)
-        return cls(item, entries, memory_by_method(item.head, entries), time_line(item.head, found))
+        return cls(item, entries, memory_by_method(item.head, entries), time_line(item.head))
 
 
 def columns(listed: list[Listed]) -> tuple[list[str], list[str]]:

@@ -7,9 +7,9 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from hfmem.memory.advice import SHARDING_NAMES, fit_grid, setup_label, short_gib
 from hfmem.memory.record import cells, estimates, picks, ranked
 from hfmem.memory.record import training as settings_of
+from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, setup_label, short_gib
 from hfmem.units import count
 
 # Control, zero-width and bidi-override characters: they could hide or reorder what a reader sees.
@@ -55,7 +55,7 @@ def paged_hint(report: dict[str, Any]) -> str:
     """A line for cells whose figure is above the card yet fit: paged optimizer states page out instead of failing."""
     for fit in cells(report):
         usable = fit["gpu"]["usable_bytes"]
-        shown = [fit["asked"]] if fit["asked"]["fits"] else list(fit.get("mitigations") or [])
+        shown = [fit] if fit["fits"] else list(fit.get("mitigations") or [])
         if any(c.get("total_bytes", 0) > usable >= c.get("required_bytes", 0) for c in shown):
             return PAGED_HINT
     return ""
@@ -85,8 +85,29 @@ def settings_line(report: dict[str, Any]) -> str:
     return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
-            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + gpu_defaults_text(report)
+            f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + other_settings_text(report)
+            + gpu_defaults_text(report)
             + (f" · {prices}" if (prices := price_text(report)) else ""))
+
+
+SHOWN = frozenset({"method", "seq_len", "micro_batch_size", "dtype", "optimizer", "sharding", "num_gpus",
+                   "offload_optimizer", "offload_params", "gradient_checkpointing", "attention", "activation_fn",
+                   "tie_word_embeddings", "lora_rank", "lora_targets", "modules_to_save", "base_quantization",
+                   "eval_batch_size", "overhead", "resolved_optimizer", "resolved_sharding", "zero_stage"})
+"""The settings the assumes line already words (or that follow from others)."""
+
+
+def other_settings_text(report: dict[str, Any]) -> str:
+    """Every other setting of the plan that differs from hfmem's defaults, e.g. " · fused_loss cce ·
+    compile_layers on": a setting that moves the figures is never hidden."""
+    from hfmem.memory.settings import TrainingSettings
+
+    defaults, training = TrainingSettings().to_dict(), settings_of(report)
+    return "".join(f" · {k} {_on(v)}" for k, v in training.items() if k not in SHOWN and defaults.get(k) != v)
+
+
+def _on(value: Any) -> str:
+    return {True: "on", False: "off"}.get(value, _value(value)) if isinstance(value, bool) else _value(value)
 
 
 def gpu_defaults_text(report: dict[str, Any]) -> str:
@@ -122,12 +143,10 @@ def _value(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def time_line(report: dict[str, Any], found: list[dict[str, Any]] | None = None) -> str:
+def time_line(report: dict[str, Any]) -> str:
     """The fastest (and, with prices, the cheapest) fitting setup, e.g. "fastest: LoRA on 1× H100 80GB, 16.6k
-    tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time. `found`: the report's cells where the
-    caller has decoded them already."""
-    found = cells(report) if found is None else found  # decoded once for the picks and the ranking
-    picked = picks(report, found)
+    tokens/s, 17 h for 1e9 tokens"; "" when no fitting cell has a step time."""
+    picked = picks(report)
     parts = []
     for label in ("fastest", "cheapest"):
         pick = picked.get(label)
@@ -136,9 +155,9 @@ def time_line(report: dict[str, Any], found: list[dict[str, Any]] | None = None)
         t = pick["time"]
         text = f"{label}: {_setup(pick, ' on ')}, {t['tokens_per_s'] / 1000:,.1f}k tokens/s"
         if "hours" in t:
-            text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens"
+            text += f", {t['hours']:,.1f} h for {t['tokens']:.3g} tokens ({t['flops']:.3g} FLOPs)"
         parts.append(text + (f", {_usd(t)}" if "cost_usd" in t else ""))
-    best_first = ranked(report, found)
+    best_first = ranked(report)
     if best_first:
         by = (report.get("plan") or {}).get("rank")
         best = [f"{i}. {_setup(p, ' ')}" + (f" {_usd(p['time'])}" if "cost_usd" in p["time"] else "")
@@ -172,7 +191,7 @@ def time_cell(fit: dict[str, Any]) -> str:
 def _setup(pick: dict[str, Any], joint: str) -> str:
     """A timed setup in words: "LoRA on 3× H100 80GB" (joint " on ") or "LoRA 3× H100 80GB" (joint " "); a change
     it is timed with in brackets: "QLoRA (+ckpt) on 1× H100 80GB"."""
-    change = f" ({pick['change']})" if pick.get("change") and pick["time"].get("setup") == "change" else ""
+    change = f" ({advice_label(pick['advice'])})" if pick["time"].get("setup") == "change" else ""
     return f"{METHOD_TITLES.get(pick['method'], pick['method'])}{change}{joint}{pick['num_gpus']}× {pick['gpu']}"
 
 
@@ -211,10 +230,10 @@ def _usd(time: dict[str, Any]) -> str:
 
 def napkin_line(report: dict[str, Any]) -> str:
     """The napkin rule as a contrast, in the table's unit, beside each method's figure from the table's own cells."""
-    napkin = report["estimates"][0]["rule_of_thumb"]["napkin_gib"]
+    napkin = estimates(report)[0]["rule_of_thumb"]["napkin_gib"]
     methods, rows = fit_grid(report)
     cells = rows[0][2] if rows else {}
     figures = ", ".join(f"{METHOD_TITLES.get(m, m).removesuffix(' fine-tune')} "
-                        f"{short_gib(cells[m]['asked']['total_bytes'])}"
+                        f"{short_gib(cells[m]['total_bytes'])}"
                         for m in methods if m in cells)
     return f"\"6 × params(B) GB\" napkin: {napkin:,.1f} GiB · hfmem: {figures} GiB"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.memory.advice import recommendation, verdict as advice_verdict
+from hfmem.render.labels import advice_text
 from hfmem.memory.record import cells
 from hfmem.render.markdown import escape, table
 from hfmem.render.common import ARCH_ROWS, EMOJI
@@ -26,14 +26,14 @@ def cell(text: Any, limit: int = MAX_CELL) -> str:
 
 def memory_by_method(report: dict[str, Any] | None,
                      entries: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, int]:
-    """Peak bytes per GPU of each estimated method: `estimates[].per_gpu_bytes.total`, else the fit's single-GPU total
+    """Peak bytes per GPU of each estimated method: `estimates.METHOD.per_gpu_bytes.total`, else the fit's single-GPU total
     (from `entries`, the report's `fit_entries` where the caller has decoded them already)."""
     found: dict[str, int] = {}
     for entry in (fit_entries(report) if entries is None else entries).values():
-        total = (entry.get("asked") or {}).get("total_bytes")
+        total = entry.get("total_bytes")
         if isinstance(total, int):
             found.setdefault(entry["method"], total)
-    for estimate in (report or {}).get("estimates") or []:
+    for estimate in ((report or {}).get("estimates") or {}).values():
         total = (estimate.get("per_gpu_bytes") or {}).get("total") if isinstance(estimate, dict) else None
         if isinstance(estimate.get("method"), str) and isinstance(total, int):
             found[estimate["method"]] = total
@@ -50,7 +50,7 @@ def fit_entries(report: dict[str, Any] | None,
     """(method, GPU name) -> the report's fit cell in full (hfmem.memory.record `cells`; `found`: those cells where
     the caller has decoded them already)."""
     if found is None:
-        found = cells(report) if isinstance((report or {}).get("fit"), dict) else []
+        found = cells(report) if isinstance((report or {}).get("fit"), list) else []
     by_key = {}
     for entry in found:
         if isinstance(entry, dict) and isinstance(entry.get("method"), str) and entry.get("gpu"):
@@ -60,7 +60,7 @@ def fit_entries(report: dict[str, Any] | None,
 
 def fits(entry: dict[str, Any] | None) -> bool | None:
     """Whether the settings as given train on one GPU (None: not estimated)."""
-    return None if entry is None else (entry.get("asked") or {}).get("fits") is True
+    return None if entry is None else entry.get("fits") is True
 
 
 def verdict(entry: dict[str, Any] | None) -> str:
@@ -69,8 +69,8 @@ def verdict(entry: dict[str, Any] | None) -> str:
         return "—"
     if fits(entry):
         return EMOJI["fits"]
-    advice = recommendation(entry)
-    return f"{EMOJI[advice_verdict(entry)]} {cell(advice, 40)}" if advice else EMOJI["none"]
+    advice = advice_text(entry)
+    return f"{EMOJI[entry['verdict']]} {cell(advice, 40)}" if advice else EMOJI["none"]
 
 
 def regressions(base: dict[str, Any] | None, head: dict[str, Any] | None) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from hfmem import __version__
-from hfmem.memory.advice import fit_grid, recommended, verdict_parts
+from hfmem.render.labels import fit_grid, verdict_parts
 from hfmem.memory.record import estimates as all_estimates
 from hfmem.memory.record import path
 from hfmem.render.charts import (
@@ -51,9 +51,9 @@ def gib_number(n_bytes: int, src: str | None, digits: int = 1) -> str:
     return number(f"{n_bytes / GIB:,.{digits}f}", n_bytes, src, "GiB")
 
 
-def term_path(i: int, term: str, value: int) -> str | None:
-    """Where estimate i's breakdown term is in the report; None for a zero, which the record leaves out."""
-    return f"estimates.{i}.per_gpu_bytes.{term}" if value else None
+def term_path(method: str, term: str) -> str:
+    """Where a method's estimate's breakdown term is in the report."""
+    return f"estimates.{method}.per_gpu_bytes.{term}"
 
 
 def count_number(n: int, src: str) -> str:
@@ -112,11 +112,11 @@ def messages(report: dict[str, Any]) -> str:
 def fit_cell_text(fit: dict[str, Any]) -> str:
     """A fit cell as text: mark, GiB, and the batch room or the change, named in full."""
     kind, _, rest = verdict_parts(fit)
-    figure = gib_number(fit["asked"]["total_bytes"], path(fit, "total_bytes"))
+    figure = gib_number(fit["total_bytes"], path(fit, "total_bytes"))
     out = [f"{MARKS[kind]} ", figure, " GiB ", escape(rest)]
-    mitigation = recommended(fit)[1] if kind != "fits" else None
-    if mitigation:
-        out.append(tag("span", escape(f"({mitigation['description']})"), class_="change"))
+    advice = fit.get("advice") or {}
+    if kind == "change":
+        out.append(tag("span", escape(f"({advice['description']})"), class_="change"))
     elif kind in ("gpus", "none"):
         out.append(tag("span", escape(f"({VERDICT_WORDS[kind]})"), class_="change"))
     return tag("span", *out, class_=f"v-{kind}-text")
@@ -156,12 +156,12 @@ def terms_section(report: dict[str, Any], scope: str = "") -> str:
                            "paged_optimizer": "of which paged optimizer states"}
     names |= {phase: f"{words} (the total where it needs more)" for phase, words in PHASES}
     keys = [t for t, _ in TERMS] + [OVERLAP, *(p for p, _ in PHASES), "total", "required", "paged_optimizer"]
-    rows = [[escape(names[k])] + [gib_number(e["per_gpu_bytes"][k], term_path(i, k, e["per_gpu_bytes"][k]), 2)
-                                  for i, e in enumerate(estimates)]
+    rows = [[escape(names[k])] + [gib_number(e["per_gpu_bytes"][k], term_path(e["method"], k), 2)
+                                  for e in estimates]
             for k in keys if any(e["per_gpu_bytes"][k] for e in estimates) or k in ("total", "required")]
     rows.append([escape("trainable parameters")] + [count_number(e["parameters"]["trainable"],
-                                                                 f"estimates.{i}.parameters.trainable")
-                                                    for i, e in enumerate(estimates)])
+                                                                 f"estimates.{e['method']}.parameters.trainable")
+                                                    for e in estimates])
     caption = napkin_line(report) if report.get("fit") else ""
     figure = tag("figure", terms_chart(report, scope), text("figcaption", caption))
     return section(f"{scope}terms", "Memory per GPU by term", figure,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hfmem.memory.advice import fit_grid, verdict_parts
+from hfmem.render.labels import fit_grid, verdict_parts
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
                                  parameter_count, settings_line, time_line, visible)
 from hfmem.units import count

@@ -48,7 +48,7 @@ def text(name: str, content: Any, **attrs: Any) -> str:
 
 
 def number(shown: str, value: float, src: str | None, unit: str) -> str:
-    """A figure from the report: the text shown, the raw value and its JSON path (`fit.3.asked.total_bytes`; None
+    """A figure from the report: the text shown, the raw value and its JSON path (`fit.3.total_bytes`; None
     for a figure the record derives rather than writes), and the unit it is shown in (`GiB`, `count`), so a reader
     or a test can trace every number to the JSON."""
     return tag("data", escape(shown), value=repr(value), data_src=src, data_unit=unit)

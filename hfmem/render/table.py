@@ -9,7 +9,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from hfmem.memory.advice import fit_grid, verdict_parts
+from hfmem.render.labels import fit_grid, verdict_parts
 from hfmem.memory.record import estimates
 from hfmem.render.charts import PHASES
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, napkin_line, origin_line, paged_hint,
@@ -133,6 +133,8 @@ def breakdown_table(report: dict[str, Any]) -> Table:
         table.add_row(Text(term, style="bold" if term == "total" else ""),
                       *(gib(e["per_gpu_bytes"][term]) for e in ests))
     table.add_row("trainable params", *(count(e["parameters"]["trainable"]) for e in ests))
+    for key, words in (("model", "FLOPs/token (model)"), ("hardware", "FLOPs/token (executed)")):
+        table.add_row(words, *(f"{e['flops_per_token'][key]:.3g}" for e in ests))
     return table
 
 

@@ -13,7 +13,7 @@ from typing import Any, cast
 from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.hardware.prices import Price
 from hfmem.hub.modelref import ModelRef
-from hfmem.memory.advice import timed_gpus, timed_setup
+from hfmem.memory.fit import timed_gpus, timed_setup
 from hfmem.memory.settings import METHODS, Method, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
@@ -73,13 +73,13 @@ class Plan:
 
 def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None, *,
                  curves: bool = False) -> dict[str, Any]:
-    """Analyse the model and return the documented JSON schema (see README.md)."""
+    """Analyse the model and return the documented JSON report (docs/json.md, hfmem/report.schema.json)."""
     return with_estimates(analyse(ref, settings), plan or Plan(), curves=curves)
 
 
 def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> dict[str, Any]:
-    """The analysis as a dict, plus `warnings[]`, `gpus[]`, `estimate_notes[]`, `estimates[]` (one per method) and
-    `fit` (method x GPU as rows, hfmem.memory.record); with `curves`, also `curves` (memory against sequence length
+    """The analysis as a dict, plus `warnings[]`, `gpus{}` (by name), `estimates{}` (by method) and `fit[]` (named
+    cells, methods outer, hfmem.memory.record); with `curves`, also `curves` (memory against sequence length
     and micro-batch).
 
     The plan's part is computed once per model shape (`shape_key`) and shared by the reports of that shape:
@@ -93,7 +93,7 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     warnings = [*plan.notes, *warnings_for(arch, result.config, training, part.fits),
                 *unsupported(training, part.gpus, plan.stated)]
     report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
-                                 "estimates": part.estimates, "estimate_notes": part.estimate_notes, "fit": part.fit,
+                                 "estimates": part.estimates, "fit": part.fit,
                                  "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking,
                                  "prices": part.prices}
     if curves:
@@ -111,18 +111,16 @@ class PlanPart:
     gpus: tuple[Gpu, ...]
     fits: list[Any]
     plan: dict[str, Any]
-    gpu_entries: list[list[Any]]
-    """The GPUs as rows, in the order the fit's rows index them (hfmem.memory.record.gpu_rows)."""
-    estimates: list[dict[str, Any]]
-    """The compact estimates (hfmem.memory.record)."""
-    estimate_notes: list[str]
-    """The notes the estimates index."""
-    fit: dict[str, Any]
-    """The fit matrix as rows (hfmem.memory.record.fit_table)."""
+    gpu_entries: dict[str, dict[str, Any]]
+    """The GPUs by name, in the matrix's order (hfmem.memory.record.gpu_table)."""
+    estimates: dict[str, dict[str, Any]]
+    """Each method's estimate in full."""
+    fit: list[dict[str, Any]]
+    """The fit matrix as named cells, methods outer (memory.fit `Fit.to_dict` with its `time`)."""
     fastest_and_cheapest: dict[str, Any]
-    """The fastest and the cheapest timed row as {row: [method, index], terms: the roofline terms} (or None)."""
-    fit_ranking: list[list[Any]] | None
-    """The timed rows as [method, index], best first by the plan's `rank` (None without one)."""
+    """The fastest and the cheapest timed cell as a pick (hfmem.memory.record.pick, with its roofline terms)."""
+    fit_ranking: list[dict[str, Any]] | None
+    """The timed cells as picks, best first by the plan's `rank` (None without one)."""
     prices: dict[str, Any]
     """The price of each GPU of the matrix that has one, and where it came from (`price_entry`)."""
 
@@ -138,13 +136,12 @@ def shape_key(arch: Architecture, inventory: Inventory, plan: Plan) -> tuple[str
 
 def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
-    from hfmem.compute.roofline import hfu_for
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
     from hfmem.memory.fit import fit_matrix
-    from hfmem.memory.record import compact_estimates, fit_table, gpu_rows, row_refs, written_training
+    from hfmem.memory.record import gpu_table, pick
     from hfmem.reporting.timing import flops_of, step_for
-    from hfmem.units import budget
+    from hfmem.units import budget, figure
 
     training = plan.training.validated()
     estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
@@ -154,46 +151,46 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     prices = prices_for([g.name for g in gpus], plan.prices)
     setups: dict[tuple, tuple[Any, Any]] = {}  # (method, setup, changes) -> (estimate, FLOPs): GPU-independent
 
-    def timed(method: str, cell: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    def timed(fit: Any, cell: dict[str, Any]) -> tuple[str, Any, Any] | None:
         found = timed_setup(cell)
         if found is None:
             return None
         kind, setup = found
-        changes = (cell["gpu_defaults"] or {}).get("changes", {}) | setup
-        key = (method, tuple(sorted(changes.items())))
+        changes = (fit.gpu_defaults or {}).get("changes", {}) | setup
+        key = (fit.method, tuple(sorted(changes.items())))
         if key not in setups:
-            est = estimates[method] if not changes else estimate(
-                arch, inventory, replace(plan.settings_for(method), **changes).validated())
+            est = estimates[fit.method] if not changes else estimate(
+                arch, inventory, replace(plan.settings_for(fit.method), **changes).validated())
             setups[key] = est, flops_of(arch, inventory, est)
         return kind, *setups[key]
 
     cells = []
     for fit in fits:
         cell = fit.to_dict()
-        found = timed(fit.method, cell)
+        found = timed(fit, cell)
         if found is None:
             cell["time"] = None
         else:
             kind, est, flops = found
             step = step_for(est, flops, fit.gpu) | {"setup": kind}
             price = prices.get(fit.gpu.name)
-            cell["time"] = step | budget(step.get("tokens_per_s"), timed_gpus(cell, kind), plan.tokens,
-                                         None if price is None else price.usd_per_gpu_hour)
+            spent = budget(step.get("tokens_per_s"), timed_gpus(cell, kind), plan.tokens,
+                           None if price is None else price.usd_per_gpu_hour)
+            cell["time"] = step | spent | ({"flops": figure(plan.tokens * flops.hardware)} if spent else {})
+        if cell["per_gpu_bytes"] == estimates[fit.method].per_gpu_bytes.to_dict():
+            del cell["per_gpu_bytes"]  # the estimate's (a cell's own only where the GPU runs other defaults)
         cells.append(cell)
-    full = [e.to_dict() for e in estimates.values()]
-    plan_dict = plan.to_dict()
-    gpu_entries = gpu_rows(cells)
-    compact, notes = compact_estimates(full, plan_dict["training"])
-    written = plan_dict | {"training": written_training(plan_dict["training"])}
-    refs = row_refs(cells)
-    picked = {label: None if i is None else {"row": refs[i], "terms": cells[i]["time"]["terms"]}
+    picked = {label: None if i is None else pick(cells[i], cells[i]["time"]["terms"])
               for label, i in fastest_and_cheapest(cells).items()}
+    for cell in cells:  # the roofline terms are kept for the picks only
+        if cell["time"] is not None:
+            cell["time"].pop("terms", None)
     ranked = ranking(cells, plan.rank)
-    return PlanPart(gpus=gpus, fits=fits, plan=written, gpu_entries=gpu_entries, estimates=compact,
-                    estimate_notes=notes,
-                    fit=fit_table(cells, full, gpu_entries,
-                                  {g.arch: hfu_for(g.arch) for g in gpus}),  # type: ignore[misc]  # None: user GPUs
-                    fastest_and_cheapest=picked, fit_ranking=None if ranked is None else [refs[i] for i in ranked],
+    return PlanPart(gpus=gpus, fits=fits, plan=plan.to_dict(), gpu_entries=gpu_table(fits),
+                    estimates={m: e.to_dict() | {"flops_per_token": flops_of(arch, inventory, e).to_dict()}
+                               for m, e in estimates.items()}, fit=cells,
+                    fastest_and_cheapest=picked,
+                    fit_ranking=None if ranked is None else [pick(cells[i]) for i in ranked],
                     prices=price_entry(prices))
 
 
@@ -209,7 +206,7 @@ def price_entry(prices: Mapping[str, Price]) -> dict[str, Any]:
 
 def ranking(cells: list[dict[str, Any]], by: str | None) -> list[int] | None:
     """The indices of every timed cell, best first by cost (priced ones only), time (hours, else seconds per token)
-    or GPU count (advice.timed_gpus); None without a ranking."""
+    or GPU count (memory.fit.timed_gpus); None without a ranking."""
     if by is None:
         return None
     timed = [i for i, c in enumerate(cells) if c.get("time") and c["time"].get("tokens_per_s")]

@@ -83,6 +83,8 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float | None
     except InvalidInputError as err:
         return {"seconds": None, "reason": str(err)}
     terms = step.to_dict()
+    tokens = s.micro_batch_size * est.seq_len * s.gradient_accumulation_steps * n  # one optimizer step, all GPUs
     return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | {
-        k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu}
+        k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu,
+                                                  "flops_per_step": figure(flops.hardware * tokens)}
 

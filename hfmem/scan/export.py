@@ -89,7 +89,7 @@ def _fit_cells(entries: list[dict[str, Any]]) -> list[FitCell]:
         try:
             gpu = entry["gpu"]
             found.append(FitCell(entry["method"], gpu["name"], frozenset({gpu_key(gpu["name"])}),
-                                 float(gpu["usable_gib"]), entry["asked"]["fits"] is True))
+                                 float(gpu["usable_gib"]), entry["fits"] is True))
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
     return found
@@ -99,7 +99,7 @@ def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The record's fit cells in full, row by row: none where the report is missing or of another schema, and no
     row that does not read (a file handed to --csv may be edited or foreign)."""
     report = record.get("report")
-    if (not isinstance(report, dict) or not isinstance(report.get("fit"), dict)
+    if (not isinstance(report, dict) or not isinstance(report.get("fit"), (dict, list))
             or report.get("schema_version") not in READABLE_SCHEMA_VERSIONS):
         return []
     try:
@@ -137,19 +137,20 @@ def _method_figures(entries: list[dict[str, Any]], smallest: dict[str, str]) -> 
 
 
 def _gib(entries: list[dict[str, Any]]) -> float | None:
-    total = (entries[0].get("asked") or {}).get("total_bytes")
+    total = entries[0].get("total_bytes")
     return round(total / GIB, 2) if isinstance(total, (int, float)) else None
 
 
 def _fewest_gpus(entries: list[dict[str, Any]]) -> str:
     """Where one GPU is not enough: the fewest GPUs of any kind (the larger card on a tie), else "no fit"."""
-    multi = [e for e in entries if isinstance(e.get("gpus_needed"), int)]
+    needed = {id(e): e["gpus_needed"] if "gpus_needed" in e else (e.get("multi_gpu") or {}).get("num_gpus")
+              for e in entries}  # a compact cell's column, a full cell's multi-GPU search
+    multi = [e for e in entries if isinstance(needed[id(e)], int)]
     if not multi:
         return "no fit"
     usable = {id(e): e["gpu"].get("usable_gib") for e in multi}
-    best = min(multi, key=lambda e: (e["gpus_needed"],
-                                     -usable[id(e)] if isinstance(usable[id(e)], (int, float)) else 0))
-    return f"{best['gpus_needed']}× {best['gpu'].get('name')}"
+    best = min(multi, key=lambda e: (needed[id(e)], -usable[id(e)] if isinstance(usable[id(e)], (int, float)) else 0))
+    return f"{needed[id(best)]}× {best['gpu'].get('name')}"
 
 
 def settings_text(record: dict[str, Any]) -> str:

@@ -1,0 +1,77 @@
+"""A fit cell's verdict and advice as the tables print them: "✓ 35.3 b≤3", "⚠ 134 → 8-bit+ckpt 81.5",
+"✗ 134 → 8×ZeRO-3+ckpt". The verdict and advice are the cell's own (memory.fit.advise); this only words them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfmem.memory.mitigations import label
+from hfmem.memory.record import cells
+from hfmem.units import GIB
+
+SHARDING_NAMES = {"none": "1 GPU", "ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3",
+                  "fsdp_full_shard": "FSDP", "fsdp_shard_grad_op": "FSDP-SGO"}
+"""Short names of the shardings, as the table, the comment and the assumes line write them."""
+
+
+def short_gib(n_bytes: float | None) -> str:
+    """GiB without the unit: no decimals from 100 up, one below."""
+    if n_bytes is None:
+        return ""
+    value = n_bytes / GIB
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def multi_gpu_text(multi: dict[str, Any] | None) -> str:
+    """E.g. "8×ZeRO-3+ckpt": the GPU count, the sharding, and offload/checkpointing when the search used them."""
+    if not multi:
+        return ""
+    offload = "+offload" if multi.get("offload_optimizer") or multi.get("offload_params") else ""
+    ckpt = "+ckpt" if multi.get("gradient_checkpointing", "off") != "off" else ""
+    sharding = str(multi.get("sharding", ""))
+    return f"{multi['num_gpus']}×{SHARDING_NAMES.get(sharding, sharding)}{offload}{ckpt}"
+
+
+def advice_label(advice: dict[str, Any] | None) -> str:
+    """The advice's short name without its figure: "+ckpt", "QLoRA+ckpt" or "8×ZeRO-3+ckpt"; "" for none."""
+    if not advice:
+        return ""
+    if advice["kind"] == "gpus":
+        return multi_gpu_text(advice)
+    return label(advice["mitigation"], advice["settings_changes"])
+
+
+def advice_text(fit: dict[str, Any]) -> str:
+    """What the tables print after "→": a change with the GiB it needs ("+ckpt 21.3") or the GPUs ("8×ZeRO-3+ckpt");
+    "" where it fits or nothing does."""
+    advice = fit.get("advice")
+    if not advice or fit.get("verdict") == "fits":
+        return ""
+    text = advice_label(advice)
+    return f"{text} {short_gib(advice['total_bytes'])}" if advice["kind"] == "change" else text
+
+
+def verdict_parts(fit: dict[str, Any]) -> tuple[str, str, str]:
+    """(verdict, GiB needed, what follows): "b≤N" when it fits, else the advice."""
+    kind, total = fit["verdict"], short_gib(fit["total_bytes"])
+    if kind == "fits":
+        return kind, total, f"b≤{fit['max_micro_batch_size']:,}"
+    return kind, total, "→ " + (advice_text(fit) or "no fit")
+
+
+def setup_label(fit: dict[str, Any]) -> str:
+    """The short name of the setup a cell is timed on where it is not the one asked: the change ("+ckpt",
+    "QLoRA+ckpt") or the GPUs ("3×ZeRO-3+ckpt"); "" where it fits as asked or is not timed."""
+    if fit.get("time") is None or fit["verdict"] == "fits":
+        return ""
+    return advice_label(fit.get("advice"))
+
+
+def fit_grid(report: dict[str, Any]) -> tuple[list[str], list[tuple[str, float, dict[str, dict[str, Any]]]]]:
+    """The fit matrix as rows: methods (column order), then per GPU its name, usable GiB and cells by method."""
+    found = cells(report)
+    methods = list(dict.fromkeys(f["method"] for f in found))
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for fit in found:
+        rows.setdefault(fit["gpu"]["name"], {})[fit["method"]] = fit
+    return methods, [(name, next(iter(by.values()))["gpu"]["usable_gib"], by) for name, by in rows.items()]
