@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from hfmem.compute.flops import CHECKPOINTING, TrainingFlops
 from hfmem.errors import InvalidInputError
 from hfmem.hardware.specs import GpuSpecs
 
 GB_S = 1e9
+Link = Literal["gpu", "pcie"]
+"""The data-parallel link between GPUs, or PCIe to the host."""
 SHARDINGS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op")
 """The data-parallel schemes timed (the values of TrainingSettings.sharding)."""
 DDP_BUCKET_BYTES = 25 * 2**20
@@ -84,7 +86,7 @@ class Machine:
     pcie_bytes_per_s: float | None
     """One direction of the host link (offload traffic)."""
 
-    def bandwidth(self, link: str) -> float:
+    def bandwidth(self, link: Link) -> float:
         value = self.gpu_link_bytes_per_s if link == "gpu" else self.pcie_bytes_per_s
         if not value:
             raise InvalidInputError(f"no {'GPU-to-GPU' if link == 'gpu' else 'PCIe'} bandwidth for this GPU; "
@@ -122,11 +124,11 @@ class Transfer:
 
     name: str
     bytes: float
-    link: str
+    link: Link
     """"gpu" (the data-parallel link) or "pcie" (host)."""
-    per: str
+    per: Literal["micro_batch", "step"]
     """"micro_batch" or "step" (step transfers overlap the last micro-batch only)."""
-    hidden_by: str | None
+    hidden_by: Literal["forward", "backward"] | None
     """"forward", "backward" or None (exposed whole)."""
     tail_bytes: float = 0.0
     """What cannot overlap even with a long window (DDP's last bucket, all-reduced after backward)."""
@@ -154,7 +156,7 @@ def data_parallel_transfers(sharding: str, num_gpus: int, *, parameter_bytes: fl
         return (Transfer("ddp_all_reduce", 2 * reduce_scatter, "gpu", "step", "backward",
                          tail_bytes=2 * share * min(DDP_BUCKET_BYTES, gradient_bytes)),)
     if sharding in {"zero1", "zero2"}:
-        per = "step" if sharding == "zero1" else "micro_batch"
+        per: Literal["micro_batch", "step"] = "step" if sharding == "zero1" else "micro_batch"
         return (Transfer("zero_reduce_scatter", reduce_scatter, "gpu", per, "backward"),
                 Transfer("zero_all_gather_updated", share * trainable_bytes, "gpu", "step", None))
     gather = share * parameter_bytes
@@ -238,7 +240,7 @@ class StepTime:
 def _exposed(transfers: list[Transfer], windows: dict[str, float], node: Machine) -> dict[str, float]:
     """Seconds each transfer shows beyond the compute it overlaps; transfers sharing a window and a link queue."""
     exposed: dict[str, float] = {}
-    groups: dict[tuple[str | None, str], list[Transfer]] = {}
+    groups: dict[tuple[str | None, Link], list[Transfer]] = {}
     for t in transfers:
         groups.setdefault((t.hidden_by, t.link), []).append(t)
     for (window, link), group in groups.items():
