@@ -61,7 +61,7 @@ def predict(row: dict[str, Any], models: dict[str, Any], cache: dict[str, Any], 
     transfers = ()
     if row["sharding"]:
         transfers = data_parallel_transfers(row["sharding"], gpus, parameter_bytes=2 * params, trainable_bytes=2 * params,
-                                            gradient_bytes=row["reduce_bytes"] * params)
+                                            gradient_bytes=row["reduce_bytes"] * params, units=arch.num_layers + 1)
     traffic = hbm_traffic(weight_bytes=2 * params, passes=weight_passes(row["checkpointing"]),
                           gradient_bytes=4 * params / gpus, optimizer_bytes=MASTER_AND_ADAM_BYTES * params / gpus)
     step = step_time(flops, node, tokens_per_micro_batch=row["seq_len"] * row["micro_batch"],
@@ -90,6 +90,10 @@ def main() -> None:
     for split in ("fit", "held_out"):
         errs = [error[r["id"]] for r in rows if r["split"] == split]
         print(f"| split {split} | {len(errs)} | {_median_abs(errs)} |")
+    for scale, across in (("one machine (<= 8 GPUs)", False), ("several machines (> 8 GPUs)", True)):
+        for split in ("fit", "held_out"):
+            errs = [error[r["id"]] for r in rows if r["split"] == split and ((r["num_gpus"] or 1) > 8) == across]
+            print(f"| {scale}, {split} | {len(errs)} | {_median_abs(errs)} |")
     # A utilisation per GPU type from the fit rows alone (the median published/predicted ratio), tried on held-out rows.
     per_gpu = {}
     for gpu in sorted({r["gpu"] for r in rows}):

@@ -49,16 +49,17 @@ def estimate(model: str, method: Method = "full", *, revision: str | None = None
 def fit(model: str, method: Method | list[Method] | tuple[Method, ...] = ("full", "lora", "qlora"), *,
         gpus: list[str] | tuple[str, ...] | None = None, revision: str | None = None, token: str | None = None,
         **settings: Any) -> list[Fit]:
-    """The fit matrix (methods outer, GPUs inner) for the settings: the cells of `hfmem MODEL`'s table."""
+    """The fit matrix (methods outer, GPUs inner) for the settings: the cells of `hfmem MODEL`'s table, each GPU's at
+    its machine's host RAM."""
     from hfmem.hardware.gpus import catalogue, resolve_gpus
-    from hfmem.memory.fit import fit_matrix
     from hfmem.memory.settings import TrainingSettings
+    from hfmem.reporting.plan import Plan, node_fits
 
     methods = (method,) if isinstance(method, str) else tuple(method)
     analysed = analyse_model(model, revision, token)
     training = TrainingSettings(method=methods[0], **settings).validated()
-    return fit_matrix(analysed.architecture, analysed.inventory, training, resolve_gpus(gpus) or catalogue(), methods,
-                      stated=settings.keys())
+    plan = Plan(training=training, methods=methods, sources=dict.fromkeys(settings, "argument"))
+    return node_fits(analysed.architecture, analysed.inventory, plan, resolve_gpus(gpus) or catalogue(), {})
 
 
 def report(model: str, *, methods: tuple[Method, ...] | None = None, gpus: list[str] | None = None,

@@ -19,6 +19,7 @@ from hfmem.memory.fit import VERDICTS, fit_matrix
 from hfmem.memory.record import COMPACT_ROW, cells, estimates, picks, ranked, suggestion
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.model.load import SCHEMA_VERSION, analyse
+from hfmem.reporting.plan import Plan, node_fits
 from hfmem.units import FIGURE_DIGITS
 from hfmem.scan.runner import iter_records
 
@@ -131,7 +132,7 @@ def test_reading_the_record_back_gives_each_cell_as_the_search_found_it(capsys):
     suggestion, on the GPUs that run other defaults (T4, V100) too."""
     _, report = hfmem_json(capsys, "example:Mixtral-8x7B-v0.1", "-f", "json")
     result = analyse(parse_model_ref("example:Mixtral-8x7B-v0.1"), None)
-    found = fit_matrix(result.architecture, result.inventory, TrainingSettings().validated(), catalogue())
+    found = node_fits(result.architecture, result.inventory, Plan(), catalogue(), {})  # each GPU's host RAM
     read = cells(report)
     assert len(read) == len(found)
     for fit, cell in zip(found, read, strict=True):

@@ -4,6 +4,7 @@ catalogue's vendor specs: every figure is null or names its source."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,8 @@ H100_BF16 = 1979e12 / 2
 H100_HBM = 3.35e12
 H100_NVLINK_ONE_WAY = 900e9 / 2
 L4_BF16, L4_HBM, L4_PCIE_ONE_WAY = 242e12 / 2, 300e9, 64e9 / 2
+NVLINK_STEP, NETWORK_STEP = 3.4e-6, 14.0e-6
+"""NCCL's per-step latency of a ring over NVLink and over the network (src/graph/tuning.cc, hwLat, Ring Simple)."""
 
 PARAMS = 7e9
 DENSE = TrainingFlops(forward=2 * PARAMS, backward_input=2 * PARAMS, backward_weight=2 * PARAMS, recompute=0.0,
@@ -88,30 +91,58 @@ def test_memory_bound_step_by_hand() -> None:
 
 
 def test_ddp_all_reduce_shows_beyond_the_backward() -> None:
-    """8 H100 over NVLink: 2·7/8 of 14 GB of bf16 gradients at 450 GB/s, hidden behind the backward's 2N FLOPs."""
+    """8 H100 over NVLink: 2·7/8 of 14 GB of bf16 gradients at 450 GB/s, in 25 MiB buckets of 14 ring steps each,
+    hidden behind the backward's 4N FLOPs."""
     node = machine(gpu_specs(find_gpu("h100")), "bf16", 8)
     transfers = data_parallel_transfers("ddp", 8, parameter_bytes=2 * PARAMS, trainable_bytes=2 * PARAMS,
                                         gradient_bytes=2 * PARAMS)
     step = step_time(DENSE, node, tokens_per_micro_batch=512, num_gpus=8, hfu=0.5, transfers=transfers)
-    all_reduce = 2 * 7 / 8 * 2 * PARAMS / H100_NVLINK_ONE_WAY
+    buckets = math.ceil(2 * PARAMS / DDP_BUCKET_BYTES)
+    all_reduce = 2 * 7 / 8 * 2 * PARAMS / H100_NVLINK_ONE_WAY + buckets * 2 * 7 * NVLINK_STEP
     backward = 512 * 4 * PARAMS / (0.5 * H100_BF16)
     assert step.terms["exposed_ddp_all_reduce"] == pytest.approx(all_reduce - backward)
     assert step.seconds == pytest.approx(512 * 6 * PARAMS / (0.5 * H100_BF16) + all_reduce - backward)
     long = step_time(DENSE, node, tokens_per_micro_batch=8192, num_gpus=8, hfu=0.5, transfers=transfers)
-    assert long.terms["exposed_ddp_all_reduce"] == pytest.approx(2 * 7 / 8 * DDP_BUCKET_BYTES / H100_NVLINK_ONE_WAY)
+    last = 2 * 7 / 8 * DDP_BUCKET_BYTES / H100_NVLINK_ONE_WAY + 2 * 7 * NVLINK_STEP
+    assert long.terms["exposed_ddp_all_reduce"] == pytest.approx(last)
     assert long.tokens_per_s == pytest.approx(8 * 8192 / long.seconds)
 
 
 def test_zero3_gathers_every_micro_batch() -> None:
-    """ZeRO-3 on 8 H100, 4 micro-batches of 256 tokens: each gathers the weights twice and reduce-scatters once."""
+    """ZeRO-3 on 8 H100, 4 micro-batches of 256 tokens: each gathers the weights twice and reduce-scatters once,
+    unit by unit (32 units: each collective pays its 7 ring steps)."""
     node = machine(gpu_specs(find_gpu("h100")), "bf16", 8)
     transfers = data_parallel_transfers("zero3", 8, parameter_bytes=2 * PARAMS, trainable_bytes=2 * PARAMS,
-                                        gradient_bytes=2 * PARAMS)
+                                        gradient_bytes=2 * PARAMS, units=32)
     step = step_time(DENSE, node, tokens_per_micro_batch=256, micro_batches=4, num_gpus=8, hfu=0.5, transfers=transfers)
-    piece = 7 / 8 * 2 * PARAMS / H100_NVLINK_ONE_WAY
+    piece = 7 / 8 * 2 * PARAMS / H100_NVLINK_ONE_WAY + 32 * 7 * NVLINK_STEP
     forward, backward = 256 * 2 * PARAMS / (0.5 * H100_BF16), 256 * 4 * PARAMS / (0.5 * H100_BF16)
     expected = 4 * (forward + backward + max(0, piece - forward) + max(0, 2 * piece - backward))
     assert step.seconds == pytest.approx(expected)
+
+
+def test_zero3_across_machines_is_hierarchical() -> None:
+    """ZeRO-3 on 32 H100 in four DGX H100s at 400 Gb/s per GPU, 40 units: each unit's gather is a reduce-scatter-
+    sized step inside the machine over NVLink, then 3/4 of an eighth of it over the network; the first unit's gather
+    and the last one's reduce-scatter show whatever the window; a slower network shows more."""
+    node = machine(gpu_specs(find_gpu("h100")), "bf16", 32, network_gbps=400)
+    transfers = data_parallel_transfers("zero3", 32, parameter_bytes=2 * PARAMS, trainable_bytes=2 * PARAMS,
+                                        gradient_bytes=2 * PARAMS, units=40)
+
+    def unit(n: float) -> float:  # one unit's hierarchical gather or reduce-scatter of n bytes
+        return 7 / 8 * n / H100_NVLINK_ONE_WAY + 7 * NVLINK_STEP + 3 / 4 * n / 8 / 50e9 + 3 * NETWORK_STEP
+
+    gather, first = 40 * unit(2 * PARAMS / 40), unit(2 * PARAMS / 40)
+    for tokens in (64, 4096):
+        step = step_time(DENSE, node, tokens_per_micro_batch=tokens, num_gpus=32, hfu=0.5, transfers=transfers)
+        forward, backward = tokens * 2 * PARAMS / (0.5 * H100_BF16), tokens * 4 * PARAMS / (0.5 * H100_BF16)
+        shown_forward, shown_backward = max(first, gather - forward), max(first, 2 * gather - backward)
+        assert step.terms["exposed_all_gather_forward"] == pytest.approx(shown_forward)
+        assert step.seconds == pytest.approx(forward + backward + shown_forward + shown_backward)
+    slow = machine(gpu_specs(find_gpu("h100")), "bf16", 32, network_gbps=100)
+    assert step_time(DENSE, slow, tokens_per_micro_batch=64, num_gpus=32, hfu=0.5,
+                     transfers=transfers).seconds > step_time(DENSE, node, tokens_per_micro_batch=64, num_gpus=32,
+                                                              hfu=0.5, transfers=transfers).seconds
 
 
 def test_the_terms_add_up() -> None:
@@ -151,24 +182,27 @@ def test_monotone() -> None:
         assert times == sorted(times) and times[0] < times[-1], key
     times = [seconds(hfu=h) for h in (0.2, 0.4, 0.8)]
     assert times == sorted(times, reverse=True)
-    ddp = [data_parallel_transfers("ddp", n, parameter_bytes=1, trainable_bytes=1, gradient_bytes=1e9)[0].bytes
-           for n in (2, 4, 8, 64)]
-    assert ddp == sorted(ddp) and ddp[-1] < 2e9
-    slow = step_time(DENSE, machine(gpu_specs(find_gpu("h100")), "bf16", 16, network_gbps=12.5),
-                     tokens_per_micro_batch=1024, num_gpus=16, transfers=transfers).seconds
-    fast = step_time(DENSE, machine(gpu_specs(find_gpu("h100")), "bf16", 16, network_gbps=50),
-                     tokens_per_micro_batch=1024, num_gpus=16, transfers=transfers).seconds
+    ddp = [data_parallel_transfers("ddp", n, parameter_bytes=1, trainable_bytes=1, gradient_bytes=1e9)[0].seconds(
+        machine(gpu_specs(find_gpu("h100")), "bf16", n, network_gbps=400)) for n in (2, 4, 8, 64)]
+    assert ddp == sorted(ddp) and ddp[-1] < 2 * 2e9 / 50e9  # under two passes of the buffer over the network
+    across = data_parallel_transfers("zero3", 16, parameter_bytes=2e9, trainable_bytes=2e9, gradient_bytes=2e9)
+    slow = step_time(DENSE, machine(gpu_specs(find_gpu("h100")), "bf16", 16, network_gbps=10),
+                     tokens_per_micro_batch=1024, num_gpus=16, transfers=across).seconds
+    fast = step_time(DENSE, machine(gpu_specs(find_gpu("h100")), "bf16", 16, network_gbps=400),
+                     tokens_per_micro_batch=1024, num_gpus=16, transfers=across).seconds
     assert slow > fast
 
 
 def test_links_follow_the_gpu_count() -> None:
     """An NVLink bridge joins two RTX 3090s; four talk over PCIe 4.0; beyond a node the network is needed."""
     rtx = gpu_specs(find_gpu("3090"))
-    assert machine(rtx, "bf16", 2).gpu_link_bytes_per_s == 112.5e9 / 2
-    assert machine(rtx, "bf16", 4).gpu_link_bytes_per_s == 64e9 / 2
+    assert machine(rtx, "bf16", 2).intra.bytes_per_s == 112.5e9 / 2
+    assert machine(rtx, "bf16", 4).intra.bytes_per_s == 64e9 / 2 and machine(rtx, "bf16", 4).inter is None
     assert machine(gpu_specs(find_gpu("l4")), "bf16", 1).pcie_bytes_per_s == L4_PCIE_ONE_WAY
-    assert machine(gpu_specs(find_gpu("h100")), "bf16", 64, network_gbps=50).gpu_link_bytes_per_s == 50e9
-    with pytest.raises(InvalidInputError):
+    h100 = machine(gpu_specs(find_gpu("h100")), "bf16", 64, network_gbps=400)
+    assert h100.intra.bytes_per_s == H100_NVLINK_ONE_WAY and h100.inter.bytes_per_s == 50e9
+    assert h100.fabric(64).per_node == 8 and h100.fabric(8, stride=8).per_node == 1  # a group one per machine
+    with pytest.raises(InvalidInputError, match="--network-gbps"):
         machine(gpu_specs(find_gpu("h100")), "bf16", 64)
 
 

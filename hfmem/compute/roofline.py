@@ -8,24 +8,27 @@ The utilisation is explicit: `hfu`, the share of the dense peak at which the exe
 hardware FLOPs utilisation, Chowdhery et al. 2022, App. B); MFU (model FLOPs, recomputation excluded) is an
 output. A transfer hides behind the compute window it overlaps with in the framework (DDP's bucketed all-reduce
 behind the last backward, FSDP/ZeRO-3 prefetched all-gathers behind forward and backward) and shows only the part
-longer than that window, or its non-overlappable tail. Collectives are ring algorithms: an all-reduce moves
-2(n-1)/n of the buffer per GPU, a reduce-scatter or an all-gather (n-1)/n, at one direction of the link.
+longer than that window, or its non-overlappable tail. Collectives cost what hfmem.compute.collectives says (ring
+α-β terms at one direction of the link, hierarchical where the group spans machines: NVLink/PCIe inside, the
+network per GPU between them). A pipeline's bubble adds its schedule's idle share of the micro-batches' time.
 Pure functions over numbers and dataclasses; the CPU optimizer step of ZeRO-Offload is not modelled.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from hfmem.compute.collectives import STEP_LATENCY_S, Fabric, Link, collective_seconds
 from hfmem.compute.flops import CHECKPOINTING, TrainingFlops
 from hfmem.errors import InvalidInputError
 from hfmem.hardware.specs import GpuSpecs
 
 GB_S = 1e9
-Link = Literal["gpu", "pcie"]
-"""The data-parallel link between GPUs, or PCIe to the host."""
+GBIT_S = 1e9 / 8
+"""Bytes per second of one Gb/s (network figures are in bits)."""
 SHARDINGS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op")
 """The data-parallel schemes timed (the values of TrainingSettings.sharding)."""
 DDP_BUCKET_BYTES = 25 * 2**20
@@ -77,93 +80,136 @@ def hfu_for(arch: str | None) -> float:
 
 @dataclass(frozen=True)
 class Machine:
-    """What one GPU of a setup computes and moves per second."""
+    """What one GPU of a setup computes and moves per second, and the links its collectives cross."""
 
     peak_flops: float
     memory_bytes_per_s: float
-    gpu_link_bytes_per_s: float | None
-    """One direction of the data-parallel link each GPU's collectives run at (NVLink, PCIe or the network)."""
+    intra: Link | None
+    """One direction of the link inside a machine (NVLink/Infinity Fabric, else PCIe), with its latency."""
+    inter: Link | None
+    """One direction of the network per GPU between machines; None where the setup stays in one machine."""
     pcie_bytes_per_s: float | None
     """One direction of the host link (offload traffic)."""
+    gpus_per_node: int = 8
 
-    def bandwidth(self, link: Link) -> float:
-        value = self.gpu_link_bytes_per_s if link == "gpu" else self.pcie_bytes_per_s
-        if not value:
-            raise InvalidInputError(f"no {'GPU-to-GPU' if link == 'gpu' else 'PCIe'} bandwidth for this GPU; "
-                                    "the catalogue has no vendor figure for it.")
-        return value
+    def fabric(self, ranks: int, stride: int = 1) -> Fabric:
+        """The links a group of `ranks` GPUs, `stride` apart in the rank order (Megatron's tp-cp-ep-dp-pp, innermost
+        first), talks over: as many of them share a machine as fit in its gpus_per_node."""
+        if self.intra is None:
+            raise InvalidInputError("no GPU-to-GPU bandwidth for this GPU; the catalogue has no vendor figure for it.")
+        per_node = max(1, min(ranks, self.gpus_per_node // stride))
+        return Fabric(ranks, per_node, self.intra, self.inter)
+
+    def pcie(self) -> float:
+        """The host link's bytes per second, one direction; a one-line error where the catalogue has none."""
+        if not self.pcie_bytes_per_s:
+            raise InvalidInputError("no PCIe bandwidth for this GPU; the catalogue has no vendor figure for it.")
+        return self.pcie_bytes_per_s
 
 
 def machine(specs: GpuSpecs, dtype: str, num_gpus: int, *, gpus_per_node: int = 8,
             network_gbps: float | None = None) -> Machine:
     """A catalogue GPU's figures for `num_gpus` of them: one direction of the vendor's bidirectional links.
 
-    Up to `link_gpus` GPUs talk over NVLink/Infinity Fabric, up to `gpus_per_node` over PCIe, beyond a node over
-    the network at `network_gbps` per GPU and direction (e.g. 50 for one 400 Gb/s NIC per GPU).
+    Inside a machine of `gpus_per_node`, GPUs talk over NVLink/Infinity Fabric where it joins them all (`link_gpus`),
+    else over PCIe; between machines over the network at `network_gbps` Gb/s per GPU and direction (400 for one
+    400 Gb/s NIC per GPU). Each link's α is NCCL's per-step latency for it (collectives.STEP_LATENCY_S).
     """
     peak = specs.peak_flops(dtype)
     if peak is None or specs.memory_gbps is None:
         raise InvalidInputError(f"no vendor {dtype} peak or memory bandwidth for {specs.name} in the catalogue")
     pcie = specs.pcie_gbps / 2 * GB_S if specs.pcie_gbps else None
-    link: float | None
-    if num_gpus <= (specs.link_gpus or 0) and specs.link_gbps:
-        link = specs.link_gbps / 2 * GB_S
-    elif num_gpus <= gpus_per_node:
-        link = pcie
-    elif network_gbps is None:
-        raise InvalidInputError(f"beyond a node of {gpus_per_node} GPUs; no network figure")
+    local = min(num_gpus, gpus_per_node)
+    if local <= (specs.link_gpus or 0) and specs.link_gbps:
+        intra: Link | None = Link(specs.link_gbps / 2 * GB_S, STEP_LATENCY_S["nvlink"])
     else:
-        intra = specs.link_gbps if (specs.link_gpus or 0) >= gpus_per_node and specs.link_gbps else specs.pcie_gbps or 0
-        link = min(intra / 2, network_gbps) * GB_S
-    return Machine(peak, specs.memory_gbps * GB_S, link, pcie)
+        intra = Link(pcie, STEP_LATENCY_S["pcie"]) if pcie else None
+    inter = None
+    if num_gpus > gpus_per_node:
+        if network_gbps is None:
+            raise InvalidInputError(f"{num_gpus} GPUs span machines of {gpus_per_node} and {specs.name} has no network "
+                                    "figure: give --network-gbps")
+        inter = Link(network_gbps * GBIT_S, STEP_LATENCY_S["network"])
+    return Machine(peak, specs.memory_gbps * GB_S, intra, inter, pcie, gpus_per_node)
 
 
 @dataclass(frozen=True)
 class Transfer:
-    """Bytes one GPU sends over a link each micro-batch or each step, and the compute it can hide behind."""
+    """One kind of collective (or host copy) of a step, per GPU, and the compute it can hide behind."""
 
     name: str
-    bytes: float
-    link: Link
-    """"gpu" (the data-parallel link) or "pcie" (host)."""
-    per: Literal["micro_batch", "step"]
+    op: str
+    """A collective of hfmem.compute.collectives (all_reduce, reduce_scatter, all_gather, all_to_all, p2p), or
+    "copy" (a host transfer over PCIe)."""
+    buffer: float
+    """The whole buffer of the collective (collectives.py), or the bytes copied to or from the host."""
+    per: str
     """"micro_batch" or "step" (step transfers overlap the last micro-batch only)."""
-    hidden_by: Literal["forward", "backward"] | None
-    """"forward", "backward" or None (exposed whole)."""
-    tail_bytes: float = 0.0
-    """What cannot overlap even with a long window (DDP's last bucket, all-reduced after backward)."""
+    hidden_by: str | None
+    """"forward", "backward" or None (on the critical path, exposed whole)."""
+    ranks: int = 1
+    """The group it runs over."""
+    stride: int = 1
+    """How far apart the group's ranks are in the rank order (1: adjacent, inside one machine first)."""
+    count: int = 1
+    """Collectives the buffer is split into (FSDP units, DDP buckets): each pays the latency terms."""
+    tail: float = 0.0
+    """The buffer that cannot overlap even with a long window (DDP's last bucket, all-reduced after backward)."""
+
+    @property
+    def link(self) -> str:
+        """"pcie" for a host copy, "gpu" for a collective: transfers on one link and window queue behind each other."""
+        return "pcie" if self.op == "copy" else "gpu"
+
+    def seconds(self, node: Machine, buffer: float | None = None) -> float:
+        """Seconds of this transfer (of `buffer` bytes in one collective where given) on `node`."""
+        if self.op == "copy":
+            return (self.buffer if buffer is None else buffer) / node.pcie()
+        fabric = node.fabric(self.ranks, self.stride)
+        if buffer is not None:
+            return collective_seconds(self.op, fabric, buffer)
+        return self.count * collective_seconds(self.op, fabric, self.buffer / self.count)
 
 
 def data_parallel_transfers(sharding: str, num_gpus: int, *, parameter_bytes: float, trainable_bytes: float,
-                            gradient_bytes: float) -> tuple[Transfer, ...]:
-    """The collectives of one step's data parallelism, per GPU.
+                            gradient_bytes: float, units: int = 1, stride: int = 1) -> tuple[Transfer, ...]:
+    """The collectives of one step's data parallelism over `num_gpus` ranks, `stride` apart.
 
     parameter_bytes: every weight as the shards hold them (what ZeRO-3/FSDP all-gather); trainable_bytes: the
-    updated weights ZeRO-1/2 all-gather after the step; gradient_bytes: the gradients reduced.
-    ddp: one all-reduce per step, in buckets during the last backward. zero1: reduce-scatter at the step's last
-    backward, all-gather of the updated weights after the optimizer. zero2: the reduce-scatter every micro-batch
-    (its gradients are partitioned). zero3 / fsdp_full_shard: every micro-batch, an all-gather in forward and
-    again in backward, a reduce-scatter in backward. fsdp_shard_grad_op: the forward all-gather (the weights stay
-    gathered through backward) and the reduce-scatter.
+    updated weights ZeRO-1/2 all-gather after the step; gradient_bytes: the gradients reduced; units: the FSDP
+    units / ZeRO-3 modules gathered one at a time (a collective each).
+    ddp: one all-reduce per step, in 25 MiB buckets during the last backward (torch DDP overlaps each bucket with
+    the rest of the backward; the last one is exposed). zero1: reduce-scatter at the step's last backward,
+    all-gather of the updated weights after the optimizer. zero2: the reduce-scatter every micro-batch (its
+    gradients are partitioned). zero3 / fsdp_full_shard: every micro-batch, an all-gather in forward and again in
+    backward, a reduce-scatter in backward, each prefetched behind the neighbouring unit's compute (FSDP
+    backward_prefetch=BACKWARD_PRE, FSDP2's implicit prefetch, DeepSpeed's stage3_prefetch_bucket_size), except
+    the first unit's gather, which nothing precedes, and the last unit's reduce-scatter, which nothing follows.
+    fsdp_shard_grad_op: the forward all-gather (the weights stay gathered through backward) and the
+    reduce-scatter.
     """
     if sharding not in SHARDINGS:
         raise InvalidInputError(f"unknown sharding {sharding!r}; expected one of {', '.join(SHARDINGS)}.")
     if num_gpus < 2 or sharding == "none":
         return ()
-    share = (num_gpus - 1) / num_gpus
-    reduce_scatter = share * gradient_bytes
+    group = {"ranks": num_gpus, "stride": stride}
     if sharding == "ddp":
-        return (Transfer("ddp_all_reduce", 2 * reduce_scatter, "gpu", "step", "backward",
-                         tail_bytes=2 * share * min(DDP_BUCKET_BYTES, gradient_bytes)),)
+        buckets = max(1, math.ceil(gradient_bytes / DDP_BUCKET_BYTES))
+        return (Transfer("ddp_all_reduce", "all_reduce", gradient_bytes, "step", "backward", **group, count=buckets,
+                         tail=min(DDP_BUCKET_BYTES, gradient_bytes)),)
     if sharding in {"zero1", "zero2"}:
-        per: Literal["micro_batch", "step"] = "step" if sharding == "zero1" else "micro_batch"
-        return (Transfer("zero_reduce_scatter", reduce_scatter, "gpu", per, "backward"),
-                Transfer("zero_all_gather_updated", share * trainable_bytes, "gpu", "step", None))
-    gather = share * parameter_bytes
-    transfers = [Transfer("all_gather_forward", gather, "gpu", "micro_batch", "forward")]
+        per = "step" if sharding == "zero1" else "micro_batch"
+        return (Transfer("zero_reduce_scatter", "reduce_scatter", gradient_bytes, per, "backward", **group),
+                Transfer("zero_all_gather_updated", "all_gather", trainable_bytes, "step", None, **group))
+    units = max(1, units)
+    each = {**group, "count": units}
+    transfers = [Transfer("all_gather_forward", "all_gather", parameter_bytes, "micro_batch", "forward", **each,
+                          tail=parameter_bytes / units)]
     if sharding != "fsdp_shard_grad_op":
-        transfers.append(Transfer("all_gather_backward", gather, "gpu", "micro_batch", "backward"))
-    transfers.append(Transfer("reduce_scatter", reduce_scatter, "gpu", "micro_batch", "backward"))
+        transfers.append(Transfer("all_gather_backward", "all_gather", parameter_bytes, "micro_batch", "backward",
+                                  **each))
+    transfers.append(Transfer("reduce_scatter", "reduce_scatter", gradient_bytes, "micro_batch", "backward", **each,
+                              tail=gradient_bytes / units))
     return tuple(transfers)
 
 
@@ -177,12 +223,51 @@ def offload_transfers(num_gpus: int, *, offload_optimizer: bool, offload_params:
     shard = 1 / max(1, num_gpus)
     transfers = []
     if offload_optimizer:
-        transfers += [Transfer("offload_gradients_to_cpu", shard * gradient_bytes, "pcie", "micro_batch", "backward"),
-                      Transfer("offload_weights_to_gpu", shard * trainable_bytes, "pcie", "step", None)]
+        transfers += [Transfer("offload_gradients_to_cpu", "copy", shard * gradient_bytes, "micro_batch", "backward"),
+                      Transfer("offload_weights_to_gpu", "copy", shard * trainable_bytes, "step", None)]
     if offload_params:
-        transfers += [Transfer("offload_params_forward", shard * parameter_bytes, "pcie", "micro_batch", "forward"),
-                      Transfer("offload_params_backward", shard * parameter_bytes, "pcie", "micro_batch", "backward")]
+        transfers += [Transfer("offload_params_forward", "copy", shard * parameter_bytes, "micro_batch", "forward"),
+                      Transfer("offload_params_backward", "copy", shard * parameter_bytes, "micro_batch", "backward")]
     return tuple(transfers)
+
+
+def layout_transfers(*, dp: int = 1, tp: int = 1, cp: int = 1, ep: int = 1, pp: int = 1,
+                     sequence_parallel: bool = False, tp_bytes: float = 0.0, tp_collectives: int = 0,
+                     cp_bytes: float = 0.0, ep_bytes: float = 0.0, ep_collectives: int = 0,
+                     pp_bytes: float = 0.0) -> tuple[Transfer, ...]:
+    """The model-parallel collectives of one micro-batch, per GPU, ranks ordered tp-cp-ep-dp-pp (Megatron-LM's
+    default order, innermost first: tensor parallelism stays inside a machine).
+
+    tp_bytes: one TP collective's buffer (b·s·h activations), tp_collectives of them per micro-batch (Megatron: two
+    all-reduces per layer in forward, two in backward): all-reduces, or with sequence parallelism an all-gather and
+    a reduce-scatter each, on the critical path (Megatron overlaps them only with tp_comm_overlap, off by default).
+    cp_bytes: the K/V one rank passes around the context-parallel ring in forward (cp-1 sends, hidden behind the
+    attention of the chunk in hand, as Megatron's ring attention does); backward passes K/V and their gradients.
+    ep_bytes: one all-to-all's buffer (a layer's routed tokens), ep_collectives per micro-batch (dispatch and
+    combine, in forward and backward), exposed. pp_bytes: the activation one stage sends the next per micro-batch,
+    and its gradient back, exposed.
+    """
+    out: list[Transfer] = []
+    if tp > 1 and tp_collectives:
+        if sequence_parallel:
+            half = {"ranks": tp, "count": tp_collectives}
+            out += [Transfer("tp_all_gather", "all_gather", tp_bytes * tp_collectives, "micro_batch", None, **half),
+                    Transfer("tp_reduce_scatter", "reduce_scatter", tp_bytes * tp_collectives, "micro_batch", None,
+                             **half)]
+        else:
+            out.append(Transfer("tp_all_reduce", "all_reduce", tp_bytes * tp_collectives, "micro_batch", None,
+                                ranks=tp, count=tp_collectives))
+    if cp > 1 and cp_bytes:
+        ring = {"ranks": 2, "stride": tp, "count": cp - 1}
+        out += [Transfer("cp_ring_forward", "p2p", cp_bytes * (cp - 1), "micro_batch", "forward", **ring),
+                Transfer("cp_ring_backward", "p2p", 2 * cp_bytes * (cp - 1), "micro_batch", "backward", **ring)]
+    if ep > 1 and ep_collectives:
+        out.append(Transfer("ep_all_to_all", "all_to_all", ep_bytes * ep_collectives, "micro_batch", None, ranks=ep,
+                            stride=tp * cp, count=ep_collectives))
+    if pp > 1 and pp_bytes:
+        out.append(Transfer("pp_send_recv", "p2p", 2 * pp_bytes, "micro_batch", None, ranks=2, stride=tp * cp * dp,
+                            count=2))
+    return tuple(out)
 
 
 def weight_passes(checkpointing: str) -> int:
@@ -240,14 +325,14 @@ class StepTime:
 def _exposed(transfers: list[Transfer], windows: dict[str, float], node: Machine) -> dict[str, float]:
     """Seconds each transfer shows beyond the compute it overlaps; transfers sharing a window and a link queue."""
     exposed: dict[str, float] = {}
-    groups: dict[tuple[str | None, Link], list[Transfer]] = {}
+    groups: dict[tuple[str | None, str], list[Transfer]] = {}
     for t in transfers:
         groups.setdefault((t.hidden_by, t.link), []).append(t)
-    for (window, link), group in groups.items():
-        seconds = [t.bytes / node.bandwidth(link) for t in group]
+    for (window, _), group in groups.items():
+        seconds = [t.seconds(node) for t in group]
         total = sum(seconds)
-        shown = total if window is None else max(sum(t.tail_bytes for t in group) / node.bandwidth(link),
-                                                 total - windows[window])
+        tail = sum(t.seconds(node, t.tail) for t in group if t.tail)
+        shown = total if window is None else max(tail, total - windows[window])
         for t, s in zip(group, seconds, strict=True):
             exposed[t.name] = shown * s / total if total else 0.0
     return exposed
@@ -255,12 +340,13 @@ def _exposed(transfers: list[Transfer], windows: dict[str, float], node: Machine
 
 def step_time(flops: TrainingFlops, node: Machine, *, tokens_per_micro_batch: int, micro_batches: int = 1,
               num_gpus: int = 1, hfu: float = DEFAULT_HFU, traffic: Traffic | None = None,
-              transfers: tuple[Transfer, ...] = ()) -> StepTime:
-    """Time one optimizer step of `micro_batches` micro-batches of `tokens_per_micro_batch` tokens on each GPU."""
+              transfers: tuple[Transfer, ...] = (), bubble: float = 0.0) -> StepTime:
+    """Time one optimizer step of `micro_batches` micro-batches of `tokens_per_micro_batch` tokens on each GPU;
+    `bubble`: a pipeline schedule's idle share of the micro-batches' time (collectives.pipeline_bubble)."""
     if not 0 < hfu <= 1:
         raise InvalidInputError(f"utilisation must be in (0, 1], got {hfu!r}.")
-    if tokens_per_micro_batch < 1 or micro_batches < 1 or num_gpus < 1:
-        raise InvalidInputError("tokens, micro-batches and GPUs must be positive.")
+    if tokens_per_micro_batch < 1 or micro_batches < 1 or num_gpus < 1 or bubble < 0:
+        raise InvalidInputError("tokens, micro-batches and GPUs must be positive, the bubble not negative.")
     traffic = traffic or Traffic({}, {})
     rate = hfu * node.peak_flops
     forward = tokens_per_micro_batch * flops.forward / rate
@@ -275,9 +361,12 @@ def step_time(flops: TrainingFlops, node: Machine, *, tokens_per_micro_batch: in
     terms = {"compute_forward": micro_batches * forward, "compute_backward": micro_batches * backward,
              "memory_traffic": micro_batches * memory,
              "roofline": micro_batches * micro, "optimizer_traffic": optimizer}
+    busy = micro_batches * (micro + sum(each.values()))
+    if bubble:
+        terms["pipeline_bubble"] = bubble * busy
     terms |= {f"exposed_{name}": micro_batches * s for name, s in each.items()}
     terms |= {f"exposed_{name}": s for name, s in once.items()}
-    seconds = micro_batches * (micro + sum(each.values())) + optimizer + sum(once.values())
+    seconds = busy * (1 + bubble) + optimizer + sum(once.values())
     tokens = tokens_per_micro_batch * micro_batches
     return StepTime(terms=terms, seconds=seconds, tokens_per_s=num_gpus * tokens / seconds,
                     mfu=tokens * flops.model / (seconds * node.peak_flops),

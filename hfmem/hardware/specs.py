@@ -64,3 +64,30 @@ def gpu_specs(gpu: Gpu) -> GpuSpecs:
         memory_gbps=raw.get("memory_gbps"), link_gbps=raw.get("link_gbps"), link=raw.get("link"),
         link_gpus=raw.get("link_gpus"), pcie_gen=raw.get("pcie_gen"), sources=dict(raw.get("sources", {})),
     )
+
+
+@dataclass(frozen=True)
+class NodeSpecs:
+    """The GPU class's common server (gpus.json `node`): the default network and host RAM; None where undocumented."""
+
+    server: str | None = None
+    gpus: int | None = None
+    network_gbps: float | None = None
+    """Inter-node bandwidth per GPU in Gb/s, one direction."""
+    host_ram_gib: float | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"server": self.server, "gpus": self.gpus, "network_gbps": self.network_gbps,
+                "host_ram_gib": self.host_ram_gib, "sources": dict(self.sources), "note": self.note}
+
+
+def node_specs(gpu: Gpu) -> NodeSpecs:
+    """A catalogue GPU's common server; a user-defined GPU (or one without a documented server) gets an empty one."""
+    entry = next((g for g in catalogue_data()["gpus"] if g["name"] == gpu.name), None)
+    raw = (entry or {}).get("node") if not gpu.user_defined else None
+    if not raw:
+        return NodeSpecs()
+    return NodeSpecs(server=raw.get("server"), gpus=raw.get("gpus"), network_gbps=raw.get("network_gbps"),
+                     host_ram_gib=raw.get("host_ram_gib"), sources=dict(raw.get("sources", {})), note=raw.get("note"))

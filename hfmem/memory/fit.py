@@ -56,7 +56,7 @@ VERDICTS = ("fits", "change", "gpus", "none")
 """A cell's verdict: fits as asked, fits the same GPUs with a change, needs (more) GPUs, no fit found."""
 MAX_SUGGESTED_GPUS = 64
 """Up to this many GPUs, more GPUs are preferred to another method or offload; beyond it they come last."""
-SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing")
+SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing", "model_loading")
 """The fields of a multi-GPU suggestion that make a setup of its own (its advice's settings changes)."""
 
 # Cheapest first: each step shards or moves more and costs more communication.
@@ -271,9 +271,11 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
                                          offload_params=off_par), seq)
         return {"num_gpus": n_min, "sharding": "none" if n_min == 1 and fits_one_gpu else sharding,
                 "offload_optimizer": off_opt, "offload_params": off_par,
-                "gradient_checkpointing": single.gradient_checkpointing,
+                "gradient_checkpointing": single.gradient_checkpointing, "model_loading": single.model_loading,
                 "total_bytes": found_at.total, "required_bytes": found_at.required,
                 "equivalent": EQUIVALENT.get(sharding)}
+    if single.model_loading == "per-rank-cpu":  # every rank's whole copy in host RAM: rank 0 alone may fit
+        return _multi_gpu(planner, replace(single, model_loading="rank0"), seq, limit, False, max_gpus)
     return None
 
 

@@ -20,6 +20,7 @@ from hfmem.errors import InvalidInputError
 from hfmem.memory.activation_functions import ACTIVATION_SAVES
 from hfmem.memory.fields import (
     SHARDING_PANEL as SHARDING,
+    TIME_PANEL as TIME,
     TRAINING_PANEL as TRAINING,
     Boolean,
     Choice,
@@ -240,9 +241,21 @@ class TrainingSettings:
     files). Only FSDP and ZeRO-3 on several GPUs read it."""
     gpus_per_node: int = setting(8, COUNT, affects=(), panel=SHARDING)
     """GPUs per machine: how many ranks share one host's RAM (offloaded states, load-time copies)."""
-    host_ram_gib: float | None = setting(None, OrNone(Number(1, 1 << 20)), affects=(), shown="not checked",
-                                         panel=SHARDING)
-    """Host RAM per machine in GiB: a setup whose host memory (offload, load-time copies) exceeds it does not fit."""
+    host_ram_gib: float | None = setting(None, OrNone(Number(1, 1 << 20)), affects=(),
+                                         shown="the GPU's common server (hfmem gpus), else not checked", panel=SHARDING)
+    """Host RAM per machine in GiB: a setup whose host memory (offload, load-time copies) exceeds it does not fit.
+    Unset, each catalogue GPU's cells assume its common server's (DGX H100: 2,048; AWS g4dn.metal for T4: 384)."""
+    # The network and the layout search: multi-node step time and the pick of the fastest and cheapest setup.
+    network_gbps: float | None = setting(None, OrNone(Number(0.1, 1e5)), affects=(),
+                                         shown="the GPU's common server (hfmem gpus)", panel=TIME)
+    """Inter-node bandwidth per GPU in Gb/s, one direction (400: one 400 Gb/s NIC per GPU, as on DGX H100): the
+    collectives of a setup spanning machines of gpus_per_node GPUs cross it; inside a machine they run over
+    NVLink or PCIe."""
+    max_gpus: int = setting(1024, COUNT, affects=(), panel=SHARDING)
+    """The most GPUs the fit search suggests and times for one cell."""
+    pick_floor: float = setting(0.1, Number(0, 1), affects=(), panel=TIME)
+    """A setup slower than this share of the fastest fitting one's tokens/s (same method) is never named fastest
+    or cheapest: a cheap but glacial run (a 1-GPU offload at 1% of the speed) is not a pick."""
     gradient_checkpointing: Checkpointing = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
                                                     affects=("trainability", "activations"), panel=TRAINING)
     """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core

@@ -24,7 +24,7 @@ ARCH_ROWS = [
 ]
 METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
 MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
-"""A verdict's mark in the terminal and in markdown (memory.advice.VERDICTS)."""
+"""A verdict's mark in the terminal and in markdown (memory.fit.VERDICTS)."""
 EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}
 """The same marks as GitHub renders them, for the pull-request comment."""
 

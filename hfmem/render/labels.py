@@ -28,8 +28,9 @@ def multi_gpu_text(multi: dict[str, Any] | None) -> str:
         return ""
     offload = "+offload" if multi.get("offload_optimizer") or multi.get("offload_params") else ""
     ckpt = "+ckpt" if multi.get("gradient_checkpointing", "off") != "off" else ""
+    load = "+rank0 load" if multi.get("model_loading") == "rank0" else ""
     sharding = str(multi.get("sharding", ""))
-    return f"{multi['num_gpus']}×{SHARDING_NAMES.get(sharding, sharding)}{offload}{ckpt}"
+    return f"{multi['num_gpus']}×{SHARDING_NAMES.get(sharding, sharding)}{offload}{ckpt}{load}"
 
 
 def advice_label(advice: dict[str, Any] | None) -> str:
@@ -56,7 +57,10 @@ def verdict_parts(fit: dict[str, Any]) -> tuple[str, str, str]:
     kind, total = fit["verdict"], short_gib(fit["total_bytes"])
     if kind == "fits":
         return kind, total, f"b≤{fit['max_micro_batch_size']:,}"
-    return kind, total, "→ " + (advice_text(fit) or "no fit")
+    short = fit.get("host_ram_short")  # the one-GPU offload left out: its machine lacks the host RAM
+    host = (f" ({label(short['mitigation'], {})}: {short['needed_gib']:,.0f} GiB host RAM > "
+            f"{short['host_ram_gib']:,.0f})") if short else ""
+    return kind, total, "→ " + (advice_text(fit) or "no fit") + host
 
 
 def setup_label(fit: dict[str, Any]) -> str:

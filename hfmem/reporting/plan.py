@@ -6,7 +6,7 @@ The report is the model's analysis (architecture, parameters, cross-check) plus,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -95,7 +95,7 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
                                  "estimates": part.estimates, "fit": part.fit,
                                  "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking,
-                                 "prices": part.prices}
+                                 "prices": part.prices, "nodes": part.nodes}
     if curves:
         from hfmem.memory.curves import memory_curves
 
@@ -123,6 +123,8 @@ class PlanPart:
     """The timed cells as picks, best first by the plan's `rank` (None without one)."""
     prices: dict[str, Any]
     """The price of each GPU of the matrix that has one, and where it came from (`price_entry`)."""
+    nodes: dict[str, Any]
+    """The machine each GPU of the matrix is assumed in: its network and host RAM, and where they came from."""
 
 
 BY_SHAPE: Memo[PlanPart] = Memo(64)
@@ -138,7 +140,6 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
-    from hfmem.memory.fit import fit_matrix
     from hfmem.memory.record import gpu_table, pick
     from hfmem.reporting.timing import flops_of, step_for
     from hfmem.units import budget, figure
@@ -147,7 +148,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
     per_method = {m: plan.settings_for(m) for m in plan.method_settings}
     gpus = plan.gpus or catalogue()
-    fits = fit_matrix(arch, inventory, training, gpus, plan.methods, per_method=per_method, stated=plan.stated)
+    fits = node_fits(arch, inventory, plan, gpus, per_method)
     prices = prices_for([g.name for g in gpus], plan.prices)
     setups: dict[tuple, tuple[Any, Any]] = {}  # (method, setup, changes) -> (estimate, FLOPs): GPU-independent
 
@@ -164,15 +165,19 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             setups[key] = est, flops_of(arch, inventory, est)
         return kind, *setups[key]
 
-    cells = []
+    cells: list[dict[str, Any]] = []
+    short_of_host: set[int] = set()
+    offload_short = host_shortfalls(arch, inventory, plan, fits)
     for fit in fits:
-        cell = fit.to_dict()
+        cell = fit.to_dict() | {"host_ram_short": offload_short.get((fit.method, fit.gpu.spec))}
         found = timed(fit, cell)
         if found is None:
             cell["time"] = None
         else:
             kind, est, flops = found
-            step = step_for(est, flops, fit.gpu) | {"setup": kind}
+            step = step_for(est, flops, fit.gpu, units=arch.num_layers + 1) | {"setup": kind}
+            if not host_room(est.per_gpu_bytes.host_per_node, fit.gpu, est.settings):
+                short_of_host.add(len(cells))
             price = prices.get(fit.gpu.name)
             spent = budget(step.get("tokens_per_s"), timed_gpus(cell, kind), plan.tokens,
                            None if price is None else price.usd_per_gpu_hour)
@@ -181,7 +186,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             del cell["per_gpu_bytes"]  # the estimate's (a cell's own only where the GPU runs other defaults)
         cells.append(cell)
     picked = {label: None if i is None else pick(cells[i], cells[i]["time"]["terms"])
-              for label, i in fastest_and_cheapest(cells).items()}
+              for label, i in fastest_and_cheapest(cells, training.pick_floor, short_of_host).items()}
     for cell in cells:  # the roofline terms are kept for the picks only
         if cell["time"] is not None:
             cell["time"].pop("terms", None)
@@ -191,7 +196,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
                                for m, e in estimates.items()}, fit=cells,
                     fastest_and_cheapest=picked,
                     fit_ranking=None if ranked is None else [pick(cells[i]) for i in ranked],
-                    prices=price_entry(prices))
+                    prices=price_entry(prices), nodes=node_entry(gpus, training))
 
 
 def price_entry(prices: Mapping[str, Price]) -> dict[str, Any]:
@@ -218,10 +223,99 @@ def ranking(cells: list[dict[str, Any]], by: str | None) -> list[int] | None:
                                         -cells[i]["time"]["tokens_per_s"]))
 
 
-def fastest_and_cheapest(cells: list[dict[str, Any]]) -> dict[str, int | None]:
+def fastest_and_cheapest(cells: list[dict[str, Any]], floor: float = 0.0,
+                         short_of_host: Collection[int] = ()) -> dict[str, int | None]:
     """The indices of the timed cells with the most tokens/s and, where priced, the lowest cost for the token
-    budget (None where there is none)."""
-    timed = [i for i, c in enumerate(cells) if c.get("time") and c["time"].get("tokens_per_s")]
-    priced = [i for i in timed if "cost_usd" in cells[i]["time"]]
-    return {"fastest": max(timed, key=lambda i: cells[i]["time"]["tokens_per_s"], default=None),
+    budget (None where there is none). Neither is a cell whose setup needs more host RAM than its machine has
+    (`short_of_host`), nor one slower than `floor` times the fastest cell of its method."""
+    timed = [i for i, c in enumerate(cells) if c.get("time") and c["time"].get("tokens_per_s")
+             and i not in short_of_host]
+    best: dict[str, float] = {}
+    for i in timed:
+        best[cells[i]["method"]] = max(best.get(cells[i]["method"], 0.0), cells[i]["time"]["tokens_per_s"])
+    quick = [i for i in timed if cells[i]["time"]["tokens_per_s"] >= floor * best[cells[i]["method"]]]
+    priced = [i for i in quick if "cost_usd" in cells[i]["time"]]
+    return {"fastest": max(quick, key=lambda i: cells[i]["time"]["tokens_per_s"], default=None),
             "cheapest": min(priced, key=lambda i: cells[i]["time"]["cost_usd"], default=None)}
+
+
+def host_ram_gib(settings: TrainingSettings, gpu: Gpu) -> float | None:
+    """The host RAM per machine a GPU's cells assume: the setting where given, else the GPU's common server's
+    (hfmem gpus; None: not checked)."""
+    from hfmem.hardware.specs import node_specs
+
+    return settings.host_ram_gib if settings.host_ram_gib is not None else node_specs(gpu).host_ram_gib
+
+
+def host_room(host_per_node: int, gpu: Gpu, settings: TrainingSettings) -> bool:
+    """Whether a setup's host RAM per machine fits the machine `gpu` is assumed in (unknown: not checked)."""
+    from hfmem.units import GIB
+
+    ram = host_ram_gib(settings, gpu)
+    return ram is None or host_per_node <= ram * GIB
+
+
+def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[Gpu, ...],
+              per_method: Mapping[str, TrainingSettings]) -> list[Any]:
+    """The fit matrix (methods outer, GPUs in order) with each GPU's cells at its machine's host RAM (host_ram_gib):
+    one fit_matrix per distinct host RAM, the GPUs sharing it together."""
+    from hfmem.memory.fit import fit_matrix
+
+    training = plan.training.validated()
+    groups: dict[float | None, list[Gpu]] = {}
+    for gpu in gpus:
+        groups.setdefault(host_ram_gib(training, gpu), []).append(gpu)
+    order = {(m, g.spec): (i, j) for i, m in enumerate(plan.methods) for j, g in enumerate(gpus)}
+    fits = []
+    for ram, members in groups.items():
+        own = {m: replace(s, host_ram_gib=ram) for m, s in per_method.items()}
+        fits += fit_matrix(arch, inventory, replace(training, host_ram_gib=ram), members, plan.methods,
+                           max_gpus=training.max_gpus, per_method=own, stated=plan.stated)
+    return sorted(fits, key=lambda f: order[(f.method, f.gpu.spec)])
+
+
+def node_entry(gpus: tuple[Gpu, ...], training: TrainingSettings) -> dict[str, Any]:
+    """The report's `nodes`: per GPU of the matrix, its network Gb/s per GPU, host RAM GiB per machine and common
+    server as its cells assume them (null: no network figure / host RAM not checked), and which of the two a
+    setting `given` instead of the server; the servers' sources are in `hfmem gpus --format json`."""
+    from hfmem.hardware.specs import node_specs
+    from hfmem.reporting.timing import network_gbps
+
+    given = [k for k in ("network_gbps", "host_ram_gib") if getattr(training, k) is not None]
+    return {"gpus_per_node": training.gpus_per_node, "given": given,
+            "by_gpu": {g.spec: {"network_gbps": network_gbps(training, g), "host_ram_gib": host_ram_gib(training, g),
+                               "server": node_specs(g).server} for g in gpus}}
+
+
+def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan,
+                    fits: list[Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each cell's `host_ram_short`, by (method, GPU): where it does not fit as asked, the least intrusive offload
+    change (ZeRO-Offload, then ZeRO-Infinity) that would fit its GPU but needs more host RAM per machine than the
+    machine has ({mitigation, needed_gib per machine, host_ram_gib it has}): what a `✗` on a small card would have
+    taken."""
+    from hfmem.memory.estimate import estimate
+    from hfmem.memory.mitigations import candidates
+    from hfmem.units import GIB
+
+    training = plan.training.validated()
+    needs: dict[tuple, Any] = {}  # (method, GPU defaults, change) -> the change's per-GPU figures: GPU-independent
+    out = {}
+    for fit in fits:
+        ram = host_ram_gib(training, fit.gpu)
+        if fit.verdict == "fits" or ram is None:
+            continue
+        defaults = (fit.gpu_defaults or {}).get("changes", {})
+        asked = replace(plan.settings_for(fit.method), **defaults).validated()
+        for name, changes in candidates(asked):
+            if not changes.get("offload_optimizer"):
+                continue
+            key = (fit.method, tuple(sorted(defaults.items())), name)
+            if key not in needs:
+                needs[key] = estimate(arch, inventory, replace(asked, **changes).validated()).per_gpu_bytes
+            need = needs[key]
+            if need.required <= fit.gpu.usable_bytes:  # the least intrusive offload that fits the GPU
+                if need.host_per_node > ram * GIB:
+                    out[(fit.method, fit.gpu.spec)] = {"mitigation": name, "host_ram_gib": ram,
+                                                       "needed_gib": round(need.host_per_node / GIB, 1)}
+                break
+    return out

@@ -21,7 +21,7 @@ from hfmem.compute.roofline import (
 )
 from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
-from hfmem.hardware.specs import gpu_specs
+from hfmem.hardware.specs import gpu_specs, node_specs
 from hfmem.memory.estimate import Estimate
 from hfmem.memory.model_state import lora_targets
 from hfmem.memory.precision import KBIT_UPCAST
@@ -50,16 +50,24 @@ def flops_of(arch: Architecture, inventory: Inventory, est: Estimate) -> Trainin
                           rank=s.lora_rank, checkpointing=s.gradient_checkpointing)
 
 
-def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float | None = None) -> dict[str, Any]:
+def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
+    """The inter-node Gb/s per GPU a setup crosses: the setting, else the GPU's common server's (hfmem gpus)."""
+    return settings.network_gbps if settings.network_gbps is not None else node_specs(gpu).network_gbps
+
+
+def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float | None = None,
+             units: int = 1) -> dict[str, Any]:
     """The step time of an estimate's setup (its `flops_of`) on `gpu` at `hfu` (default: its architecture's,
-    hfu_for): seconds, tokens/s (all GPUs), MFU and every term; or the reason there is none."""
+    hfu_for), with `units` FSDP units / ZeRO-3 modules gathered one at a time: seconds, tokens/s (all GPUs), MFU and
+    every term; or the reason there is none."""
     s = est.settings
     hfu = hfu_for(gpu.arch) if hfu is None else hfu
     dtype = matmul_dtype(s)
     if dtype is None:
         return {"seconds": None, "reason": "fp32 training: the catalogue lists no fp32 tensor-core peak"}
     try:
-        node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node)
+        node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node,
+                       network_gbps=network_gbps(s, gpu))
     except InvalidInputError as err:
         return {"seconds": None, "reason": str(err)}
     stage, n = s.zero_stage or 0, s.num_gpus
@@ -68,7 +76,7 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float | None
     gradients = state.gradients * (n if stage >= 2 else 1)
     trainable_bytes = est.split.trainable * s.precision.compute_bytes
     transfers = (data_parallel_transfers(s.resolved_sharding, n, parameter_bytes=whole_weights,
-                                         trainable_bytes=trainable_bytes, gradient_bytes=gradients)
+                                         trainable_bytes=trainable_bytes, gradient_bytes=gradients, units=units)
                  + offload_transfers(n, offload_optimizer=s.offload_optimizer, offload_params=s.offload_params,
                                      parameter_bytes=whole_weights, trainable_bytes=trainable_bytes,
                                      gradient_bytes=gradients))

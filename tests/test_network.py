@@ -1,0 +1,106 @@
+"""Setups spanning machines through the CLI: timed at the GPU class's common server's network or --network-gbps, or
+saying which input is missing; each GPU's cells held to its server's host RAM; the picks skip glacial setups and
+ones short of host RAM; --max-gpus bounds the search."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hfmem.cli.main import run
+from hfmem.memory.record import cells, picks
+from hfmem.reporting.plan import fastest_and_cheapest
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HFMEM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _report(capsys, model: str, *args: str) -> dict:
+    capsys.readouterr()
+    code = run([model, "--format", "json", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_setup_across_machines_is_timed_at_the_server_s_network(capsys) -> None:
+    """Llama-2-70B full on H100 needs 19 GPUs: three DGX H100s at 400 Gb/s per GPU; a slower network is slower."""
+    dgx = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "--tokens", "1e9")
+    cell = cells(dgx)[0]
+    assert cell["time"]["setup"] == "gpus" and cell["time"]["tokens_per_s"] > 0
+    assert cell["time"]["cost_usd"] > 0 and dgx["nodes"]["by_gpu"]["H100 80GB"] == {
+        "network_gbps": 400, "host_ram_gib": 2048, "server": "NVIDIA DGX H100"}
+    fixed = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "--num-gpus", "64", "--zero", "3",
+                    "--gradient-checkpointing", "full", "--tokens", "1e9")
+    slow = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "--num-gpus", "64", "--zero", "3",
+                   "--gradient-checkpointing", "full", "--tokens", "1e9", "--network-gbps", "10")
+    fast, crawl = cells(fixed)[0]["time"], cells(slow)[0]["time"]
+    assert cells(fixed)[0]["verdict"] == "fits" and fast["setup"] == "asked"
+    assert crawl["tokens_per_s"] < fast["tokens_per_s"] and slow["nodes"]["given"] == ["network_gbps"]
+    assert any(k.startswith("exposed_") and v > 0 for k, v in picks(slow)["fastest"]["time"]["terms"].items())
+
+
+def test_a_gpu_without_a_network_figure_says_which_input_is_missing(capsys) -> None:
+    """RTX 4090s have no datacenter network: 16 of them are two machines, untimed until --network-gbps says."""
+    args = ("example:gpt2", "-m", "full", "-g", "4090", "--num-gpus", "16", "--zero", "3")
+    missing = cells(_report(capsys, *args))[0]
+    assert missing["verdict"] == "fits" and missing["time"]["seconds"] is None
+    assert "RTX 4090 has no network figure: give --network-gbps" in missing["time"]["reason"]
+    given = cells(_report(capsys, *args, "--network-gbps", "100"))[0]
+    assert given["time"]["tokens_per_s"] > 0
+
+
+def test_offload_beyond_the_servers_host_ram_does_not_fit(capsys) -> None:
+    """Llama-2-70B full on one T4 offloads about 1.1 TB: more than the 384 GiB of an AWS g4dn.metal, unless
+    --host-ram-gib says the machine has it; the cell says so, and asks for GPUs loading the checkpoint once (every
+    rank's own copy would not fit the machine either)."""
+    default = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4")
+    cell = cells(default)[0]
+    assert cell["verdict"] == "gpus" and default["nodes"]["by_gpu"]["T4"] == {
+        "network_gbps": 12.5, "host_ram_gib": 384, "server": "AWS g4dn.metal"}
+    assert cell["advice"]["settings_changes"]["model_loading"] == "rank0"
+    short = cell["host_ram_short"]  # ZeRO-Infinity: what the ✗ would have taken
+    assert (short["mitigation"], short["host_ram_gib"]) == ("zero3_offload_params", 384)
+    assert 1024 < short["needed_gib"] < 1300
+    assert run(["example:Llama-2-70b-hf", "-m", "full", "-g", "t4"]) == 0
+    assert "ZeRO-Inf.: 1,156 GiB host RAM > 384" in " ".join(capsys.readouterr().out.split())
+    offload = ("--zero", "3", "--offload-optimizer", "--offload-params")
+    asked = cells(_report(capsys, "example:gpt2", "-m", "full", "-g", "t4", *offload, "--host-ram-gib", "1"))[0]
+    assert asked["short_of"].startswith("host RAM: ")
+    roomy = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--host-ram-gib", "2048"))[0]
+    assert roomy["verdict"] == "change" and "offload" in roomy["advice"]["mitigation"]
+    assert roomy["host_ram_short"] is None
+
+
+def test_max_gpus_bounds_the_search(capsys) -> None:
+    wide = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100"))[0]
+    assert wide["multi_gpu_with_checkpointing"]["num_gpus"] == 19
+    narrow = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "--max-gpus", "8"))[0]
+    assert not narrow["multi_gpu_with_checkpointing"] and (narrow["multi_gpu"] or {}).get("num_gpus", 1) <= 8
+
+
+def _cell(method: str, tokens_per_s: float, cost: float) -> dict:
+    return {"method": method, "time": {"tokens_per_s": tokens_per_s, "cost_usd": cost}}
+
+
+def test_the_picks_skip_glacial_setups_and_ones_short_of_host_ram() -> None:
+    """A 1-GPU offload at 1% of the fastest is cheapest by cost but no pick; the floor is per method; a setup
+    needing host RAM its machine lacks is neither."""
+    found = [_cell("full", 1000, 500), _cell("full", 10, 100), _cell("full", 400, 300), _cell("qlora", 50, 200)]
+    assert fastest_and_cheapest(found) == {"fastest": 0, "cheapest": 1}
+    assert fastest_and_cheapest(found, 0.1) == {"fastest": 0, "cheapest": 3}  # QLoRA is its method's fastest
+    assert fastest_and_cheapest(found, 0.1, {3}) == {"fastest": 0, "cheapest": 2}
+    assert fastest_and_cheapest(found, 0.1, {0, 2, 3}) == {"fastest": 1, "cheapest": 1}
+    assert fastest_and_cheapest([{"method": "full", "time": None}], 0.1) == {"fastest": None, "cheapest": None}
+
+
+def test_gpus_lists_each_class_s_machine(capsys) -> None:
+    assert run(["gpus", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "| AWS g4dn.metal | 12.5 | 384 |" in out and "| NVIDIA DGX H100 | 400 | 2,048 |" in out
+    assert run(["gpus", "-f", "json"]) == 0
+    listed = {g["name"]: g["node"] for g in json.loads(capsys.readouterr().out)["gpus"]}
+    assert listed["A100 40GB"]["host_ram_gib"] == 1024 and listed["A100 40GB"]["sources"]["host_ram_gib"]
