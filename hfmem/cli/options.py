@@ -157,7 +157,7 @@ def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
 
     own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]  # typer passes every value by name
     parameters = sorted(own + [flag.parameter() for flag in flags], key=_panel_rank)
-    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what typer reads
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     return wrapper
 

@@ -92,7 +92,7 @@ class BoundedTransport(httpx2.BaseTransport):
         if codings:  # decoded here, so the library must not decode again; the length was the encoded one
             del headers["Content-Encoding"]
             headers.pop("Content-Length", None)
-        stream = BoundedStream(response.stream, len(codings), clock)  # type: ignore[arg-type]
+        stream = BoundedStream(response.stream, len(codings), clock)  # type: ignore[arg-type]  # sync client: SyncByteStream
         return httpx2.Response(response.status_code, headers=headers, stream=stream, extensions=response.extensions)
 
     def close(self) -> None:

@@ -36,7 +36,7 @@ from hfmem.model import derive
 try:
     import fcntl
 except ImportError:  # Windows: no advisory lock, the rest works
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # checked before each use
 
 RECORD_VERSION = 1
 
