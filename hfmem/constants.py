@@ -7,3 +7,13 @@ DEFAULT_SEQ_LEN = 2048
 
 HUB_TIMEOUT_S = 10.0
 """Seconds per Hub request before it is retried (the CLI's --timeout default)."""
+
+MAX_SHARDS = 2_048
+"""Shard files a safetensors index may name. The largest real checkpoints have a few hundred: Llama-3.1-405B 191
+(model-00191-of-00191.safetensors), DeepSeek-V3 163 (model-00163-of-000163.safetensors); an index naming more is
+refused before any header is read (the index's own 50 MB bound admits about a million names)."""
+
+MAX_HUB_REQUESTS = 8_192
+"""Hub requests one model may make, retries included (a redirect to the CDN is followed within its request): twice
+what a model at MAX_SHARDS takes when every header needs two reads (the model's description, config.json, the
+index, then two reads a shard: 4,099). Past it the model fails rather than keep a Hub or mirror busy."""

@@ -34,7 +34,8 @@ class ExitCode(IntEnum):
     REVISION_NOT_FOUND = 5, "revision not found"
     NETWORK = 6, "network failure, timeout or repeated 429/5xx after retries"
     MALFORMED_CONFIG = 7, "malformed `config.json`"
-    MALFORMED_CHECKPOINT = 8, "malformed or oversized safetensors header or index"
+    MALFORMED_CHECKPOINT = 8, ("malformed or oversized safetensors header or index, or more shards or Hub requests "
+                               "than any real model needs")
     ABSURD_CONFIG = 9, "absurd config (refused before building anything)"
     OFFLINE_CACHE_MISS = 10, "`HF_HUB_OFFLINE` set and the model is not cached"
     UNSUPPORTED_ARCHITECTURE = 11, "unsupported architecture with nothing to count from"

@@ -24,8 +24,8 @@ import pytest
 from hfmem.cli.main import run
 from hfmem.render.labels import fit_grid
 from hfmem.memory.record import cells, estimates, path
-from hfmem.render.common import visible
 from hfmem.scan.runner import iter_records
+from hfmem.text import visible
 from hfmem.units import GIB
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "hfmem" / "examples"

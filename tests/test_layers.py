@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hfmem"
 
 # Lower number = lower layer. A module may import its own layer's package and any lower layer.
 LAYERS = {
-    "errors": 0, "units": 0, "constants": 0,
+    "errors": 0, "units": 0, "constants": 0, "text": 0,
     "hub": 1, "hardware": 1,
     "model": 2,
     "memory": 3, "compute": 3,  # compute: FLOPs and roofline time, beside memory (neither imports the other)

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_html import EXAMPLES, HOSTILE, check_figures, hostile_report, parse, resolve
 
 from hfmem.cli.main import run
 from hfmem.cli.plots import BROWSERS, PNG_SCALE
 from hfmem.cli.png import SIGNATURE, chunk, chunks, crop_height
 from hfmem.memory.record import cells, path
-from hfmem.render.common import visible
-from test_html import EXAMPLES, HOSTILE, check_figures, hostile_report, parse, resolve
+from hfmem.text import visible
 
 NS = "{http://www.w3.org/2000/svg}"
 NAMES = ("fit", "terms", "seq-len", "micro-batch-size")

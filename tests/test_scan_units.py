@@ -170,7 +170,7 @@ def test_exports_deduplicate_and_filter():
         ("org/big", False), ("org/small", True), ("org/gone", False)]
     text = to_markdown([row for row, _ in summarise(records, [])], [])
     assert "3 models: 2 analysed, 1 failed." in text and "was \\| not found" in text
-    assert text.index("org/big") < text.index("org/small") and "qlora: RTX 4090; full: H100 80GB" in text
+    assert text.index("org/big") < text.index("org/small") and "qlora\\: RTX 4090; full\\: H100 80GB" in text
 
 
 def test_scan_takes_every_estimate_flag_of_hfmem_model():
@@ -281,7 +281,7 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
     assert rows["example:Meta-Llama-3-8B"]["full_fits_on"].endswith("× H100 80GB")
     text = md_path.read_text()
     assert "Settings: bf16 · adamw · seq 1024" in text and "full 134 GiB: " not in text  # seq 1024, not 2048
-    assert f"lora {float(rows['example:gpt2']['lora_gib_per_gpu']):g} GiB: RTX 4090" in text
+    assert f"lora {float(rows['example:gpt2']['lora_gib_per_gpu']):g} GiB\\: RTX 4090" in text  # `:` escaped
 
 
 def test_exports_survive_malformed_fit_entries():

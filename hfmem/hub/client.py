@@ -10,6 +10,7 @@ lookup, headers, sessions, status errors); what is kept has its reason next to i
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, logging as hf_logging
 
 from hfmem import __version__, errors
+from hfmem.constants import MAX_HUB_REQUESTS
 from hfmem.hub import http
 from hfmem.hub.files import INDEX_FILE, MAX_JSON_BYTES, SINGLE_FILE, parse_json, read_json_file
 from hfmem.hub.hub_settings import HubSettings, redact_url
@@ -72,6 +74,8 @@ class HubClient:
         self._sleep = sleep
         self._started = time.monotonic()
         self._deadline = self._started + settings.model_deadline
+        self._requests = itertools.count(1)  # next() is atomic under the GIL: header reads share it across threads
+        self._asked = "the model"
         http.install()
         # The library logs each retry it makes on stderr, while hfmem's contract is one line per failure; its
         # public verbosity knob is process-wide, which suits a command-line tool (set once: setting it clears every
@@ -84,6 +88,7 @@ class HubClient:
         """Resolve a revision to its commit and list the repo's files (one API request)."""
         if self.settings.offline:
             return self._resolve_offline(repo_id, revision)
+        self._asked = repo_id
         api = HfApi(endpoint=self.settings.endpoint, token=self.settings.token or False, library_name="hfmem",
                     library_version=__version__)
         with self._errors(repo_id, revision):
@@ -203,10 +208,15 @@ class HubClient:
 
         Transport errors (timeouts, drops) are retried only while the attempts so far have spent less
         than `(retries + 1) * timeout` in all (sleeps not counted): one attempt that already retried
-        internally uses that budget up, so waits never multiply.
+        internally uses that budget up, so waits never multiply. Every attempt counts against the model's
+        MAX_HUB_REQUESTS.
         """
         budget, spent = (self.settings.retries + 1) * self.settings.timeout, 0.0
         for attempt in range(self.settings.retries + 1):
+            if next(self._requests) > MAX_HUB_REQUESTS:
+                raise errors.MalformedCheckpointError(
+                    f"{self._asked}: over {MAX_HUB_REQUESTS:,} Hub requests for one model, retries included; "
+                    "refusing to make more.")
             started = time.monotonic()
             try:
                 with http.bounded(self._deadline, self.settings.request_deadline):

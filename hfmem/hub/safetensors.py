@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from hfmem.constants import MAX_SHARDS
 from hfmem.errors import MalformedCheckpointError
 from hfmem.hub.files import INDEX_FILE
+from hfmem.hub.schema import COUNT, Map, Nullable, OneOf
 
 MAX_HEADER_BYTES = 25_000_000  # the limit the safetensors library and huggingface_hub enforce
 PREFIX_BYTES = 8
@@ -27,6 +29,9 @@ DTYPE_BYTES: dict[str, float] = {
     "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1,
     "F6_E2M3": 0.75, "F6_E3M2": 0.75, "F4": 0.5,
 }
+CHECKPOINT_SCHEMA = {"files": COUNT, "index_total_size": Nullable(COUNT),
+                     "tensors": Map((OneOf(DTYPE_BYTES), [COUNT]))}
+"""`Checkpoint.to_dict` as hub.schema declares it: what hfmem's cache must hold to be read back."""
 
 
 @dataclass(frozen=True)
@@ -156,10 +161,14 @@ def _is_count(value: Any) -> bool:
 
 
 def shard_files(index: Any, filename: str = INDEX_FILE) -> tuple[list[str], int | None]:
-    """The shard file names a `model.safetensors.index.json` names, and its declared total_size."""
+    """The shard file names a `model.safetensors.index.json` names (at most MAX_SHARDS), and its declared
+    total_size."""
     if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict):
         raise MalformedCheckpointError(f"{filename}: no `weight_map` object.")
     shards = sorted({v for v in index["weight_map"].values() if isinstance(v, str)})
+    if len(shards) > MAX_SHARDS:
+        raise MalformedCheckpointError(f"{filename} names {len(shards):,} shard files, over the {MAX_SHARDS:,} that "
+                                       "any real checkpoint stays far below; refusing to read them.")
     if not shards or len(shards) != len(set(index["weight_map"].values())):
         raise MalformedCheckpointError(f"{filename}: `weight_map` values must be shard file names.")
     for shard in shards:

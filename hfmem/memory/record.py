@@ -21,8 +21,10 @@ COMPACT_ROW = ("gpu", "verdict", "max_micro_batch_size", "gpus_needed", "suggest
 """A compact row under its method, in this order: the GPU as its index in the record's `gpus` list, the verdict as
 its index in `fit.verdicts` (memory.fit VERDICTS); total_bytes only where it differs from the method's, and no
 suggestion before it where there is none (a cell that fits)."""
-PICK_FIELDS = ("method", "gpu", "num_gpus", "verdict", "advice")
-"""What a pick (fastest, cheapest, ranked) copies from its cell, beside its time."""
+PICK_TIME = ("setup", "seconds", "tokens_per_s", "hfu_assumed", "tokens", "hours", "gpu_hours", "usd_per_gpu_hour",
+             "cost_usd", "flops")
+"""What a pick (fastest, cheapest, ranked) copies of its cell's time; the rest, its verdict and advice are the cell's
+(`fit[]` by method and GPU)."""
 
 
 def changed(base: dict[str, Any], full: dict[str, Any]) -> dict[str, Any]:
@@ -45,10 +47,10 @@ def gpu_table(fits: list[Fit]) -> dict[str, dict[str, Any]]:
 
 def pick(cell: dict[str, Any], terms: dict[str, Any] | None = None) -> dict[str, Any]:
     """A timed cell as a setup (the report's fastest, cheapest and ranked entries): method, GPU, the GPUs it runs
-    on (its advice's where it needs more), verdict and advice, and its time (with the roofline terms where kept)."""
-    num_gpus = timed_gpus(cell, cell["time"]["setup"])
-    time = cell["time"] | ({"terms": terms} if terms is not None else {})
-    return {k: cell[k] for k in PICK_FIELDS} | {"num_gpus": num_gpus, "time": time}
+    on (its advice's where it needs more) and its time's headline figures (with the roofline terms where kept)."""
+    time = {k: cell["time"][k] for k in PICK_TIME if k in cell["time"]}
+    return {"method": cell["method"], "gpu": cell["gpu"], "num_gpus": timed_gpus(cell, cell["time"]["setup"]),
+            "time": time | ({"terms": terms} if terms is not None else {})}
 
 
 def training(report: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +65,8 @@ def estimates(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, Any]]:
     """Every fit cell as written, joined with what it shares: `gpu` the GPU's entry in `gpus` (with its name), that
-    entry's gpu_defaults, `settings` its method's estimate's with those defaults applied, `per_gpu_bytes` the
+    entry's gpu_defaults, `settings` its method's estimate's with those defaults and its machine's host RAM (`nodes`)
+    applied, `per_gpu_bytes` the
     estimate's where the cell has none of its own, and `src` where the cell is in the record ("fit.3"). A compact
     record's cells hold what its columns give. With `skip_bad`, a cell that does
     not read (an edited or foreign file) is left out."""
@@ -73,15 +76,17 @@ def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, A
     if not isinstance(table, list):
         return []
     entries, ests = report.get("gpus") or {}, report.get("estimates") or {}
+    machines = (report.get("nodes") or {}).get("by_gpu") or {}
     out = []
     for i, cell in enumerate(table):
         try:
             gpu = {"name": cell["gpu"]} | entries.get(cell["gpu"], {})
             est = ests.get(cell["method"]) or {}
             own = gpu.get("gpu_defaults")
+            host = {"host_ram_gib": machines[cell["gpu"]]["host_ram_gib"]} if cell["gpu"] in machines else {}
             out.append({"per_gpu_bytes": est.get("per_gpu_bytes")} | cell | {
                 "gpu": gpu, "gpu_defaults": own, "src": f"fit.{i}",
-                "settings": (est.get("settings") or {}) | (own or {}).get("changes", {})})
+                "settings": (est.get("settings") or {}) | (own or {}).get("changes", {}) | host})
         except (KeyError, TypeError, AttributeError):
             if not skip_bad:
                 raise
@@ -94,13 +99,22 @@ def path(cell: dict[str, Any], column: str) -> str:
 
 
 def picks(report: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
-    """`fastest_and_cheapest` as written: each a `pick` (None where no cell qualifies)."""
-    return dict(report.get("fastest_and_cheapest") or {})
+    """`fastest_and_cheapest`: each a `pick` (None where no cell qualifies) with its cell's advice."""
+    return {label: _with_advice(report, p) for label, p in (report.get("fastest_and_cheapest") or {}).items()}
 
 
 def ranked(report: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """`fit_ranking` as written: `pick`s best first; None without --rank."""
-    return report.get("fit_ranking")
+    """`fit_ranking`: `pick`s best first, each with its cell's advice; None without --rank."""
+    found = report.get("fit_ranking")
+    return None if found is None else [_with_advice(report, p) for p in found]
+
+
+def _with_advice(report: dict[str, Any], chosen: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A pick joined with its cell's advice (the change or GPUs it is timed with)."""
+    if chosen is None:
+        return None
+    cell = next(c for c in report["fit"] if (c["method"], c["gpu"]) == (chosen["method"], chosen["gpu"]))
+    return chosen | {"advice": cell["advice"]}
 
 
 def suggestion(cell: dict[str, Any]) -> list[Any] | None:

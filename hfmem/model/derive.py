@@ -15,14 +15,19 @@ from typing import Any
 from hfmem import errors
 from hfmem.hub import cache
 from hfmem.hub.safetensors import Checkpoint
+from hfmem.hub.schema import JSON, Map
 from hfmem.model.architecture import Architecture, read_architecture
 from hfmem.model.guard import guard_config
-from hfmem.model.inventory import Inventory, inventory_from_checkpoint, inventory_from_dims
+from hfmem.model.inventory import INVENTORY_SCHEMA, Inventory, inventory_from_checkpoint, inventory_from_dims
 
 # Meta builds patch torch globals (accelerate's init_empty_weights), so threads take turns; holding one lock
 # across check-build-save also means concurrent fine-tunes sharing a config hash build it once.
 _BUILD_LOCK = threading.Lock()
 meta_builds = 0
+INVENTORY_ENTRY = {"normalised_config": Map(JSON), "inventory": INVENTORY_SCHEMA}
+"""A cached inventory (key: inventory_key) and the normalised config the architecture is read from."""
+SHAPE_ENTRY = {"inventory": INVENTORY_SCHEMA}
+"""A cached build's inventory (key: shape_hash)."""
 """Meta-model builds this process has started (`hfmem scan` reports the count)."""
 
 VALUES_ONLY = frozenset({"rope_theta", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "initializer_range",
@@ -42,10 +47,10 @@ def derive(config: dict[str, Any], checkpoint: Checkpoint | None, notes: list[st
     """Architecture and exact inventory: meta build (cached by config hash), else headers, else config dims."""
     guard_config(config)
     key = inventory_key(config)
-    if hit := cache.load("inventories", key):
+    if hit := cache.load("inventories", key, INVENTORY_ENTRY):
         return _from_cache(hit)
     with _BUILD_LOCK:  # a thread that waited here finds the inventory another one just built
-        if hit := cache.load("inventories", key):
+        if hit := cache.load("inventories", key, INVENTORY_ENTRY):
             return _from_cache(hit)
         return _derive_uncached(config, checkpoint, notes, key)
 
@@ -71,7 +76,7 @@ def _derive_uncached(config: dict[str, Any], checkpoint: Checkpoint | None, note
     normalised = normalised_config(config_obj)
     architecture = read_architecture(normalised)  # also refuses absurd totals before the build
     shape = shape_hash(config)
-    if built := cache.load("shapes", shape):
+    if built := cache.load("shapes", shape, SHAPE_ENTRY):
         inventory = Inventory.from_dict(built["inventory"])
     else:
         meta_builds += 1

@@ -10,11 +10,18 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from hfmem.hub.schema import COUNT, Map, Nullable
+
 if TYPE_CHECKING:
     from hfmem.hub.safetensors import Checkpoint
     from hfmem.model.architecture import Architecture
 
 
+LINEAR_SCHEMA = {"name": str, "component": str, "in_features": COUNT, "out_features": COUNT, "count": COUNT,
+                 "kind": str, "has_bias": bool, "parameters": COUNT}
+INVENTORY_SCHEMA = {"model_class": str, "total": COUNT, "by_component": Map(COUNT), "linears": [LINEAR_SCHEMA],
+                    "tied": [(str, str)], "buffers": Map(COUNT), "approximate": Nullable(str)}
+"""`Inventory.to_dict` as hub.schema declares it: what hfmem's cache must hold to be read back."""
 COMPONENTS = ("embeddings", "attention", "ssm", "mlp", "experts", "router", "norms", "head", "vision", "projector",
               "other")
 

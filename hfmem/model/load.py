@@ -18,7 +18,8 @@ from hfmem import errors
 from hfmem.hub import cache
 from hfmem.hub.hub_settings import HubSettings
 from hfmem.hub.modelref import ModelRef
-from hfmem.hub.safetensors import Checkpoint
+from hfmem.hub.safetensors import CHECKPOINT_SCHEMA, Checkpoint
+from hfmem.hub.schema import JSON, Map, Nullable
 from hfmem.model.architecture import Architecture
 from hfmem.model.crosscheck import CrossCheck, cross_check
 from hfmem.model.derive import derive
@@ -30,10 +31,16 @@ SettingsSource = HubSettings | Callable[[], HubSettings] | None
 T = TypeVar("T")
 
 
+REF_ENTRY = {"repo_id": str, "sha": str}
+"""Where a revision pointed when last online (key: name@revision), for HF_HUB_OFFLINE runs."""
+REPO_ENTRY = {"repo_id": str, "sha": str, "config": Map(JSON), "checkpoint": Nullable(CHECKPOINT_SCHEMA)}
+"""What a commit holds (key: repo@commit): its config.json and every tensor's dtype and shape."""
+
 SCHEMA_VERSION = 7
 """The report's layout: the fit's rows under their method with the GPU, status and mitigations as indices, the GPUs
 and linear layers as rows, zero byte terms left out (5); a time's budget put back on reading, the fastest, cheapest
-and ranked setups as row references (6) (hfmem.memory.record)."""
+and ranked setups as row references (6); named cells with their verdict and advice, estimates by method in full,
+GPUs by name (7) (hfmem.memory.record, docs/json.md)."""
 READABLE_SCHEMA_VERSIONS = (SCHEMA_VERSION,)
 LINEAR_FIELDS = ("name", "component", "in_features", "out_features", "count", "kind", "has_bias", "parameters")
 """A row of `parameters.linear_layers`: one group of same-shaped linear layers (model.inventory.LinearGroup)."""
@@ -130,12 +137,12 @@ def analyse(ref: ModelRef, settings: SettingsSource = None) -> ModelReport:
 
 def _fetch(ref: ModelRef, source: SettingsSource) -> tuple[dict, Checkpoint | None, str, str]:
     """config.json and checkpoint headers for a Hub ref, from hfmem's cache when the commit is known."""
-    if ref.pinned and (hit := cache.load("repos", f"{ref.name}@{ref.revision}")):
+    if ref.pinned and (hit := cache.load("repos", f"{ref.name}@{ref.revision}", REPO_ENTRY)):
         return _from_cached(hit)
     settings = _resolve(source)
     ref_key = f"{ref.name}@{ref.revision or 'main'}"
-    if (settings.offline and (known := cache.load("refs", ref_key))
-            and (hit := cache.load("repos", f"{known['repo_id']}@{known['sha']}"))):
+    if (settings.offline and (known := cache.load("refs", ref_key, REF_ENTRY))
+            and (hit := cache.load("repos", f"{known['repo_id']}@{known['sha']}", REPO_ENTRY))):
         return _from_cached(hit)
     from hfmem.hub.client import HubClient
 
@@ -143,7 +150,7 @@ def _fetch(ref: ModelRef, source: SettingsSource) -> tuple[dict, Checkpoint | No
     repo = client.resolve(ref.name, ref.revision)
     if not settings.offline:  # remember where the revision pointed, for HF_HUB_OFFLINE runs
         cache.save("refs", ref_key, {"repo_id": repo.repo_id, "sha": repo.sha})
-    if hit := cache.load("repos", f"{repo.repo_id}@{repo.sha}"):
+    if hit := cache.load("repos", f"{repo.repo_id}@{repo.sha}", REPO_ENTRY):
         return _from_cached(hit)
     threading.Thread(target=_preload_transformers, daemon=True).start()
     if "config.json" not in repo.files:

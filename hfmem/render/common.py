@@ -1,9 +1,8 @@
 """Pieces every renderer shares: the architecture rows, the method titles, the verdict marks and their legend, the
-one-line settings summary, the napkin-rule contrast, and untrusted text made visible on one line."""
+one-line settings summary and the napkin-rule contrast (untrusted text is made visible by hfmem.text)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 from typing import Any
 
@@ -11,9 +10,6 @@ from hfmem.memory.record import cells, estimates, picks, ranked
 from hfmem.memory.record import training as settings_of
 from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, setup_label, short_gib
 from hfmem.units import count
-
-# Control, zero-width and bidi-override characters: they could hide or reorder what a reader sees.
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 
 ARCH_ROWS = [
     ("model_type", "model type"), ("model_class", "class"), ("num_layers", "layers"), ("hidden_size", "hidden"),
@@ -27,11 +23,6 @@ MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
 """A verdict's mark in the terminal and in markdown (memory.fit.VERDICTS)."""
 EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}
 """The same marks as GitHub renders them, for the pull-request comment."""
-
-
-def visible(text: Any) -> str:
-    """Untrusted text on one line, its invisible characters turned into spaces (every renderer escapes from this)."""
-    return " ".join(_INVISIBLE.sub(" ", str(text)).split())
 
 
 def parameter_count(params: dict[str, Any]) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from hfmem import __version__
-from hfmem.render.common import visible
 from hfmem.render.markup import asset, document, json_script, tag, text
+from hfmem.text import visible
 
 
 def clean(value: Any) -> Any:

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from hfmem.render.labels import fit_grid, verdict_parts
 from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
-                                 parameter_count, settings_line, time_line, visible)
+                                 parameter_count, settings_line, time_line)
+from hfmem.text import markdown as escape
 from hfmem.units import count
-
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()+!|~:-])")
-
-
-def escape(text: Any) -> str:
-    """Neutralise markdown, HTML, @mentions and #references in untrusted text (model ids, paths, errors).
-
-    HTML goes as entities, so the result is inert in raw HTML blocks too; `@` and `#` get a zero-width
-    space after them, since GitHub links mentions and issue numbers even when backslash-escaped.
-    """
-    flat = visible(text)
-    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _SPECIAL.sub(r"\\\1", flat).replace("#", "#&#8203;").replace("@", "@&#8203;")
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:

@@ -11,7 +11,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-from hfmem.render.common import visible
+from hfmem.text import visible
 
 
 def escape(value: Any) -> str:

@@ -18,6 +18,7 @@ from hfmem.memory.record import cells
 from hfmem.memory.settings import METHODS, TrainingSettings
 from hfmem.model.load import READABLE_SCHEMA_VERSIONS
 from hfmem.scan.runner import record_key
+from hfmem.text import csv_cell, markdown
 from hfmem.units import GIB, count
 
 _FIT = re.compile(r"^\s*([A-Za-z]+)\s*:\s*(\S.*?)\s*$")
@@ -209,37 +210,41 @@ def _method_columns(figures: dict[str, tuple[float | None, str]]) -> dict[str, A
 
 
 def to_csv(rows: Iterable[dict[str, Any]]) -> str:
-    """Rows (from csv_row) as CSV text with a header row."""
+    """Rows (from csv_row) as CSV text with a header row. Text is quoted (a bare carriage return would end a row in
+    a spreadsheet) and starts with `'` where a spreadsheet would run it as a formula (hfmem.text.csv_cell); numbers
+    are written bare, as they are."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer.writerow({k: "" if v is None else csv_cell(v) for k, v in row.items()})
     return out.getvalue()
 
 
 def to_markdown(rows: list[dict[str, Any]], filters: list[FitFilter]) -> str:
-    """A summary of rows (from csv_row): counts, analysed models largest first, then failures with reasons."""
+    """A summary of rows (from csv_row): counts, analysed models largest first, then failures with reasons; every cell
+    and line from the rows or the filters escaped for GitHub's markdown (hfmem.text.markdown)."""
     ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: (-(r["parameters"] or 0), r["model"]))
     failed = [r for r in rows if r["status"] != "ok"]
     lines = ["# hfmem scan", ""]
     if filters:
-        lines += [f"Filtered to models that fit: {', '.join(f'`{f}`' for f in filters)}.", ""]
+        lines += [f"Filtered to models that fit: {', '.join(markdown(f) for f in filters)}.", ""]
     lines += [f"{len(rows)} models: {len(ok)} analysed, {len(failed)} failed.", ""]
-    lines += [f"Settings: {_md(text)}" for text in dict.fromkeys(r["settings"] for r in ok if r["settings"])]
+    lines += [f"Settings: {markdown(text)}" for text in dict.fromkeys(r["settings"] for r in ok if r["settings"])]
     lines += [""] if any(r["settings"] for r in ok) else []
     if ok:
         lines += ["| model | commit | type | parameters | checkpoint | smallest GPU it fits on, per method | "
                   "GiB per GPU, and where it fits |", "|---|---|---|---:|---:|---|---|"]
         for r in ok:
-            lines.append("| " + " | ".join(_md(x) for x in (
+            lines.append("| " + " | ".join(markdown(x) for x in (
                 r["model"], (r["sha"] or "")[:12], r["model_type"] or "", count(r["parameters"]),
                 count(r["checkpoint_parameters"]), r["smallest_fit"] or "-", _memory_text(r) or "-")) + " |")
         lines.append("")
     if failed:
         lines += ["## Failures", "", "| model | error | reason |", "|---|---|---|"]
         for r in failed:
-            lines.append(f"| {_md(r['model'])} | {_md(r['error_type'] or '')} | {_md(r['error'] or '')} |")
+            failure = (r["model"], r["error_type"] or "", r["error"] or "")
+            lines.append("| " + " | ".join(markdown(x) for x in failure) + " |")
         lines.append("")
     return "\n".join(lines)
 
@@ -277,7 +282,3 @@ def _memory_text(row: dict[str, Any]) -> str:
 def gpu_key(name: str) -> str:
     """GPU names compare as the catalogue does: case, spaces, dashes and underscores ignored."""
     return re.sub(r"[\s_\-]+", "", name.lower())
-
-
-def _md(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
