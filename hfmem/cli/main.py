@@ -35,7 +35,8 @@ def _print_version(value: bool) -> None:
 
 
 COMMANDS = ("Commands: hfmem MODEL [options] (this page) · hfmem scan FILE [options] (many models into JSONL; "
-            "hfmem scan --help) · hfmem gpus (the GPU catalogue for --gpu) · hfmem --version")
+            "hfmem scan --help) · hfmem serve MODEL (serving memory; hfmem serve --help) · hfmem gpus (the GPU "
+            "catalogue for --gpu) · hfmem --version")
 """Every command, listed under `hfmem --help` (the dispatch is in `run`)."""
 
 
@@ -129,6 +130,10 @@ def run(argv: list[str]) -> int:
         from hfmem.cli.scan import scan_app
 
         command, argv, prog = typer.main.get_command(scan_app), argv[1:], "hfmem scan"
+    elif argv[:1] == ["serve"]:
+        from hfmem.cli.serve import serve_app
+
+        command, argv, prog = typer.main.get_command(serve_app), argv[1:], "hfmem serve"
     elif argv[:1] == ["gpus"]:
         from hfmem.cli.catalogue import gpus_app
 
