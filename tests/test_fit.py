@@ -163,7 +163,8 @@ PER_GPU_ORDER = ["weights", "gradients", "optimizer", "activations", "overhead",
                  "optimizer_states", "sharding_buffers", "activations_stored", "activation_transient", "loss_peak",
                  "recompute", "backward_working", "optimizer_step_transient", "autocast_weight_copies",
                  "paged_optimizer", "gradient_activation_overlap", "allocated_peak", "reserved_peak", "cuda_context",
-                 "fragmentation", "host_per_node", "load", "evaluation", "generation", "save"]
+                 "fragmentation", "host_per_node", "load", "evaluation", "generation", "save",
+                 "parallel_buffers"]
 
 
 def test_breakdown_serialises_as_the_report_always_has() -> None:

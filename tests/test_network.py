@@ -55,13 +55,14 @@ def test_a_gpu_without_a_network_figure_says_which_input_is_missing(capsys) -> N
 
 def test_offload_beyond_the_servers_host_ram_does_not_fit(capsys) -> None:
     """Llama-2-70B full on one T4 offloads about 1.1 TB: more than the 384 GiB of an AWS g4dn.metal, unless
-    --host-ram-gib says the machine has it; the cell says so, and asks for GPUs loading the checkpoint once (every
-    rank's own copy would not fit the machine either)."""
+    --host-ram-gib says the machine has it; the cell says so, and asks for GPUs instead."""
     default = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4")
     cell = cells(default)[0]
     assert cell["verdict"] == "gpus" and default["nodes"]["by_gpu"]["T4"] == {
         "network_gbps": 12.5, "host_ram_gib": 384, "server": "AWS g4dn.metal"}
-    assert cell["advice"]["settings_changes"]["model_loading"] == "rank0"
+    assert cell["advice"]["kind"] == "gpus" and cell["advice"]["num_gpus"] > 8
+    # data parallelism alone: every rank's own checkpoint copy would not fit the machine, rank 0's alone does
+    assert cell["multi_gpu_with_checkpointing"]["model_loading"] == "rank0"
     short = cell["host_ram_short"]  # ZeRO-Infinity: what the ✗ would have taken
     assert (short["mitigation"], short["host_ram_gib"]) == ("zero3_offload_params", 384)
     assert 1024 < short["needed_gib"] < 1300

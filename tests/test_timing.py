@@ -151,13 +151,13 @@ def test_a_cell_that_fits_with_a_change_is_timed_with_that_change(capsys, monkey
     assert {k: asked["time"][k] for k in ("seconds", "tokens_per_s", "cost_usd")} == {
         k: t[k] for k in ("seconds", "tokens_per_s", "cost_usd")}  # the change, timed as if asked
     assert by[("qlora", "A100 80GB")]["time"]["usd_per_gpu_hour"] == report["prices"]["by_gpu"]["A100 80GB"][0]
-    full = by[("full", "H100 80GB")]["time"]  # 19 GPUs in three DGX H100s, at their 400 Gb/s NIC per GPU
+    full = by[("full", "H100 80GB")]["time"]  # 16 GPUs in two DGX H100s, at their 400 Gb/s NIC per GPU
     assert full["setup"] == "gpus" and full["tokens_per_s"] > 0 and full["cost_usd"] > 0
     monkeypatch.setenv("COLUMNS", "300")  # the time table's cells on one line each
     capsys.readouterr()
     assert run(["example:Llama-2-70b-hf", "-g", "h100", "-g", "a100", "--tokens", "1e9", "--price", "h100=2.5"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "+ckpt: " in out and "19×ZeRO-3+ckpt: " in out and "not timed" not in out
+    assert "+ckpt: " in out and "16×FSDP2·TP8: " in out and "not timed" not in out
     assert "H100 80GB 2.5 (--price); A100 80GB" in out
     assert f"default table of {report['prices']['default_as_of']}" in out
 

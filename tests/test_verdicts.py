@@ -60,10 +60,10 @@ def test_the_json_verdict_is_the_tables_the_markdowns_and_the_apis(example, caps
         assert table_text.startswith(MARKS[kind] + " ") and markdown[key].startswith(MARKS[kind] + " ")
         advice = cell["advice"]
         if kind == "gpus":  # the table names the GPUs the JSON's advice asks for, nothing else
-            assert advice["kind"] == "gpus" and table_text.endswith("→ " + multi_gpu_text(advice))
+            assert advice["kind"] == "gpus" and ("→ " + multi_gpu_text(advice)) in table_text
         elif kind == "change":  # a change on the GPUs asked, with the GiB it needs
             assert advice["kind"] == "change" and advice["num_gpus"] == cell["num_gpus"]
-            assert table_text.endswith("→ " + advice_text(cell))
+            assert ("→ " + advice_text(cell)) in table_text
         else:
             assert (advice is None) == (kind in ("fits", "none"))
 

@@ -207,7 +207,8 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, fra
     merged, sources = layers.merged(given)
     training = build_settings(TrainingSettings, merged | {"method": chosen[0]}).validated()
     notes = layers.notes
-    if training.resolved_sharding not in {"none", "ddp"} and "num_gpus" not in sources:
+    unset = "num_gpus" not in sources and training.model_parallel == 1  # a layout's product is its GPU count
+    if training.resolved_sharding not in {"none", "ddp"} and unset:
         notes += (f"sharding {training.resolved_sharding} ({sources.get('sharding', 'flag')}) over 1 GPU: the GPU "
                   "count is not set; give --num-gpus",)
     return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)),

@@ -101,6 +101,9 @@ class MemoryBreakdown:
     save: int
     """The device total while a sharded run saves a full checkpoint (0: it saves shards, or runs unsharded): the
     resident weights and optimizer states and the unit being unsharded for rank 0's copy."""
+    parallel_buffers: int
+    """Model parallelism's communication buffers (hfmem.memory.parallel.CommBuffers: TP's SP all-gather, PP's
+    boundary tensors, CP's K/V chunks, EP's token dispatch), alive with the activations."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -108,10 +111,12 @@ class MemoryBreakdown:
 
 
 def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState,
-            act: ActivationEstimate, eval_forward: int = 0, generate: int = 0) -> MemoryBreakdown:
+            act: ActivationEstimate, eval_forward: int = 0, generate: int = 0, *,
+            parallel_buffers: int = 0) -> MemoryBreakdown:
     """Per-GPU bytes by term, and the total (see the module docstring for how they add up); `eval_forward`: the
     evaluation forward's peak over the resident state (memory.evaluation), 0 without evaluation; `generate`:
-    model.generate's (memory.generation), 0 without generation."""
+    model.generate's (memory.generation), 0 without generation; `parallel_buffers`: model parallelism's
+    communication buffers, alive with the activations."""
     activations = act.peak
     full_grads = split.trainable * state.bytes_per_param["gradients"]
     shard = state.gradients / full_grads if full_grads else 0.0
@@ -120,9 +125,10 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     # the loss and the last layers run before most gradients exist, the first layer's backward after all but its
     # own and the input embedding's
     late_grads = round(state.gradients * (1 - split.last_trainable / split.trainable)) if split.trainable else 0
-    backward_peak = max(activations + grads_in_forward, act.first_layer_backward + late_grads) + state.forward_transient
+    backward_peak = (max(activations + grads_in_forward, act.first_layer_backward + late_grads)
+                     + state.forward_transient + parallel_buffers)
     step_peak = state.gradients + state.step_transient
-    transients = state.step_transient + state.forward_transient
+    transients = state.step_transient + state.forward_transient + parallel_buffers
     overlap = activations + state.gradients + transients - max(backward_peak, step_peak)
     paged = state.paged_optimizer
     allocated = state.weights + state.optimizer - paged + state.sharding_buffers + max(backward_peak, step_peak)
@@ -171,6 +177,7 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         evaluation=evaluation,
         generation=generation,
         save=save,
+        parallel_buffers=parallel_buffers,
     )
 
 

@@ -41,8 +41,21 @@ from hfmem.memory.model_state import (
     quantized_linears,
     quantizes_head,
 )
+from hfmem.memory.parallel import (
+    Layout,
+    RankParameters,
+    check_layout,
+    comm_buffers,
+    dense_and_experts,
+    gradients_at_peak,
+    layout_record,
+    rank_activations,
+    rank_parameters,
+    rank_split,
+    summed_states,
+)
 from hfmem.memory.quantization import BaseFormat
-from hfmem.memory.settings import TrainingSettings
+from hfmem.memory.settings import NO_MODEL_PARALLELISM, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory, retied
 from hfmem.units import GIB
@@ -262,18 +275,90 @@ def estimate_in(ctx: Context, settings: TrainingSettings) -> Estimate:
     s = settings.validated()
     ctx = ctx.view(s)
     seq = s.resolved_seq_len(ctx.arch.max_position_embeddings)
-    split = ctx.split(s)
-    state = state_for(ctx, s)
-    act = activations_for(ctx, s, seq)
-    per_gpu = combine(s, split, state, act, eval_forward_bytes(ctx.arch, s, seq),
-                      generation_bytes(ctx.arch, s, seq))
-    notes = state.notes + act.notes + method_notes(ctx, s)
+    check_layout(ctx.arch, s, seq)
+    state, act, per_gpu, parallel = per_gpu_parts(ctx, s, seq)
+    notes = state.notes + act.notes + method_notes(ctx, s) + layout_notes(parallel)
     return Estimate(
-        settings=s, seq_len=seq, split=split, state=state, activations=act, per_gpu_bytes=per_gpu,
-        assumptions=assumptions(ctx, s, seq, act), notes=tuple(dict.fromkeys(notes)),
+        settings=s, seq_len=seq, split=ctx.split(s), state=state, activations=act, per_gpu_bytes=per_gpu,
+        assumptions=assumptions(ctx, s, seq, act) | ({"parallel": parallel} if parallel else {}),
+        notes=tuple(dict.fromkeys(notes)),
         model={"model_type": ctx.arch.model_type, "architecture": ctx.arch.architecture,
                "parameters": ctx.inventory.total, "num_layers": ctx.arch.num_layers},
     )
+
+
+def per_gpu_parts(ctx: Context, s: TrainingSettings, seq: int) -> tuple[
+        ModelState, ActivationEstimate, MemoryBreakdown, dict[str, Any] | None]:
+    """The model state, activations and per-GPU breakdown of validated settings at `seq`: one GPU's (data
+    parallelism aside), or a model-parallel layout's most-loaded rank's with the layout's figures (None without).
+    The layout's fit to the model (check_layout) is the caller's: a search over lengths may try any `seq`."""
+    layout = Layout.of(s)
+    if layout.trivial:
+        state = state_for(ctx, s)
+        act = activations_for(ctx, s, seq)
+        per_gpu = combine(s, ctx.split(s), state, act, eval_forward_bytes(ctx.arch, s, seq),
+                          generation_bytes(ctx.arch, s, seq))
+        return state, act, per_gpu, None
+    _, state, act, per_gpu, parallel = most_loaded_rank(ctx, s, seq, layout)
+    return state, act, per_gpu, parallel
+
+
+def data_parallel_view(s: TrainingSettings) -> TrainingSettings:
+    """The settings as the sharding code sees one rank of a model-parallel layout: its DP x CP peers hold the same
+    weights and shard their gradients and states over them (ZeRO, FSDP, DDP)."""
+    return replace(s, num_gpus=s.shard_ranks, **NO_MODEL_PARALLELISM)
+
+
+RankEstimate = tuple[ParameterSplit, ModelState, ActivationEstimate, MemoryBreakdown, dict[str, Any]]
+"""One rank's split, state, activations, breakdown and layout figures (hfmem.memory.parallel.layout_record)."""
+
+
+def most_loaded_rank(ctx: Context, s: TrainingSettings, seq: int, layout: Layout) -> RankEstimate:
+    """The estimate of the layout's most-loaded rank: the first pipeline stage or the last, whichever needs more."""
+    return max((rank_estimate(ctx, s, seq, layout, stage) for stage in layout.stages), key=lambda r: r[3].total)
+
+
+def rank_estimate(ctx: Context, s: TrainingSettings, seq: int, layout: Layout, stage: int) -> RankEstimate:
+    """The split, state, activations and breakdown of a rank of pipeline stage `stage` (any rank of it: the TP,
+    CP and EP ranks of a stage hold the same amounts), with the layout's figures for the assumptions."""
+    whole_split, act = ctx.split(s), activations_for(ctx, s, seq)
+    rank = rank_parameters(ctx.arch, ctx.inventory, layout, stage)
+    split = rank_split(whole_split, ctx.inventory.total, rank)
+    # micro-batches a pipeline runs before its first backward keep no gradients alive, as one micro-batch would
+    staged = s if gradients_at_peak(layout, stage) else replace(s, gradient_accumulation_steps=1)
+    if rank.experts and layout.ep > 1:
+        dense, experts = dense_and_experts(rank)
+        expert_ranks = replace(staged, num_gpus=s.num_gpus // s.ep)
+        state = summed_states(_rank_state(ctx, whole_split, staged, dense, rank),
+                              _rank_state(ctx, whole_split, expert_ranks, experts, rank))
+    else:
+        state = _rank_state(ctx, whole_split, staged, rank, rank)
+    ract = rank_activations(act, ctx.arch, layout, stage)
+    buffers = comm_buffers(ctx.arch, layout, stage, s.micro_batch_size, seq, s.precision.compute_bytes)
+    per_gpu = combine(s, split, state, ract, eval_forward_bytes(ctx.arch, s, seq),
+                      generation_bytes(ctx.arch, s, seq), parallel_buffers=buffers.total)
+    return split, state, ract, per_gpu, layout_record(layout, stage, rank, buffers)
+
+
+def _rank_state(ctx: Context, whole_split: ParameterSplit, s: TrainingSettings, part: RankParameters,
+                rank: RankParameters) -> ModelState:
+    """The model state of `part` of a rank's parameters, sharded over the settings' DP x CP ranks; `rank`: the whole
+    rank's, whose layer and vocabulary units ZeRO-3/FSDP gather."""
+    return model_state_bytes(rank_split(whole_split, ctx.inventory.total, part), data_parallel_view(s),
+                             hidden_size=ctx.arch.hidden_size, layer_parameters=round(rank.layer),
+                             root_parameters=round(rank.vocabulary), largest_root_unit=round(rank.vocabulary))
+
+
+def layout_notes(parallel: dict[str, Any] | None) -> tuple[str, ...]:
+    """The layout's assumptions worth a line."""
+    if parallel is None:
+        return ()
+    stage = parallel["most_loaded_stage"]
+    note = (f"{parallel['layout']}: the most-loaded rank is pipeline stage {stage} "
+            f"({parallel['micro_batches_in_flight']:g} micro-batches in flight); weights split by TP within the "
+            "stage's layers, experts by EP x TP, gradients and optimizer states sharded over DP x CP "
+            "(Megatron-LM theoretical_memory_usage.py; Korthikanti et al. 2022 for activations under TP/SP)")
+    return (note,)
 
 
 def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:

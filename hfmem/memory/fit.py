@@ -41,13 +41,14 @@ from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
 from hfmem.memory.activations import ActivationEstimate
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
-from hfmem.memory.estimate import Context, activations_for, estimate_in, phases, state_for
+from hfmem.memory.estimate import Context, activations_for, estimate_in, per_gpu_parts, phases, state_for
+from hfmem.memory.layouts import Limits, layout_settings, search
 from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
 from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.mitigations import REGISTRY, candidates, describe
 from hfmem.memory.model_state import ModelState
-from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.memory.settings import METHODS, NO_MODEL_PARALLELISM, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 from hfmem.units import GIB
@@ -117,14 +118,20 @@ class Fit:
 
 
 def advise(fits: bool, mitigations: list[dict[str, Any]], multi: dict[str, Any] | None,
-           multi_ckpt: dict[str, Any] | None, num_gpus: int) -> tuple[str, dict[str, Any] | None]:
+           multi_ckpt: dict[str, Any] | None, num_gpus: int, layout: dict[str, Any] | None = None,
+           gpus_per_node: int = 8) -> tuple[str, dict[str, Any] | None]:
     """The verdict and its advice, in one order of preference: a same-method change on the GPUs asked
     (checkpointing, micro-batch 1 with accumulation, 8-bit AdamW), then the fewest GPUs (plain or with
-    checkpointing) up to MAX_SUGGESTED_GPUS, then another method or offload, and only then more GPUs."""
+    checkpointing) up to MAX_SUGGESTED_GPUS, then another method or offload, and only then more GPUs. Where data
+    parallelism alone needs more than a node (or no count holds it), a model-parallel `layout` on no more GPUs takes
+    its place: TP inside the node, PP and CP across, as runs at that scale are laid out."""
     if fits:
         return "fits", None
     by_name = {m["name"]: m for m in mitigations}
     fewest = min((m for m in (multi, multi_ckpt) if m), key=lambda m: m["num_gpus"], default=None)
+    beyond_node = fewest is None or fewest["num_gpus"] > gpus_per_node
+    if layout and beyond_node and (fewest is None or layout["num_gpus"] <= fewest["num_gpus"]):
+        fewest = layout
     same = [n for n, m in REGISTRY.items() if m.same_method and n in by_name]
     other = [n for n, m in REGISTRY.items() if not m.same_method and n in by_name]
     if same:
@@ -144,8 +151,9 @@ def _change(m: dict[str, Any], num_gpus: int) -> dict[str, Any]:
 
 
 def _gpus(multi: dict[str, Any]) -> dict[str, Any]:
-    """A multi-GPU suggestion as advice: its setup is the settings change."""
-    return {"kind": "gpus", "mitigation": None, "settings_changes": {k: multi[k] for k in SETUP_KEYS}} | multi
+    """A multi-GPU suggestion as advice: its setup (and its layout's dimensions) is the settings change."""
+    keys = SETUP_KEYS + (LAYOUT_KEYS if "layout" in multi else ())
+    return {"kind": "gpus", "mitigation": None, "settings_changes": {k: multi[k] for k in keys}} | multi
 
 
 class _Planner:
@@ -168,6 +176,8 @@ class _Planner:
 
         Each part is memoised by the fields its settings metadata says it reads (TrainingSettings.memo_key).
         """
+        if s.model_parallel * s.ep > 1:  # a layout's most-loaded rank
+            return per_gpu_parts(self.ctx, s, seq)[2]
         sk = s.memo_key("state")
         state = self._states.get(sk)
         if state is None:
@@ -279,6 +289,39 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
     return None
 
 
+def _layout(planner: _Planner, single: TrainingSettings, seq: int, limit: int, max_gpus: int) -> dict[str, Any] | None:
+    """The fewest GPUs and the layout to run there (memory.layouts: FSDP, then TP inside a node, PP, CP), with
+    checkpointing as asked, else full; None where none fits within max_gpus. Each layout's per-rank bytes are
+    GPU-independent, so memoised for the whole matrix."""
+    limits = Limits.of(planner.ctx.arch, seq, single.gpus_per_node)
+    for s in dict.fromkeys((single, replace(single, gradient_checkpointing="full"))):
+        base = planner.base(s, seq)
+
+        def per_rank(layout: Any, s: TrainingSettings = s, base: int = base) -> int | None:
+            key = ("layout", base, layout)
+            if key not in planner.memo:
+                try:
+                    planner.memo[key] = planner.resident(layout_settings(s, layout).validated(), seq)
+                except InvalidInputError:
+                    planner.memo[key] = None
+            return planner.memo[key]
+
+        choice = search(per_rank, limit, limits, max_gpus)
+        if choice is not None:
+            laid = layout_settings(s, choice.layout).validated()
+            per_gpu = planner.total(laid, seq)
+            return {"num_gpus": laid.num_gpus, "sharding": laid.resolved_sharding, "offload_optimizer": False,
+                    "offload_params": False, "gradient_checkpointing": s.gradient_checkpointing,
+                    "model_loading": s.model_loading, "layout": choice.layout.describe(),
+                    **{k: getattr(laid, k) for k in LAYOUT_KEYS}, "total_bytes": per_gpu.total,
+                    "required_bytes": per_gpu.required, "equivalent": None, "reason": choice.reason}
+    return None
+
+
+LAYOUT_KEYS = ("tp", "pp", "cp", "sequence_parallel", "pp_schedule", "vpp")
+"""The settings a layout suggestion changes beside SETUP_KEYS."""
+
+
 def _mitigations(planner: _Planner, asked: TrainingSettings, seq: int, limit: int) -> list[dict[str, Any]]:
     """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first."""
     return [{"name": name, "settings_changes": dict(changes), "total_bytes": per_gpu.total,
@@ -317,7 +360,8 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     planner = _planner or _Planner(Context(arch, inventory))
     ctx = planner.ctx
     asked = asked_settings(settings, method)
-    single = replace(asked, num_gpus=1, sharding=None, offload_optimizer=False, offload_params=False).validated()
+    single = replace(asked, num_gpus=1, sharding=None, offload_optimizer=False, offload_params=False,
+                     **NO_MODEL_PARALLELISM).validated()
     seq = asked.resolved_seq_len(arch.max_position_embeddings)
     limit = gpu.usable_bytes
     per_gpu = planner.total(asked, seq)
@@ -352,7 +396,9 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
         multi_ckpt = _multi_gpu(planner, replace(single, gradient_checkpointing="full"), seq, limit, False, max_gpus)
 
     mitigations = [] if ok else _mitigations(planner, asked, seq, limit)
-    verdict, advice = advise(ok, mitigations, multi, multi_ckpt, asked.num_gpus)
+    spans = multi is None or multi["num_gpus"] > asked.gpus_per_node
+    layout = _layout(planner, single, seq, limit, max_gpus) if not ok and spans else None
+    verdict, advice = advise(ok, mitigations, multi, multi_ckpt, asked.num_gpus, layout, asked.gpus_per_node)
     akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once
     if akey not in planner.memo:
         planner.memo[akey] = estimate_in(ctx, asked).assumptions, asked.to_dict() | {"seq_len": seq}

@@ -13,6 +13,7 @@ offloading, no optimizer step in backward.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from math import gcd
 from typing import Any, Literal, get_args
 
 from hfmem.constants import DEFAULT_SEQ_LEN
@@ -64,7 +65,7 @@ SHARDINGS: tuple[Sharding, ...] = get_args(Sharding)
 SHARDING_ALIASES = {
     "single": "none", "0": "ddp", "zero-1": "zero1", "1": "zero1", "zero-2": "zero2", "2": "zero2",
     "zero-3": "zero3", "3": "zero3", "fsdp": "fsdp_full_shard", "full_shard": "fsdp_full_shard",
-    "shard_grad_op": "fsdp_shard_grad_op",
+    "shard_grad_op": "fsdp_shard_grad_op", "distributed_optimizer": "zero1", "distributed-optimizer": "zero1",
 }
 Checkpointing = Literal["off", "full", "selective"]
 CHECKPOINTING: tuple[Checkpointing, ...] = get_args(Checkpointing)
@@ -102,6 +103,19 @@ BASE_QUANTIZATION_ALIASES = {"4bit": "nf4", "bnb_4bit": "nf4", "load_in_4bit": "
                              "bnb_8bit": "int8", "load_in_8bit": "int8", "llm.int8": "int8", "llm_int8": "int8"}
 ACTIVATION_FNS = tuple(ACTIVATION_SAVES)
 ACTIVATION_FN_ALIASES = {"gelu_tanh": "gelu_tanh_fused", "gelu_approximate_tanh": "gelu_tanh_fused"}
+PpSchedule = Literal["1f1b", "interleaved", "gpipe", "zero-bubble"]
+PP_SCHEDULES: tuple[PpSchedule, ...] = get_args(PpSchedule)
+PP_SCHEDULE_ALIASES = {"one-f-one-b": "1f1b", "interleaved-1f1b": "interleaved", "interleaved_1f1b": "interleaved",
+                       "1f1b-interleaved": "interleaved", "zb": "zero-bubble", "zbh1": "zero-bubble",
+                       "zero_bubble": "zero-bubble", "zbv": "zero-bubble"}
+SequenceParallel = Literal["off", "megatron", "dtensor"]
+SEQUENCE_PARALLEL: tuple[SequenceParallel, ...] = get_args(SequenceParallel)
+SEQUENCE_PARALLEL_ALIASES = {"false": "off", "no": "off", "none": "off", "true": "megatron", "on": "megatron",
+                             "yes": "megatron", "torch": "dtensor", "torchtitan": "dtensor"}
+CpKind = Literal["ring", "all-gather", "all-to-all"]
+CP_KINDS: tuple[CpKind, ...] = get_args(CpKind)
+CP_KIND_ALIASES = {"p2p": "ring", "ring-attention": "ring", "allgather": "all-gather", "all_gather": "all-gather",
+                   "a2a": "all-to-all", "ulysses": "all-to-all", "all2all": "all-to-all", "alltoall": "all-to-all"}
 
 SWITCH = Boolean()
 COUNT = Integer(1)
@@ -371,6 +385,38 @@ class TrainingSettings:
     activation_offloading: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
     about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
+    # Model parallelism (Megatron-LM, torchtitan): the estimate is the most-loaded rank's; DP = num_gpus/(tp·pp·cp).
+    tp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
+    """Tensor parallel ranks (Megatron's column/row splits of attention and MLP, a vocabulary-parallel embedding,
+    head and loss): each holds 1/tp of every linear layer's weights and of the activations inside attention and
+    MLP; norms and the layer's input and output stay whole on every rank unless sequence_parallel is on."""
+    sequence_parallel: SequenceParallel = setting("off", Choice(SEQUENCE_PARALLEL, SEQUENCE_PARALLEL_ALIASES),
+                                                  affects=("activations",), panel=SHARDING)
+    """Sequence parallelism beside --tp (Korthikanti et al. 2022): the norms, dropouts and residual stream split
+    over the sequence too. megatron: the all-gathered input of the column-parallel linears is saved sharded and
+    gathered again in backward (Megatron-LM's sequence_parallel); dtensor: torch.distributed.tensor.parallel's
+    SequenceParallel and ColwiseParallel(input_layouts=Shard(1)), whose linears save the all-gathered input."""
+    pp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
+    """Pipeline stages: the decoder layers split into pp consecutive stages, the embedding on the first stage, the
+    final norm, head and loss on the last; the estimate is the larger of the two."""
+    pp_schedule: PpSchedule = setting("1f1b", Choice(PP_SCHEDULES, PP_SCHEDULE_ALIASES), affects=("activations",),
+                                      panel=SHARDING)
+    """Pipeline schedule, which sets the micro-batches (--grad-accum of them a step) whose activations the first
+    stage holds at once: 1f1b (min(pp, micro-batches)), interleaved (pp·(1 + (pp-1)/(pp·vpp)), Megatron's
+    penalty), gpipe (every micro-batch), zero-bubble (ZB-H1: as 1f1b)."""
+    vpp: int = setting(1, COUNT, affects=("activations",), panel=SHARDING)
+    """Virtual pipeline stages (model chunks) per rank of the interleaved schedule."""
+    cp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
+    """Context parallel ranks: each holds 1/cp of every sequence's tokens and their activations; the optimizer
+    states shard over DP x CP, as Megatron's distributed optimizer and torchtitan's FSDP do."""
+    cp_kind: CpKind = setting("ring", Choice(CP_KINDS, CP_KIND_ALIASES), affects=("activations",), panel=SHARDING)
+    """How context parallelism exchanges K and V (Megatron's --cp-comm-type): ring (p2p, Megatron's default: the
+    next rank's K/V chunk received while the current one is used), all-gather (every rank's K/V gathered for the
+    layer: Megatron's allgather, the default rotate method of torch's context_parallel) or all-to-all
+    (DeepSpeed-Ulysses, Megatron's a2a: heads swapped for the sequence around attention)."""
+    ep: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
+    """Expert parallel ranks of an MoE: each holds num_experts/ep routed experts (their weights, gradients and
+    states) and the dispatch and combine buffers of the tokens routed to them; carved out of DP x CP."""
     overhead: Overhead = setting(None, Group(Overhead), affects=())
     """Memory outside PyTorch's tensors: the CUDA context and the allocator's fragmentation."""
 
@@ -389,7 +435,23 @@ class TrainingSettings:
     def resolved_sharding(self) -> str:
         if self.sharding is not None:
             return self.sharding
-        return "none" if self.num_gpus == 1 else "ddp"
+        return "none" if self.shard_ranks == 1 else "ddp"
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs one model replica spans: tp x pp x cp."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def data_parallel(self) -> int:
+        """Model replicas: num_gpus / (tp x pp x cp)."""
+        return max(1, self.num_gpus // self.model_parallel)
+
+    @property
+    def shard_ranks(self) -> int:
+        """The ranks that hold the same weights and shard their gradients and optimizer states (ZeRO, FSDP, DDP):
+        DP x CP, as Megatron's distributed optimizer and torchtitan's FSDP mesh (dp_shard x cp) do."""
+        return max(1, self.num_gpus // (self.tp * self.pp))
 
     @property
     def resolved_optimizer(self) -> str:
@@ -419,9 +481,11 @@ class TrainingSettings:
     def validated(self) -> TrainingSettings:
         """Return a copy with every field checked and aliases normalised; raise InvalidInputError on any bad value."""
         result = replace(self, **validated_fields(self))
+        result = _layout_checked(result)
         sharding = result.resolved_sharding
-        if sharding == "none" and result.num_gpus > 1:
-            raise InvalidInputError("sharding 'none' means one GPU; use ddp, zero1/2/3 or fsdp for num_gpus > 1.")
+        if sharding == "none" and result.shard_ranks > 1:
+            raise InvalidInputError("sharding 'none' means one GPU per model shard; use ddp, zero1/2/3 or fsdp for "
+                                    "data parallelism (num_gpus > tp x pp x cp).")
         if result.offload_params and sharding not in {"zero3", "fsdp_full_shard"}:
             raise InvalidInputError("offload_params needs parameter sharding (zero3 or fsdp_full_shard).")
         if result.offload_optimizer and sharding in {"none", "ddp"}:
@@ -437,3 +501,29 @@ class TrainingSettings:
         data["resolved_sharding"] = self.resolved_sharding
         data["zero_stage"] = self.zero_stage
         return data
+
+
+NO_MODEL_PARALLELISM: dict[str, Any] = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sequence_parallel": "off",
+                                         "pp_schedule": "1f1b", "vpp": 1}
+"""The parallelism fields of a run without model parallelism (one GPU per replica)."""
+
+
+def _layout_checked(s: TrainingSettings) -> TrainingSettings:
+    """The settings with num_gpus set to the layout's fewest GPUs (tp x pp x cp, times what EP needs beyond CP)
+    where it was left at 1; InvalidInputError for a layout whose
+    dimensions do not divide the GPUs or contradict its schedule (the model's own limits are checked by
+    hfmem.memory.parallel)."""
+    product = s.model_parallel
+    if s.num_gpus == 1 and product * s.ep > 1:  # the fewest GPUs of the layout: EP needs DP x CP ranks to span
+        s = replace(s, num_gpus=product * s.ep // gcd(s.ep, s.cp))
+    if s.num_gpus % product:
+        raise InvalidInputError(f"num_gpus {s.num_gpus} is not a multiple of tp x pp x cp = {s.tp} x {s.pp} x {s.cp} "
+                                f"= {product}.")
+    if (s.data_parallel * s.cp) % s.ep:
+        raise InvalidInputError(f"ep {s.ep} must divide DP x CP = {s.data_parallel * s.cp} (the ranks that hold "
+                                "the same layers' experts).")
+    if s.vpp > 1 and s.pp_schedule != "interleaved":
+        raise InvalidInputError(f"vpp {s.vpp} needs pp_schedule interleaved (virtual stages are its model chunks).")
+    if s.pp_schedule == "interleaved" and (s.vpp < 2 or s.pp < 2):
+        raise InvalidInputError("pp_schedule interleaved needs pp >= 2 and vpp >= 2 (model chunks per rank).")
+    return s

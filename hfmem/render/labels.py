@@ -23,14 +23,16 @@ def short_gib(n_bytes: float | None) -> str:
 
 
 def multi_gpu_text(multi: dict[str, Any] | None) -> str:
-    """E.g. "8×ZeRO-3+ckpt": the GPU count, the sharding, and offload/checkpointing when the search used them."""
+    """E.g. "8×ZeRO-3+ckpt" or "16×FSDP2·TP8": the GPU count, the sharding or the model-parallel layout, and
+    offload, checkpointing and rank-0 loading when the search used them."""
     if not multi:
         return ""
     offload = "+offload" if multi.get("offload_optimizer") or multi.get("offload_params") else ""
     ckpt = "+ckpt" if multi.get("gradient_checkpointing", "off") != "off" else ""
     load = "+rank0 load" if multi.get("model_loading") == "rank0" else ""
     sharding = str(multi.get("sharding", ""))
-    return f"{multi['num_gpus']}×{SHARDING_NAMES.get(sharding, sharding)}{offload}{ckpt}{load}"
+    laid_out = multi.get("layout") or SHARDING_NAMES.get(sharding, sharding)  # "FSDP2·TP8", or the sharding
+    return f"{multi['num_gpus']}×{laid_out}{offload}{ckpt}{load}"
 
 
 def advice_label(advice: dict[str, Any] | None) -> str:

@@ -14,7 +14,7 @@ from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.hardware.prices import Price
 from hfmem.hub.modelref import ModelRef
 from hfmem.memory.fit import timed_gpus, timed_setup
-from hfmem.memory.settings import METHODS, Method, TrainingSettings
+from hfmem.memory.settings import METHODS, NO_MODEL_PARALLELISM, Method, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 from hfmem.model.load import ModelReport, SettingsSource, analyse
@@ -158,6 +158,8 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             return None
         kind, setup = found
         changes = (fit.gpu_defaults or {}).get("changes", {}) | setup
+        if kind == "gpus":  # the GPUs a cell asks for run data parallel, or the layout its advice names
+            changes = NO_MODEL_PARALLELISM | changes
         key = (fit.method, tuple(sorted(changes.items())))
         if key not in setups:
             est = estimates[fit.method] if not changes else estimate(
@@ -175,7 +177,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
             cell["time"] = None
         else:
             kind, est, flops = found
-            step = step_for(est, flops, fit.gpu, units=arch.num_layers + 1) | {"setup": kind}
+            step = step_for(est, flops, fit.gpu, arch) | {"setup": kind}
             if not host_room(est.per_gpu_bytes.host_per_node, fit.gpu, est.settings):
                 short_of_host.add(len(cells))
             price = prices.get(fit.gpu.name)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from hfmem.compute.collectives import pipeline_bubble
 from hfmem.compute.flops import TrainingFlops, forward_flops, training_flops
 from hfmem.compute.roofline import (
+    Transfer,
     data_parallel_transfers,
     hbm_traffic,
     hfu_for,
+    layout_transfers,
     machine,
     offload_transfers,
     step_time,
@@ -55,11 +58,13 @@ def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
     return settings.network_gbps if settings.network_gbps is not None else node_specs(gpu).network_gbps
 
 
-def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float | None = None,
-             units: int = 1) -> dict[str, Any]:
+def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, *,
+             hfu: float | None = None) -> dict[str, Any]:
     """The step time of an estimate's setup (its `flops_of`) on `gpu` at `hfu` (default: its architecture's,
-    hfu_for), with `units` FSDP units / ZeRO-3 modules gathered one at a time: seconds, tokens/s (all GPUs), MFU and
-    every term; or the reason there is none."""
+    hfu_for), its layers and the head gathered one FSDP unit / ZeRO-3 module at a time, a model-parallel layout's
+    traffic and pipeline bubble included: seconds, tokens/s (all GPUs), MFU and every term; or the reason there is
+    none."""
+    units = -(-arch.num_layers // est.settings.pp) + 1
     s = est.settings
     hfu = hfu_for(gpu.arch) if hfu is None else hfu
     dtype = matmul_dtype(s)
@@ -70,29 +75,64 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, *, hfu: float | None
                        network_gbps=network_gbps(s, gpu))
     except InvalidInputError as err:
         return {"seconds": None, "reason": str(err)}
-    stage, n = s.zero_stage or 0, s.num_gpus
+    stage, n, replicas = s.zero_stage or 0, s.num_gpus, s.shard_ranks  # DP (x CP) ranks share the weights
     state = est.state
-    whole_weights = state.weights * (n if stage >= 3 else 1)
-    gradients = state.gradients * (n if stage >= 2 else 1)
-    trainable_bytes = est.split.trainable * s.precision.compute_bytes
-    transfers = (data_parallel_transfers(s.resolved_sharding, n, parameter_bytes=whole_weights,
+    whole_weights = state.weights * (replicas if stage >= 3 else 1)
+    gradients = state.gradients * (replicas if stage >= 2 else 1)
+    trainable_bytes = est.split.trainable * s.precision.compute_bytes // s.model_parallel
+    transfers = (data_parallel_transfers(s.resolved_sharding, replicas, parameter_bytes=whole_weights,
                                          trainable_bytes=trainable_bytes, gradient_bytes=gradients, units=units)
-                 + offload_transfers(n, offload_optimizer=s.offload_optimizer, offload_params=s.offload_params,
-                                     parameter_bytes=whole_weights, trainable_bytes=trainable_bytes,
-                                     gradient_bytes=gradients))
+                 + offload_transfers(replicas, offload_optimizer=s.offload_optimizer,
+                                     offload_params=s.offload_params, parameter_bytes=whole_weights,
+                                     trainable_bytes=trainable_bytes, gradient_bytes=gradients)
+                 + model_parallel_transfers(est, arch))
     traffic = hbm_traffic(weight_bytes=state.weights, passes=weight_passes(s.gradient_checkpointing),
                           gradient_bytes=state.gradients, optimizer_bytes=state.optimizer,
                           activation_bytes=est.activations.stored,
                           dequantised_weights=est.split.frozen_quantized, compute_bytes=s.precision.compute_bytes)
     try:  # a link the setup uses (PCIe for offload, NVLink for collectives) may have no vendor figure
-        step = step_time(flops, node, tokens_per_micro_batch=s.micro_batch_size * est.seq_len,
+        step = step_time(flops, node, tokens_per_micro_batch=s.micro_batch_size * est.seq_len // s.model_parallel,
                          micro_batches=s.gradient_accumulation_steps, num_gpus=n, hfu=hfu, traffic=traffic,
-                         transfers=transfers)
+                         transfers=transfers, bubble=bubble_of(s))
     except InvalidInputError as err:
         return {"seconds": None, "reason": str(err)}
     terms = step.to_dict()
-    tokens = s.micro_batch_size * est.seq_len * s.gradient_accumulation_steps * n  # one optimizer step, all GPUs
+    tokens = s.micro_batch_size * est.seq_len * s.gradient_accumulation_steps * s.data_parallel  # a step, all GPUs
     return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | {
         k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu,
                                                   "flops_per_step": figure(flops.hardware * tokens)}
 
+
+
+SCHEDULE_NAMES = {"1f1b": "1f1b", "interleaved": "interleaved", "gpipe": "gpipe", "zero-bubble": "zb-h1"}
+"""A pipeline schedule setting's bubble model (compute.collectives.SCHEDULES)."""
+
+
+def bubble_of(s: TrainingSettings) -> float:
+    """The pipeline's idle share of a step's micro-batches (0 without pipeline parallelism)."""
+    if s.pp == 1:
+        return 0.0
+    return pipeline_bubble(SCHEDULE_NAMES[s.pp_schedule], s.pp, s.gradient_accumulation_steps, s.vpp)
+
+
+def model_parallel_transfers(est: Estimate, arch: Architecture) -> tuple[Transfer, ...]:
+    """One micro-batch's TP, CP, EP and PP traffic per GPU, from the model's shapes (compute.roofline
+    layout_transfers): TP moves the layer's b·s/cp·h activations twice in forward and twice in backward (Megatron's
+    f and g operators; twice more under full recomputation); CP passes each layer's K/V chunk around its ring; EP
+    dispatches and combines each routed token's hidden state in forward and backward; PP sends one activation to the
+    next stage. Sizes in the compute dtype, per stage (layers / pp)."""
+    s = est.settings
+    if s.model_parallel * s.ep == 1:
+        return ()
+    width = s.precision.compute_bytes
+    tokens = s.micro_batch_size * est.seq_len // s.cp
+    layers = -(-arch.num_layers // s.pp)
+    hidden = tokens * arch.hidden_size * width
+    kv = 2 * tokens * (arch.num_key_value_heads or arch.num_attention_heads) * arch.head_dim * width // s.tp
+    passes = 3 if s.gradient_checkpointing == "full" else 2
+    routed = hidden * (arch.experts_per_token or 1)
+    return layout_transfers(dp=s.data_parallel, tp=s.tp, cp=s.cp, ep=s.ep, pp=s.pp,
+                            sequence_parallel=s.sequence_parallel != "off", tp_bytes=hidden,
+                            tp_collectives=2 * passes * layers, cp_bytes=kv * layers,
+                            ep_bytes=routed // s.tp, ep_collectives=2 * passes * layers if arch.is_moe else 0,
+                            pp_bytes=hidden // (s.tp if s.sequence_parallel != "off" else 1))

@@ -1,0 +1,222 @@
+"""Real tensor and pipeline parallelism on CPU (gloo): each rank's live bytes over a whole training step.
+
+    python tests/layout_ranks.py OUT.json tp|tp-sp|fsdp-tp|pp-gpipe|pp-1f1b|pp-interleaved BATCH SEQ [MICRO]
+
+tp / tp-sp: a tiny Llama (tests/tiny_models.py) under torch.distributed.tensor.parallel on 2 ranks, with
+torchtitan's Llama plan (torchtitan/models/llama3/infra/parallelize.py apply_tp): q/k/v, gate/up column-parallel,
+o/down row-parallel, a vocabulary-parallel embedding and head, and the loss under loss_parallel; tp-sp adds
+SequenceParallel norms and the attention's and MLP's inputs gathered once by PrepareModuleInput. fsdp-tp: the same
+TP plan on a 2 x 2 mesh (dp_shard x tp, 4 ranks) with each layer and the root under fully_shard over dp_shard, as
+torchtitan composes them. pp-*: torch.distributed.pipelining on 2 ranks, each stage a torch.nn.Module holding half
+the layers (the embedding on the first, the final norm, head and loss on the last), MICRO_BATCHES micro-batches a
+step under ScheduleGPipe or Schedule1F1B; pp-interleaved: 4 layers on 4 stages, stages r and r + 2 on rank r,
+under ScheduleInterleaved1F1B. Every case: pure bf16, AdamW (for-loop), two steps, the second measured
+by LiveBytes (tests/live_peak.py), parameters counted by their local shards. OUT.json gets each rank's peak, the op
+it happened at, and what was alive then by category.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from live_peak import LiveBytes
+from ranks import leave, spawn
+from saved_activations import build_model
+from tiny_models import tiny_config
+
+MODEL = "meta-llama/Meta-Llama-3-8B"
+WORLD = {"tp": 2, "tp-sp": 2, "fsdp-tp": 4, "pp-gpipe": 2, "pp-1f1b": 2, "pp-interleaved": 2}
+LAYERS = {"fsdp-tp": 4, "pp-interleaved": 4}
+"""Decoder layers where a case needs more than 2: FSDP gathers two layers and the root unit at a time, which two
+layers alone would not tell apart from the whole model; the interleaved schedule puts one on each of 4 stages."""
+VIRTUAL = 2
+"""Stages per rank of the interleaved schedule (ScheduleInterleaved1F1B; stage r and r + 2 on rank r)."""
+
+
+def config(kind: str) -> dict[str, Any]:
+    """The tiny Llama a case trains."""
+    return tiny_config(MODEL, LAYERS.get(kind, 2))
+
+
+def _tp_plan(model: Any, mesh: Any, sequence_parallel: bool) -> None:
+    """torchtitan's apply_tp for a transformers Llama: the decoder layers, then the embedding, final norm, head."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    seq = Shard(1) if sequence_parallel else Replicate()
+    for layer in model.model.layers:
+        plan: dict[str, Any] = {
+            "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
+            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(output_layouts=seq),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
+            "mlp.down_proj": RowwiseParallel(output_layouts=seq),
+        }
+        if sequence_parallel:
+            plan |= {
+                "input_layernorm": SequenceParallel(), "post_attention_layernorm": SequenceParallel(),
+                "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
+                                                desired_input_kwarg_layouts={"hidden_states": Replicate()}),
+                "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+            }
+        parallelize_module(layer, mesh, plan)
+    top: dict[str, Any] = {
+        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq),
+        "lm_head": ColwiseParallel(input_layouts=seq, output_layouts=Shard(-1), use_local_output=False),
+    }
+    if sequence_parallel:
+        top["model.norm"] = SequenceParallel()
+    parallelize_module(model, mesh, top)
+
+
+def _tp_step(model: Any, ids: torch.Tensor) -> None:
+    """The forward, the vocabulary-parallel loss (torch's loss_parallel over the Shard(-1) logits, in fp32) and
+    the backward."""
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    s = ids.shape[1]
+    positions = torch.arange(s).unsqueeze(0)
+    logits = model(input_ids=ids, position_ids=positions, cache_position=torch.arange(s), use_cache=False).logits
+    with loss_parallel():
+        torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ids.roll(-1, 1).flatten()).backward()
+
+
+def _tp_rank(rank: int, port: int, case: tuple[str, int, int, int], out: str) -> None:
+    """One rank of tp, tp-sp or fsdp-tp: parallelise, train two steps, write the second step's peak."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    kind, b, s, _ = case
+    world = WORLD[kind]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    model = build_model(config(kind), "sdpa")
+    if kind == "fsdp-tp":
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp_shard", "tp"))
+        _tp_plan(model, mesh["tp"], sequence_parallel=True)
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh["dp_shard"])
+        fully_shard(model, mesh=mesh["dp_shard"])
+        data_rank = mesh.get_coordinate()[0]
+    else:
+        _tp_plan(model, init_device_mesh("cpu", (world,)), sequence_parallel=kind == "tp-sp")
+        data_rank = 0
+    ids = torch.randint(0, model.config.vocab_size, (b, s), generator=torch.Generator().manual_seed(data_rank))
+    _train(model, lambda: _tp_step(model, ids), rank, out)
+
+
+def _train(model: Any, step: Any, rank: int, out: str) -> None:
+    """Two steps of `step` (forward and backward) and AdamW under LiveBytes; the second step's peak written to
+    out.RANK."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=1e-4, foreach=False)
+    live = LiveBytes()
+    with live:
+        live.adopt(list(model.parameters()) + list(model.buffers()), "weights")
+        for index in range(2):
+            if index == 1:
+                live.reset_peak()
+            with live.phase("forward+backward"):
+                step()
+            with live.phase("step"):
+                optimizer.step()
+            live.mark([p.grad for p in trainable], "gradients")
+            live.mark([optimizer.state[p] for p in trainable], "optimizer states")
+            optimizer.zero_grad(set_to_none=True)
+    Path(f"{out}.{rank}").write_text(json.dumps({"peak": live.peak, "when": live.peak_op,
+                                                 "breakdown": list(live.breakdown().items())}))
+    leave()
+
+
+class _Stage(torch.nn.Module):
+    """One pipeline stage of a transformers Llama: its slice of the decoder layers, the embedding on the first,
+    the final norm and head on the last (each stage computes its own RoPE tables from the positions)."""
+
+    def __init__(self, model: Any, stage: int, stages: int) -> None:
+        super().__init__()
+        layers = model.model.layers
+        per = len(layers) // stages
+        self.layers = torch.nn.ModuleList(layers[stage * per:(stage + 1) * per])
+        self.embed = model.model.embed_tokens if stage == 0 else None
+        self.norm = model.model.norm if stage == stages - 1 else None
+        self.head = model.lm_head if stage == stages - 1 else None
+        self.rotary = model.model.rotary_emb
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.embed(x) if self.embed is not None else x
+        positions = torch.arange(hidden.shape[1]).unsqueeze(0)
+        rope = self.rotary(hidden, positions)
+        for layer in self.layers:
+            hidden = layer(hidden, position_embeddings=rope, position_ids=positions, attention_mask=None)
+        if self.head is None:
+            return hidden
+        return self.head(self.norm(hidden))
+
+
+def _pp_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The causal-LM loss in fp32 on the last stage."""
+    return torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), target.flatten())
+
+
+def _pp_rank(rank: int, port: int, case: tuple[str, int, int, int], out: str) -> None:
+    """One rank of pp-gpipe, pp-1f1b or pp-interleaved: its stage (or stages), the schedule over MICRO_BATCHES
+    micro-batches, two steps."""
+    from torch.distributed.pipelining import (
+        PipelineStage,
+        Schedule1F1B,
+        ScheduleGPipe,
+        ScheduleInterleaved1F1B,
+    )
+
+    kind, b, s, micro = case
+    world = WORLD[kind]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    model = build_model(config(kind), "sdpa")
+    if kind == "pp-interleaved":
+        stages = world * VIRTUAL
+        chunks = [_Stage(model, rank + v * world, stages) for v in range(VIRTUAL)]
+        module: torch.nn.Module = torch.nn.ModuleList(chunks)
+        schedule = ScheduleInterleaved1F1B(
+            [PipelineStage(c, rank + v * world, stages, torch.device("cpu")) for v, c in enumerate(chunks)],
+            micro, loss_fn=_pp_loss)
+    else:
+        module = _Stage(model, rank, world)
+        stage = PipelineStage(module, rank, world, torch.device("cpu"))
+        schedule = (ScheduleGPipe if kind == "pp-gpipe" else Schedule1F1B)(stage, micro, loss_fn=_pp_loss)
+    del model
+    ids = torch.randint(0, config(kind)["vocab_size"], (b * micro, s), generator=torch.Generator().manual_seed(0))
+    first, last = rank == 0, rank == world - 1
+
+    def step() -> None:
+        schedule.step(ids if first else None, target=ids.roll(-1, 1) if last else None, return_outputs=False)
+
+    _train(module, step, rank, out)
+
+
+def measure(case: tuple[str, int, int, int]) -> list[dict[str, Any]]:
+    """Every rank's second-step peak for (kind, micro-batch, sequence, micro-batches a step)."""
+    runner = _pp_rank if case[0].startswith("pp") else _tp_rank
+    return spawn(runner, WORLD[case[0]], case)
+
+
+def main() -> None:
+    out, kind, b, s = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    micro = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    Path(out).write_text(json.dumps(measure((kind, b, s, micro))))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
