@@ -21,20 +21,21 @@ from hfmem.constants import HUB_TIMEOUT_S
 if TYPE_CHECKING:
     from hfmem.memory.estimate import Estimate
     from hfmem.memory.fit import Fit
+    from hfmem.memory.settings import Method
     from hfmem.model.load import ModelReport
 
 
 def analyse_model(model: str, revision: str | None = None, token: str | None = None,
                   timeout: float = HUB_TIMEOUT_S) -> ModelReport:
     """Architecture, exact parameter inventory and cross-check of a model (what every answer starts from)."""
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.hub.modelref import parse_model_ref
-    from hfmem.hub.settings import HubSettings
     from hfmem.model.load import analyse
 
     return analyse(parse_model_ref(model, revision), partial(HubSettings.from_env, token=token, timeout=timeout))
 
 
-def estimate(model: str, method: str = "full", *, revision: str | None = None, token: str | None = None,
+def estimate(model: str, method: Method = "full", *, revision: str | None = None, token: str | None = None,
              **settings: Any) -> Estimate:
     """Training memory per GPU for one method, with every term and assumption (`hfmem MODEL --details`)."""
     from hfmem.memory.estimate import estimate as estimate_memory
@@ -45,7 +46,7 @@ def estimate(model: str, method: str = "full", *, revision: str | None = None, t
     return estimate_memory(analysed.architecture, analysed.inventory, training)
 
 
-def fit(model: str, method: str | list[str] | tuple[str, ...] = ("full", "lora", "qlora"), *,
+def fit(model: str, method: Method | list[Method] | tuple[Method, ...] = ("full", "lora", "qlora"), *,
         gpus: list[str] | tuple[str, ...] | None = None, revision: str | None = None, token: str | None = None,
         **settings: Any) -> list[Fit]:
     """The fit matrix (methods outer, GPUs inner) for the settings: the cells of `hfmem MODEL`'s table, each GPU's at
@@ -61,12 +62,12 @@ def fit(model: str, method: str | list[str] | tuple[str, ...] = ("full", "lora",
     return node_fits(analysed.architecture, analysed.inventory, plan, resolve_gpus(gpus) or catalogue(), {})
 
 
-def report(model: str, *, methods: tuple[str, ...] | None = None, gpus: list[str] | None = None,
+def report(model: str, *, methods: tuple[Method, ...] | None = None, gpus: list[str] | None = None,
            revision: str | None = None, token: str | None = None, **settings: Any) -> dict[str, Any]:
     """The whole report as `hfmem MODEL --format json` prints it (the scan's and the Action's unit too)."""
     from hfmem.hardware.gpus import resolve_gpus
-    from hfmem.reporting.plan import Plan, with_estimates
     from hfmem.memory.settings import METHODS, TrainingSettings
+    from hfmem.reporting.plan import Plan, with_estimates
 
     chosen = tuple(methods or METHODS)
     training = TrainingSettings(method=chosen[0], **settings).validated()

@@ -142,7 +142,7 @@ class OutputError(HfmemError):
 def classify(exc: BaseException) -> tuple[ExitCode, str]:
     """The exit code and one-line message for a failure: hfmem's own errors as raised, Ctrl-C, or a bug."""
     if isinstance(exc, HfmemError):
-        return ExitCode(exc.exit_code), str(exc)
+        return exc.exit_code, str(exc)
     if isinstance(exc, KeyboardInterrupt):
         return ExitCode.INTERRUPTED, "interrupted."
     detail = " ".join(f"{type(exc).__name__}: {exc}".split())

@@ -21,7 +21,7 @@ from hfmem import errors
 from hfmem.cli.main import run
 from hfmem.hub import cache
 from hfmem.hub.modelref import parse_model_ref
-from hfmem.hub.settings import HubSettings
+from hfmem.hub.hub_settings import HubSettings
 from hfmem.model.derive import INVENTORY_ENTRY, SHAPE_ENTRY, inventory_key, shape_hash
 from hfmem.model.load import REF_ENTRY, REPO_ENTRY, analyse
 

@@ -75,7 +75,7 @@ def test_doublings():
 
 def test_report_has_curves_only_when_asked():
     from hfmem.hub.modelref import parse_model_ref
-    from hfmem.hub.settings import HubSettings
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.reporting.plan import Plan, build_report
 
     ref = parse_model_ref("example:gpt2", None)

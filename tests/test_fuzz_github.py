@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from hfmem.errors import ExitCode, GitHubApiError
 from hfmem.github import action
-from hfmem.github.api import GitHub
+from hfmem.github.rest import GitHub
 
 TOKEN = "ghs_fuzzTOKEN"
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hfmem.github.api import GitHub, GitHubApiError
+from hfmem.github.rest import GitHub, GitHubApiError
 from github_server import Fault, GitHubServer, GitHubState
 
 TOKEN = "ghs_secretTOKEN123"

@@ -249,7 +249,7 @@ def test_every_chart_is_named_described_and_tabulated(llama):
 
 def test_no_curves_without_asking(tmp_path):
     from hfmem.hub.modelref import parse_model_ref
-    from hfmem.hub.settings import HubSettings
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.render.html import render
     from hfmem.reporting.plan import build_report
 

@@ -67,3 +67,89 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("def f():\n    from hfmem.render.table import render\n    import hfmem.cli.main\n")
     assert [m for _, m in imports(sample)] == ["hfmem.render.table", "hfmem.cli.main"]
+
+
+def module_name(path: Path, package: Path) -> str:
+    """hfmem/memory/fit.py -> 'hfmem.memory.fit'; a package's __init__.py -> the package's name."""
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Each module of `package` and the modules of it that it imports, at any depth: `from pkg import name` counts
+    as importing the submodule pkg.name when there is one, else the package itself. The top package is left out:
+    it is every module's parent, run before any of them, holding only `__version__` and the lazy API names
+    (`from hfmem import estimate` inside the package is an import against the layers, test_imports_point_down)."""
+    modules = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
+    del modules[package.name]
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package.name:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    targets.add(sub if sub in modules else node.module)
+            elif isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names if a.name in modules}
+        graph[name] = (targets & modules.keys()) - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while (top := stack.pop()) != node:
+                component.append(top)
+            if component:
+                found.append(sorted([*component, node]))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle() -> None:
+    """No two modules of hfmem import each other, directly or through others, lazy imports inside functions included:
+    a cycle works only while every import in it stays lazy, and hides which module builds on which."""
+    found = cycles(import_graph(PACKAGE))
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_sees_a_lazy_cycle(tmp_path: Path) -> None:
+    """A cycle closed by an import inside a function, through a `from package import module`, is found."""
+    package = tmp_path / "hfmem"
+    (package / "memory").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "memory" / "__init__.py").write_text("")
+    (package / "memory" / "a.py").write_text("from hfmem.memory import b\n")
+    (package / "memory" / "b.py").write_text("def f():\n    from hfmem.memory.c import g\n")
+    (package / "memory" / "c.py").write_text("import hfmem.memory.a\n")
+    (package / "memory" / "d.py").write_text("from hfmem.memory.a import x\n")
+    assert cycles(import_graph(package)) == [["hfmem.memory.a", "hfmem.memory.b", "hfmem.memory.c"]]
+
+
+def test_module_names_are_unique() -> None:
+    """Each module's file name says its job once in the package: a name in a traceback or an import is unambiguous."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name not in {"__init__.py", "__main__.py"}:
+            seen.setdefault(path.name, []).append(str(path.relative_to(PACKAGE)))
+    repeated = {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not repeated, f"module names used more than once: {repeated}"

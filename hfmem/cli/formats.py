@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     table = "table"
     json = "json"
     markdown = "markdown"
 
 
-class PlotFormat(str, Enum):
+class PlotFormat(StrEnum):
     """`--plot-format`: each chart as SVG, or as SVG and PNG (drawn by headless Chromium)."""
 
     svg = "svg"

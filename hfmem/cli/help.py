@@ -6,11 +6,11 @@ hfmem's help texts are plain text (`org/name[@revision]`, `[0, 64)`), so they ar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import typer.core
 
-MARKUP = "rich"
+MARKUP: Literal["rich"] = "rich"
 """The typer markup mode of every hfmem app: the one in which typer draws help panels."""
 
 
@@ -25,6 +25,6 @@ class PlainHelpCommand(typer.core.TyperCommand):
             self.help, self.epilog = (escape(text) if text else text for text in (self.help, self.epilog))
             for param in self.params:
                 if getattr(param, "help", None):
-                    param.help = escape(param.help)
+                    param.help = escape(param.help)  # type: ignore[attr-defined]  # Options and typer's Arguments have it
             self._escaped = True
         super().format_help(ctx, formatter)

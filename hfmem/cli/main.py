@@ -10,7 +10,7 @@ import json
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -22,7 +22,7 @@ from hfmem.constants import HUB_TIMEOUT_S
 from hfmem.memory.fields import MODEL_PANEL, OUTPUT_PANEL
 
 # typer may vendor click; find its ClickException through a public subclass either way.
-_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_CLICK_ERROR: type[Any] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=MARKUP)
 
@@ -45,12 +45,12 @@ COMMANDS = ("Commands: hfmem MODEL [options] (this page) · hfmem scan FILE [opt
              epilog=COMMANDS, cls=PlainHelpCommand)
 @opt.with_plan_flags
 def model(
-    model: Annotated[Optional[str], typer.Argument(
+    model: Annotated[str | None, typer.Argument(
         metavar="MODEL", help="org/name[@revision], a directory, a config.json or example:NAME (default: the model "
                               "the --config file names)", show_default=False)] = None,
-    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.",
+    revision: Annotated[str | None, typer.Option(help="Branch, tag or commit sha.",
                                                     rich_help_panel=MODEL_PANEL)] = None,
-    token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
+    token: Annotated[str | None, typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False, rich_help_panel=MODEL_PANEL)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.",
                                            rich_help_panel=MODEL_PANEL)] = HUB_TIMEOUT_S,
@@ -58,15 +58,15 @@ def model(
                                                  rich_help_panel=OUTPUT_PANEL)] = OutputFormat.table,
     details: Annotated[bool, typer.Option("--details", help="Show the architecture and full breakdowns.",
                                           rich_help_panel=OUTPUT_PANEL)] = False,
-    html: Annotated[Optional[Path], typer.Option("--html", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
+    html: Annotated[Path | None, typer.Option("--html", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
                                                  help="Also write a self-contained HTML report with charts (no network "
                                                       "needed to open it); adds `curves` to the JSON.")] = None,
-    plot_dir: Annotated[Optional[Path], typer.Option("--plot-dir", metavar="DIR", rich_help_panel=OUTPUT_PANEL,
+    plot_dir: Annotated[Path | None, typer.Option("--plot-dir", metavar="DIR", rich_help_panel=OUTPUT_PANEL,
                                                      help="Also write each chart of the HTML report as a file of its "
                                                           "own in DIR (created if missing): fit, terms, seq-len, "
                                                           "micro-batch-size, and frontier with --tokens and --price; "
                                                           "adds `curves` to the JSON.")] = None,
-    plot_format: Annotated[Optional[PlotFormat], typer.Option(
+    plot_format: Annotated[PlotFormat | None, typer.Option(
         "--plot-format", rich_help_panel=OUTPUT_PANEL, show_default=False,
         help="svg (default): standalone SVG files; png: also a PNG of each, drawn by headless Chromium or Chrome "
              "(needs --plot-dir).")] = None,
@@ -75,8 +75,8 @@ def model(
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
     from hfmem.cli.waiting import stall_notices
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.hub.modelref import parse_model_ref
-    from hfmem.hub.settings import HubSettings
     from hfmem.reporting.plan import build_report
 
     model = model or plan.model
@@ -90,7 +90,7 @@ def model(
     with stall_notices():
         report = build_report(ref, hub, plan, curves=html is not None or plot_dir is not None)
     if html is not None:
-        from hfmem.cli.files import write_output
+        from hfmem.cli.output_files import write_output
         from hfmem.render.html import render
 
         write_output(html, render(report))
@@ -105,15 +105,15 @@ def emit(report: dict, output: OutputFormat, details: bool) -> None:
     if output is OutputFormat.json:
         sys.stdout.write(json.dumps(report, separators=(",", ":"), ensure_ascii=False) + "\n")
     elif output is OutputFormat.markdown:
-        from hfmem.render.markdown import render
+        from hfmem.render.markdown import render as markdown
 
-        sys.stdout.write(render(report))
+        sys.stdout.write(markdown(report))
     else:
         from rich.console import Console
 
-        from hfmem.render.table import render
+        from hfmem.render.table import render as table
 
-        render(report, Console(), details=details)
+        table(report, Console(), details=details)
 
 
 def _fail(message: str, code: int) -> int:
@@ -135,7 +135,7 @@ def run(argv: list[str]) -> int:
 
         command, argv, prog = typer.main.get_command(serve_app), argv[1:], "hfmem serve"
     elif argv[:1] == ["gpus"]:
-        from hfmem.cli.gpus import gpus_app
+        from hfmem.cli.catalogue import gpus_app
 
         command, argv, prog = typer.main.get_command(gpus_app), argv[1:], "hfmem gpus"
     else:

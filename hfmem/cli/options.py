@@ -157,7 +157,7 @@ def with_plan_flags(command: Callable[..., None]) -> Callable[..., None]:
 
     own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]  # typer passes every value by name
     parameters = sorted(own + [flag.parameter() for flag in flags], key=_panel_rank)
-    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # what typer reads
     wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
     return wrapper
 
@@ -213,7 +213,8 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, fra
                   "count is not set; give --num-gpus",)
     return Plan(training=training, methods=tuple(dict.fromkeys(chosen)), gpus=resolve_gpus(split_list(gpu)),
                 method_settings=layers.method_defaults(given), sources=sources, framework=layers.framework_dict(),
-                config=layers.config_dict(), notes=notes, model=layers.model, tokens=budget_tokens(tokens, epochs, dataset_tokens),
+                config=layers.config_dict(), notes=notes, model=layers.model,
+                tokens=budget_tokens(tokens, epochs, dataset_tokens),
                 rank=_ranking(rank),
                 prices=parse_prices(split_list(price)))
 
@@ -290,7 +291,8 @@ class Layers:
         if not self.profile:
             return {}
         taken = set(given) | set(self.file.values if self.file else ())
-        found = {m: {d.field: d.value for d in ds if d.field not in taken} for m, ds in self.profile.method_defaults.items()}
+        found = {m: {d.field: d.value for d in ds if d.field not in taken}
+                 for m, ds in self.profile.method_defaults.items()}
         return {m: over for m, over in found.items() if over}
 
     def framework_dict(self) -> dict[str, Any] | None:

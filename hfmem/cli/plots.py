@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from hfmem import errors
-from hfmem.cli.files import write_output
 from hfmem.cli.formats import PlotFormat
+from hfmem.cli.output_files import write_output
 from hfmem.cli.png import crop_height
 from hfmem.render.charts import chart_files
 

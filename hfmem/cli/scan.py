@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,7 +20,7 @@ from hfmem.cli.help import MARKUP, PlainHelpCommand
 from hfmem.constants import HUB_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from hfmem.hub.settings import HubSettings
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.reporting.plan import Plan
     from hfmem.scan.export import FitFilter
     from hfmem.scan.runner import ScanStats
@@ -43,30 +43,34 @@ scan_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, ric
                        "(--csv, --markdown, --html).", cls=PlainHelpCommand)
 @opt.with_plan_flags
 def scan(
-    file: Annotated[Optional[str], typer.Argument(metavar="FILE", help="Model list, or - for stdin.")] = None,
-    author: Annotated[Optional[str], typer.Option(help="List the Hub models of this user or organisation.")] = None,
-    search: Annotated[Optional[str], typer.Option(help="List the Hub models whose id contains this text.")] = None,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="At most this many models from the Hub listing.")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL results file (appended to).")] = Path("hfmem-scan.jsonl"),
-    resume: Annotated[bool, typer.Option("--resume", help="Continue --out: skip models recorded with the same settings.")] = False,
+    file: Annotated[str | None, typer.Argument(metavar="FILE", help="Model list, or - for stdin.")] = None,
+    author: Annotated[str | None, typer.Option(help="List the Hub models of this user or organisation.")] = None,
+    search: Annotated[str | None, typer.Option(help="List the Hub models whose id contains this text.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many models from the Hub listing.")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL results file (appended to).")] = Path(
+        "hfmem-scan.jsonl"),
+    resume: Annotated[bool, typer.Option("--resume", help="Continue --out: skip models recorded with the same "
+                                                          "settings.")] = False,
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Models fetched at once.")] = DEFAULT_CONCURRENCY,
-    shard: Annotated[Optional[str], typer.Option(metavar="K/N", help="Scan only shard K of N (1 <= K <= N).")] = None,
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the results as CSV.")] = None,
-    markdown_path: Annotated[Optional[Path], typer.Option("--markdown", help="Also write a markdown summary.")] = None,
-    html_path: Annotated[Optional[Path], typer.Option("--html", help="Also write a sortable, filterable HTML table "
+    shard: Annotated[str | None, typer.Option(metavar="K/N", help="Scan only shard K of N (1 <= K <= N).")] = None,
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="Also write the results as CSV.")] = None,
+    markdown_path: Annotated[Path | None, typer.Option("--markdown", help="Also write a markdown summary.")] = None,
+    html_path: Annotated[Path | None, typer.Option("--html", help="Also write a sortable, filterable HTML table "
                                                                      "(one file, opens offline).")] = None,
-    fits: Annotated[Optional[list[str]], typer.Option("--fits", metavar="METHOD:GPU",
-                                                      help="Export only models where METHOD fits on one such GPU with these "
-                                                           "settings, e.g. qlora:rtx4090 (repeatable: all must hold).")] = None,
-    list_only: Annotated[bool, typer.Option("--list-only", help="Print the models this job would scan and exit.")] = False,
-    token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
+    fits: Annotated[list[str] | None, typer.Option("--fits", metavar="METHOD:GPU",
+                                                   help="Export only models where METHOD fits on one such GPU with "
+                                                        "these settings, e.g. qlora:rtx4090 (repeatable: all must "
+                                                        "hold).")] = None,
+    list_only: Annotated[bool, typer.Option("--list-only", help="Print the models this job would scan and "
+                                                                "exit.")] = False,
+    token: Annotated[str | None, typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
     compact: Annotated[bool, typer.Option("--compact", help="Record only the fit table per model (verdict, total, "
                                                             "suggestion), no breakdowns: a few kB a model.")] = False,
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
-    from hfmem.hub.settings import HubSettings
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.scan import runner as engine
     from hfmem.scan.export import parse_fit_filter, summarise
 
@@ -172,7 +176,7 @@ def _counts(stats: ScanStats) -> str:
 def _export(rows: list[dict[str, Any]], filters: list[FitFilter], out: Path, csv_path: Path | None,
             markdown_path: Path | None, html_path: Path | None) -> None:
     """Write the requested CSV, markdown and HTML dashboard files from the chosen rows (of the results file `out`)."""
-    from hfmem.cli.files import write_output
+    from hfmem.cli.output_files import write_output
     from hfmem.render.dashboard import render as dashboard
     from hfmem.scan.export import dashboard_data, to_csv, to_markdown
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from functools import partial
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -24,7 +24,7 @@ serve_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, ri
 def serve(
     model: Annotated[str, typer.Argument(metavar="MODEL", help="org/name[@revision], a directory, a config.json or "
                                                               "example:NAME", show_default=False)],
-    gpu: Annotated[Optional[list[str]], typer.Option("--gpu", "-g", help="GPUs (repeatable or comma-separated; "
+    gpu: Annotated[list[str] | None, typer.Option("--gpu", "-g", help="GPUs (repeatable or comma-separated; "
                                                      "default: the whole catalogue).", show_default=False)] = None,
     engine: Annotated[str, typer.Option(help="vllm, sglang, llama.cpp or transformers.")] = "vllm",
     context: Annotated[int, typer.Option(help="Tokens per request (prompt and output) for the concurrency.")] = 4096,
@@ -33,24 +33,24 @@ def serve(
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages per replica.")] = 1,
     kv_cache_dtype: Annotated[str, typer.Option(help="auto (the model's dtype), fp8, fp8_e5m2, bfloat16, float16, "
                                                      "float32, q8_0, q4_0.")] = "auto",
-    quantization: Annotated[Optional[str], typer.Option(help="Weights packed as fp8, int8, awq, gptq, nf4, mxfp4, "
+    quantization: Annotated[str | None, typer.Option(help="Weights packed as fp8, int8, awq, gptq, nf4, mxfp4, "
                                                              "nvfp4 or a GGUF type (q8_0, q6_k, q5_k, q4_k, q4_0, "
                                                              "q3_k, q2_k, f16); default: as stored.",
                                                         show_default=False)] = None,
-    memory_fraction: Annotated[Optional[float], typer.Option(
+    memory_fraction: Annotated[float | None, typer.Option(
         help="vLLM gpu_memory_utilization / SGLang mem_fraction_static (default: the engine's).",
         show_default=False)] = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option(
+    max_num_batched_tokens: Annotated[int | None, typer.Option(
         help="vLLM max_num_batched_tokens / SGLang chunked_prefill_size / llama.cpp n_ubatch (default: the "
              "engine's for the GPU).", show_default=False)] = None,
-    max_num_seqs: Annotated[Optional[int], typer.Option(help="vLLM max_num_seqs (default: the engine's for the GPU).",
+    max_num_seqs: Annotated[int | None, typer.Option(help="vLLM max_num_seqs (default: the engine's for the GPU).",
                                                         show_default=False)] = None,
     cuda_context_gib: Annotated[float, typer.Option(help="Memory outside torch per GPU in GiB: CUDA context and "
                                                      "library workspaces.")] = 0.5,
-    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "-ngl", help="llama.cpp: layers offloaded "
+    n_gpu_layers: Annotated[int | None, typer.Option("--n-gpu-layers", "-ngl", help="llama.cpp: layers offloaded "
                                                         "to the GPU (default: all).", show_default=False)] = None,
-    revision: Annotated[Optional[str], typer.Option(help="Branch, tag or commit sha.")] = None,
-    token: Annotated[Optional[str], typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
+    revision: Annotated[str | None, typer.Option(help="Branch, tag or commit sha.")] = None,
+    token: Annotated[str | None, typer.Option(help="Hub token (default: HF_TOKEN, then the saved login).",
                                                  show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per Hub request before retrying.")] = HUB_TIMEOUT_S,
     output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
@@ -58,8 +58,8 @@ def serve(
     from hfmem.cli.options import split_list
     from hfmem.cli.waiting import stall_notices
     from hfmem.hardware.gpus import resolve_gpus
+    from hfmem.hub.hub_settings import HubSettings
     from hfmem.hub.modelref import parse_model_ref
-    from hfmem.hub.settings import HubSettings
     from hfmem.model.load import analyse
     from hfmem.serving.capacity import ServingSettings
     from hfmem.serving.report import serving_report

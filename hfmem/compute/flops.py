@@ -29,7 +29,8 @@ OUTSIDE_LAYERS = frozenset({"head", "other"})
 last layer and it (BERT's MLM transform); full checkpointing does not recompute them."""
 NOT_TEXT = frozenset({"vision", "projector"})
 """Components that process image or audio inputs, not text tokens: not in a text token's FLOPs."""
-BIDIRECTIONAL = frozenset({"bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert", "deberta", "deberta-v2"})
+BIDIRECTIONAL = frozenset({"bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert", "deberta",
+                           "deberta-v2"})
 """Encoder-only model types: every token attends to every token, there is no causal mask to skip."""
 CHECKPOINTING = ("off", "full", "selective")
 """The recomputation schemes counted (the values of TrainingSettings.gradient_checkpointing)."""
@@ -119,7 +120,8 @@ def active_share(group: LinearGroup, arch: Architecture) -> float:
     A group is routed experts when it holds one matrix per expert of every MoE layer (fused expert tensors
     or transformers 4's per-expert Linears); shared experts and dense MLPs are always active.
     """
-    if not arch.is_moe or group.component not in {"experts", "mlp"} or group.count != moe_layers(arch) * arch.num_experts:
+    if (not arch.is_moe or group.component not in {"experts", "mlp"}
+            or group.count != moe_layers(arch) * arch.num_experts):
         return 1.0
     return arch.experts_per_token / arch.num_experts
 
@@ -170,7 +172,8 @@ def attention_flops(arch: Architecture, seq_len: int, *, skip_masked: bool = Fal
     else:
         qk = v = arch.head_dim
     per_pair = 2.0 * arch.num_attention_heads * (qk + v)
-    total = sum(count * per_pair * attention_pairs(seq_len, causal=causal, window=arch.sliding_window if windowed else None,
+    total = sum(count * per_pair * attention_pairs(seq_len, causal=causal,
+                                                   window=arch.sliding_window if windowed else None,
                                                    skip_masked=skip_masked)
                 for count, causal, windowed in _attention_layers(arch))
     return total / seq_len
@@ -195,11 +198,12 @@ def forward_flops(arch: Architecture, inventory: Inventory, seq_len: int, *, ski
         notes.append("Mamba layers: the projections are counted, the selective scan and its convolution are not.")
     if any(g.component in NOT_TEXT for g in inventory.linears):
         notes.append("vision tower and projector not counted (text tokens only).")
-    return ForwardFlops(seq_len, linears, attention_flops(arch, seq_len, skip_masked=skip_masked), skip_masked, tuple(notes))
+    return ForwardFlops(seq_len, linears, attention_flops(arch, seq_len, skip_masked=skip_masked), skip_masked,
+                        tuple(notes))
 
 
-def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "full", adapters: tuple[LinearGroup, ...] = (),
-                   rank: int = 0, checkpointing: str = "off") -> TrainingFlops:
+def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "full",
+                   adapters: tuple[LinearGroup, ...] = (), rank: int = 0, checkpointing: str = "off") -> TrainingFlops:
     """Matmul FLOPs per token of forward, backward and recomputation for a training method.
 
     full: every linear computes its input and its weight gradient (3 forwards in all). lora/qlora: the frozen
@@ -221,7 +225,7 @@ def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "
         raise InvalidInputError(f"LoRA rank must be a positive integer, got {rank!r}.")
     chosen = adapters if method != "full" else ()
     extra = [adapter_flops(g, arch, rank) for g in chosen]
-    extra_in_layers = sum(f for g, f in zip(chosen, extra) if g.component not in OUTSIDE_LAYERS)
+    extra_in_layers = sum(f for g, f in zip(chosen, extra, strict=True) if g.component not in OUTSIDE_LAYERS)
     adapter = sum(extra)
     recompute = {"off": 0.0, "full": forward.in_layers + extra_in_layers, "selective": forward.attention}[checkpointing]
     return TrainingFlops(

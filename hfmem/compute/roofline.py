@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from hfmem.compute.collectives import STEP_LATENCY_S, Fabric, Link, collective_seconds
 from hfmem.compute.flops import CHECKPOINTING, TrainingFlops
@@ -32,7 +32,8 @@ GBIT_S = 1e9 / 8
 SHARDINGS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op")
 """The data-parallel schemes timed (the values of TrainingSettings.sharding)."""
 DDP_BUCKET_BYTES = 25 * 2**20
-"""torch DistributedDataParallel's bucket_cap_mb default (25 MiB): the last bucket is all-reduced after backward ends."""
+"""torch DistributedDataParallel's bucket_cap_mb default (25 MiB): the last bucket is all-reduced after backward
+ends."""
 
 
 @dataclass(frozen=True)
@@ -142,9 +143,9 @@ class Transfer:
     "copy" (a host transfer over PCIe)."""
     buffer: float
     """The whole buffer of the collective (collectives.py), or the bytes copied to or from the host."""
-    per: str
+    per: Literal["micro_batch", "step"]
     """"micro_batch" or "step" (step transfers overlap the last micro-batch only)."""
-    hidden_by: str | None
+    hidden_by: Literal["forward", "backward"] | None
     """"forward", "backward" or None (on the critical path, exposed whole)."""
     ranks: int = 1
     """The group it runs over."""
@@ -156,7 +157,7 @@ class Transfer:
     """The buffer that cannot overlap even with a long window (DDP's last bucket, all-reduced after backward)."""
 
     @property
-    def link(self) -> str:
+    def link(self) -> Literal["gpu", "pcie"]:
         """"pcie" for a host copy, "gpu" for a collective: transfers on one link and window queue behind each other."""
         return "pcie" if self.op == "copy" else "gpu"
 
@@ -197,7 +198,7 @@ def data_parallel_transfers(sharding: str, num_gpus: int, *, parameter_bytes: fl
         return (Transfer("ddp_all_reduce", "all_reduce", gradient_bytes, "step", "backward", **group, count=buckets,
                          tail=min(DDP_BUCKET_BYTES, gradient_bytes)),)
     if sharding in {"zero1", "zero2"}:
-        per = "step" if sharding == "zero1" else "micro_batch"
+        per: Literal["micro_batch", "step"] = "step" if sharding == "zero1" else "micro_batch"
         return (Transfer("zero_reduce_scatter", "reduce_scatter", gradient_bytes, per, "backward", **group),
                 Transfer("zero_all_gather_updated", "all_gather", trainable_bytes, "step", None, **group))
     units = max(1, units)

@@ -1,12 +1,10 @@
-"""Which framework wrote a config: the keys only that framework's files carry (files.py checks the extension)."""
+"""Which framework wrote a config: the keys only that framework's files carry (file_io.py checks the extension)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from hfmem.errors import InvalidInputError
-
-FORMATS = ("torchtune", "axolotl", "llama-factory", "deepspeed", "accelerate", "trainer-args")
 
 TRAINER_KEYS = frozenset({
     "per_device_train_batch_size", "gradient_accumulation_steps", "output_dir", "learning_rate",
@@ -23,10 +21,12 @@ def has_component(data: dict) -> bool:
 
 SIGNATURES: dict[str, tuple[str, Callable[[dict], bool]]] = {
     "torchtune": ("`_component_` keys", has_component),
-    "axolotl": ("base_model with adapter or datasets", lambda d: "base_model" in d and ("adapter" in d or "datasets" in d)),
+    "axolotl": ("base_model with adapter or datasets",
+                lambda d: "base_model" in d and ("adapter" in d or "datasets" in d)),
     "llama-factory": ("stage or finetuning_type", lambda d: "stage" in d or "finetuning_type" in d),
     "deepspeed": ("zero_optimization, train_micro_batch_size_per_gpu or train_batch_size",
-                  lambda d: bool({"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size"} & d.keys())),
+                  lambda d: bool({"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size"}
+                                 & d.keys())),
     "accelerate": ("compute_environment or distributed_type",
                    lambda d: "compute_environment" in d or "distributed_type" in d),
 }

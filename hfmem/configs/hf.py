@@ -2,18 +2,18 @@
 
 trainer-args files and LLaMA-Factory write TrainingArguments keys as they are; Axolotl and accelerate write the
 same FSDP options (`fsdp_config`, with or without the `fsdp_` prefix). `training_arguments` maps the keys every
-Trainer run has and returns the facts its precision follows from (precision.py); each format adds what the
+Trainer run has and returns the facts its precision follows from (trainer_precision.py); each format adds what the
 weights' dtype is in that framework.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
-from hfmem.configs import deepspeed
+from hfmem.configs import deepspeed_config
 from hfmem.configs.draft import Draft, Linked
-from hfmem.memory.fields import setting_of
+from hfmem.memory.fields import Choice, setting_of
 from hfmem.memory.settings import TrainingSettings
 
 HF_BATCH_SIZE = 8
@@ -80,7 +80,7 @@ def choice(d: Draft, path: str, field: str) -> None:
     if name is None:
         return
     check = setting_of(next(f for f in fields(TrainingSettings) if f.name == field)).check
-    known = getattr(check, "inner", check).table.get(name.strip().lower())
+    known = cast(Choice, getattr(check, "inner", check)).table.get(name.strip().lower())
     if known is None:
         d.unmodelled(path)
     else:
@@ -151,9 +151,10 @@ def fsdp_options(d: Draft, path: str) -> bool:
 
 
 def linked_deepspeed(d: Draft, linked: Linked) -> str | None:
-    """Read the DeepSpeed config a file names (or holds inline) into `d`; its precision flag (deepspeed.AUTO too)."""
+    """Read the DeepSpeed config a file names (or holds inline) into `d`; its precision flag (deepspeed_config.AUTO
+    too)."""
     child = Draft(linked.data, d.label, prefix=linked.prefix)
-    flag = deepspeed.read(child)
+    flag = deepspeed_config.read(child)
     d.absorb(child)
     return flag
 
@@ -215,7 +216,7 @@ def training_arguments(d: Draft, linked: Linked | None, bf16_default: bool = Fal
     if linked is not None:
         d.know("deepspeed")
         flag = linked_deepspeed(d, linked)
-        if flag != deepspeed.AUTO:
+        if flag != deepspeed_config.AUTO:
             autocast = flag
         engine = True
         zero3 = d.values.get("sharding") == "zero3"

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from hfmem.configs import (
-    accelerate,
-    axolotl,
-    deepspeed,
-    files,
-    llama_factory,
-    torchtune,
+    accelerate_config,
+    axolotl_config,
+    deepspeed_config,
+    file_io,
+    llama_factory_config,
+    torchtune_config,
     trainer_args,
 )
 from hfmem.configs.detect import detect
@@ -48,24 +48,25 @@ class ConfigFile:
 
 LinkedReader = Callable[[Draft, Linked | None], tuple[str, str | None]]
 LINKED_READERS: dict[str, tuple[LinkedReader, str]] = {
-    "axolotl": (axolotl.read, "deepspeed"),
-    "llama-factory": (llama_factory.read, "deepspeed"),
+    "axolotl": (axolotl_config.read, "deepspeed"),
+    "llama-factory": (llama_factory_config.read, "deepspeed"),
     "trainer-args": (trainer_args.read, "deepspeed"),
-    "accelerate": (accelerate.read, "deepspeed_config.deepspeed_config_file"),
+    "accelerate": (accelerate_config.read, "deepspeed_config.deepspeed_config_file"),
 }
 """The formats that may name a DeepSpeed config, each with its reader and the key that names it."""
 
 
 def read_config(path: str | Path) -> ConfigFile:
-    """Detect the format of a training config file, parse it and map it to settings; InvalidInputError on anything bad."""
+    """Detect the format of a training config file, parse it and map it to settings; InvalidInputError on anything
+    bad."""
     file, label = Path(path), str(path)
-    data = files.read_mapping(file, label)
+    data = file_io.read_mapping(file, label)
     kind = detect(data, label)
     draft = Draft(data, label)
     if kind == "torchtune":
-        framework, model = torchtune.read(draft, file.name)
+        framework, model = torchtune_config.read(draft, file.name)
     elif kind == "deepspeed":
-        deepspeed.read_file(draft)
+        deepspeed_config.read_file(draft)
         framework, model = "deepspeed", None
     else:
         reader, key = LINKED_READERS[kind]
@@ -87,9 +88,9 @@ def linked_deepspeed(file: Path, data: dict, key: str, label: str) -> Linked | N
         return Linked(f"{key}.", value)
     if not isinstance(value, str):
         raise InvalidInputError(f"{label}: {key} must be the path of a DeepSpeed JSON; got {shown(value)}.")
-    found = files.find_linked(file, value, label, key)
+    found = file_io.find_linked(file, value, label, key)
     linked_label = f"{value} (named by {label})"
-    linked = files.read_mapping(found, linked_label)
+    linked = file_io.read_mapping(found, linked_label)
     try:
         kind = detect(linked, linked_label)
     except InvalidInputError:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from hfmem.configs.draft import Draft, Linked
 from hfmem.configs.hf import choice, training_arguments
-from hfmem.configs.precision import WEIGHT_DTYPES, trainer_dtype
+from hfmem.configs.trainer_precision import WEIGHT_DTYPES, trainer_dtype
 
 TRL_KEYS = frozenset({
     "max_seq_length", "max_length", "packing", "dataset_text_field", "use_peft", "lora_r", "lora_alpha",

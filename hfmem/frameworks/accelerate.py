@@ -1,4 +1,5 @@
-"""A plain training loop under Hugging Face Accelerate, as its shipped examples write it (Accelerator, AdamW, outputs.loss)."""
+"""A plain training loop under Hugging Face Accelerate, as its shipped examples write it (Accelerator, AdamW,
+outputs.loss)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ from hfmem.frameworks.profile import Profile
 PROFILE = Profile(
     name="hf-trainer",
     title="Hugging Face Trainer + PEFT",
-    versions="transformers 5.4 (training_args.py at 00349ae8; loss_utils.py as in 4.57-5.4), peft 0.20.1.dev0 (5d602fd)",
+    versions="transformers 5.4 (training_args.py at 00349ae8; loss_utils.py as in 4.57-5.4), "
+             "peft 0.20.1.dev0 (5d602fd)",
     defaults=(
         upstream.ACCELERATE_NO_SYNC,
         upstream.TRAINER_OPTIMIZER,

@@ -16,14 +16,15 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, cast
 
 from hfmem import __version__, errors
 from hfmem.constants import DEFAULT_SEQ_LEN
-from hfmem.render.comment import Item, render
 from hfmem.memory.settings import METHODS
+from hfmem.render.comment import Item, render
 
 MARKER = "<!-- hfmem-action: sticky fit table -->"
 COMMENT_BUDGET = 60_000  # characters: GitHub refuses comments over 65,536; the margin absorbs the footer
@@ -119,7 +120,8 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
         models += [m for m in load_list(str(workspace / models_file)) if m not in models]
     for model in models:  # the list may come from the pull request: no local paths, only ids (or examples)
         if parse_model_ref(model).kind != "hub" and not model.startswith("example:"):
-            raise errors.InvalidInputError(f"input models: {model!r} is not a Hub model id (use config-paths for files).")
+            raise errors.InvalidInputError(f"input models: {model!r} is not a Hub model id "
+                                           "(use config-paths for files).")
     globs = split_list(get_input(env, "config-paths"))
     if not models and not globs:
         raise errors.InvalidInputError("give at least one of the inputs models, models-file or config-paths.")
@@ -176,8 +178,10 @@ def resolve_gpu_names(specs: list[str]) -> list[str]:
     """Catalogue names for catalogue GPUs (aliases resolved), `name=GiB` specs kept as given; unknown: error."""
     from hfmem.hardware.gpus import resolve_gpus
 
+    if not specs:  # resolve_gpus reads none as the whole catalogue
+        return []
     try:
-        return [spec if gpu.user_defined else gpu.name for spec, gpu in zip(specs, resolve_gpus(specs))]
+        return [spec if gpu.user_defined else gpu.name for spec, gpu in zip(specs, resolve_gpus(specs), strict=True)]
     except errors.InvalidInputError as err:
         raise errors.InvalidInputError(f"input gpus: {err}") from None
 
@@ -206,14 +210,16 @@ def read_event(env: Mapping[str, str]) -> PullRequest | None:
     try:
         event = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise errors.InvalidInputError(f"cannot read the event file $GITHUB_EVENT_PATH ({type(err).__name__}).") from None
+        raise errors.InvalidInputError(
+            f"cannot read the event file $GITHUB_EVENT_PATH ({type(err).__name__}).") from None
     pr = event.get("pull_request") if isinstance(event, dict) else None
     if pr is None:
         return None
     pr = _event_object(pr, "pull_request")
     number = pr.get("number")
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-        raise errors.InvalidInputError(f"the event's pull_request.number must be a positive integer, got {number!r:.40}.")
+        raise errors.InvalidInputError(
+            f"the event's pull_request.number must be a positive integer, got {number!r:.40}.")
     base, head = _event_object(pr.get("base"), "pull_request.base"), _event_object(pr.get("head"), "pull_request.head")
     sha = base.get("sha")
     if sha is not None and not isinstance(sha, str):
@@ -265,9 +271,11 @@ def build_items(inputs: Inputs, pr: PullRequest | None, workspace: Path, report_
     with tempfile.TemporaryDirectory(prefix="hfmem-base-") as tmp:
         for n, file in enumerate(files):
             if file.status == "outside":
-                items.append(Item(file.path, "config", file.status, head_error="resolves outside the workspace; not read."))
+                items.append(Item(file.path, "config", file.status,
+                                  head_error="resolves outside the workspace; not read."))
                 continue
-            head = analyse(ModelRef("config", file.path, path=file.absolute), report_fn, {str(file.absolute): file.path})
+            head = analyse(ModelRef("config", file.path, path=file.absolute), report_fn,
+                           {str(file.absolute): file.path})
             base: tuple[dict[str, Any] | None, str | None] = (None, None)
             if file.base is not None:
                 copy = Path(tmp) / f"base-{n}.json"
@@ -292,7 +300,8 @@ def failures(items: list[Item], fail_on: list[str]) -> list[str]:
                 method, gpu = condition.split(":", 1)
                 ok = fits(fit_entries(item.head).get((method, gpu.split("=", 1)[0].strip())))
                 if ok is not True:
-                    found.append(f"{item.label}: {'does not fit' if ok is False else 'no estimate for'} {gpu} with {method}")
+                    verdict = "does not fit" if ok is False else "no estimate for"
+                    found.append(f"{item.label}: {verdict} {gpu} with {method}")
     return found
 
 
@@ -311,7 +320,8 @@ def settings_line(inputs: Inputs) -> str:
     seq = (f"sequence length {inputs.seq_len:,}" if inputs.seq_len
            else f"sequence length {DEFAULT_SEQ_LEN:,} (or the model's maximum)")
     parts = [seq, f"micro-batch {inputs.batch_size}", t.precision.label, f"{t.resolved_optimizer} "
-             f"(QLoRA: {replace(t, method='qlora').resolved_optimizer})", f"gradient checkpointing {t.gradient_checkpointing}",
+             f"(QLoRA: {replace(t, method='qlora').resolved_optimizer})",
+             f"gradient checkpointing {t.gradient_checkpointing}",
              f"LoRA rank {t.lora_rank} on {', '.join(t.lora_targets)}",
              "one GPU each: " + ", ".join(g.split("=", 1)[0].strip() for g in inputs.gpus)]
     if inputs.tokens:
@@ -345,7 +355,7 @@ def html_page(items: list[Item]) -> str:
     """Every item's report on one page (the first HTML_REPORTS drawn in full), each error listed."""
     from hfmem.render.html import render_all
 
-    entries = []
+    entries: list[tuple[str, dict[str, Any] | None, str | None]] = []
     for item in items:
         drawn = sum(report is not None for _, report, _ in entries)
         if item.head is not None and drawn >= HTML_REPORTS:
@@ -377,10 +387,11 @@ def write_outputs(env: Mapping[str, str], summary: str, data: dict[str, Any], pa
 
 def post_comment(env: Mapping[str, str], inputs: Inputs, pr: PullRequest | None, body: str, log: Log) -> int:
     """Create or update the sticky comment; 0, or the exit code of a GitHub failure other than a fork's 403."""
-    from hfmem.github.api import GitHub
+    from hfmem.github.rest import GitHub
 
     if pr is None:
-        log(f"not a pull request event ({env.get('GITHUB_EVENT_NAME') or 'unknown'}): the table is in the job summary only.")
+        log(f"not a pull request event ({env.get('GITHUB_EVENT_NAME') or 'unknown'}): "
+            "the table is in the job summary only.")
         return errors.ExitCode.OK
     if not inputs.token:
         log("no GitHub token (input `token`): the table is in the job summary only.")
@@ -393,7 +404,8 @@ def post_comment(env: Mapping[str, str], inputs: Inputs, pr: PullRequest | None,
         done, comment = github.upsert_comment(pr.number, MARKER, body)
     except errors.GitHubApiError as err:
         if err.status == 403:
-            why = "a pull request from a fork gets a read-only token" if pr.fork else "the token lacks pull-requests: write"
+            why = ("a pull request from a fork gets a read-only token" if pr.fork
+                   else "the token lacks pull-requests: write")
             log(f"cannot comment on pull request #{pr.number} (HTTP 403: {why}); the table is in the job summary only.")
             return errors.ExitCode.OK
         log.error(str(err))
@@ -443,12 +455,13 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
 def default_report_fn(inputs: Inputs) -> ReportFn:
     """`build_report` with the inputs' hf-token and Plan (training settings, methods, GPUs)."""
     from hfmem.hardware.gpus import resolve_gpus
-    from hfmem.hub.settings import HubSettings
+    from hfmem.hub.hub_settings import HubSettings
+    from hfmem.memory.settings import Method, TrainingSettings
     from hfmem.reporting.plan import Plan, build_report
-    from hfmem.memory.settings import TrainingSettings
 
     hub = HubSettings.from_env(token=inputs.hf_token or None)
-    training = TrainingSettings(method=inputs.methods[0], seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)
+    method = cast(Method, inputs.methods[0])  # read_inputs checked it
+    training = TrainingSettings(method=method, seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)
     plan = Plan(training=training.validated(), methods=tuple(inputs.methods), gpus=resolve_gpus(inputs.gpus),
                 tokens=inputs.tokens, prices=inputs.prices)
     return lambda ref: build_report(ref, hub, plan, curves=True)  # the HTML page's curves

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 from hfmem.errors import InvalidInputError
 from hfmem.hub.files import MAX_JSON_BYTES
@@ -84,7 +84,8 @@ def base_version(workspace: Path, sha: str, rel: str) -> bytes | None:
         return None
     if int(size) > MAX_JSON_BYTES:
         raise InvalidInputError(f"{rel} at the base commit is larger than {MAX_JSON_BYTES:,} bytes.")
-    return _git(workspace, "cat-file", "blob", spec, text=False)
+    blob = _git(workspace, "cat-file", "blob", spec, text=False)
+    return blob if isinstance(blob, bytes) else None
 
 
 def collect(globs: list[str], workspace: Path, base_sha: str | None) -> tuple[list[ConfigFile], str | None]:
@@ -99,7 +100,7 @@ def collect(globs: list[str], workspace: Path, base_sha: str | None) -> tuple[li
     for rel, target in matches:
         if target is None:
             files.append(ConfigFile(rel, workspace / rel, "outside"))
-        elif why is not None:
+        elif why is not None or base_sha is None:
             files.append(ConfigFile(rel, target, "no-base"))
         elif (base := base_version(workspace, base_sha, rel)) is None:
             files.append(ConfigFile(rel, target, "added"))

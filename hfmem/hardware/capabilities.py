@@ -20,6 +20,7 @@ Per generation, not per card, because the kernels and dtypes follow the architec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from hfmem.hardware.gpus import Gpu
 
@@ -33,7 +34,7 @@ class Capabilities:
     fp8: bool = False
     flash_attention: tuple[str, ...] = ()
     """FlashAttention generations available ("fa2", "fa3")."""
-    sdpa: str = "flash"
+    sdpa: Literal["flash", "efficient"] = "flash"
     """The fused SDPA backend training gets: "flash" or "efficient" (memory-efficient)."""
     kernels: str = ""
     """Where the attention kernels come from, for non-NVIDIA chips."""
@@ -57,15 +58,15 @@ class Capabilities:
         return " ".join(["bf16" if self.bf16 else "fp16", *(["fp8"] if self.fp8 else []), *kernels])
 
 
-ARCHS: dict[str, Capabilities] = {c.arch: c for c in (
+ARCHS: dict[str | None, Capabilities] = {c.arch: c for c in (
     Capabilities("volta", bf16=False, sdpa="efficient"),
     Capabilities("turing", bf16=False, sdpa="efficient"),
     Capabilities("ampere", flash_attention=("fa2",)),
     Capabilities("ada", fp8=True, flash_attention=("fa2",)),
     Capabilities("hopper", fp8=True, flash_attention=("fa2", "fa3")),
     Capabilities("blackwell", fp8=True),
-    Capabilities("cdna3", fp8=True, flash_attention=("fa2",), kernels="ROCm: FlashAttention-2's composable_kernel build",
-                 label="FA2 (ROCm)"),
+    Capabilities("cdna3", fp8=True, flash_attention=("fa2",),
+                 kernels="ROCm: FlashAttention-2's composable_kernel build", label="FA2 (ROCm)"),
     Capabilities("davinci", flash_attention=("fa2",),
                  kernels="CANN: torch_npu's npu_fusion_attention stands in for FlashAttention-2",
                  label="NPU-FA"),

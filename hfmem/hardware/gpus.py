@@ -60,7 +60,8 @@ def catalogue() -> tuple[Gpu, ...]:
     data = catalogue_data()
     gpus = tuple(
         Gpu(name=g["name"], usable_gib=float(g["usable_gib"]), vendor_memory=g.get("vendor_memory"),
-            vendor_unit=g.get("vendor_unit", "GB"), vendor=g.get("vendor"), arch=g.get("arch"), aliases=tuple(g.get("aliases", ())),
+            vendor_unit=g.get("vendor_unit", "GB"), vendor=g.get("vendor"), arch=g.get("arch"),
+            aliases=tuple(g.get("aliases", ())),
             reported=g.get("reported"))
         for g in data["gpus"]
     )
@@ -87,7 +88,8 @@ def find_gpu(name: str) -> Gpu:
                             "`hfmem gpus` lists them with their aliases.")
 
 
-_SPEC = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9 ._\-]{0,63}?)\s*=\s*(?P<size>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>GiB|GB|G)?\s*$", re.I)
+_SPEC = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9 ._\-]{0,63}?)\s*=\s*"
+                   r"(?P<size>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>GiB|GB|G)?\s*$", re.I)
 
 
 def parse_gpu_spec(spec: str) -> Gpu:
@@ -96,7 +98,8 @@ def parse_gpu_spec(spec: str) -> Gpu:
         raise InvalidInputError(f"GPU spec must be text like name=GiB; got {spec!r}.")
     match = _SPEC.match(spec)
     if not match:
-        raise InvalidInputError(f"bad GPU spec {spec!r}: expected name=GiB, e.g. my-card=40 (name: letters, digits, . _ -).")
+        raise InvalidInputError(f"bad GPU spec {spec!r}: expected name=GiB, e.g. my-card=40 "
+                                "(name: letters, digits, . _ -).")
     size = float(match["size"])
     unit = (match["unit"] or "GiB").lower()
     gib = size * GB / GIB if unit == "gb" else size

@@ -47,8 +47,9 @@ class GpuSpecs:
         return tflops * 1e12 if tflops else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "variant": self.variant, "tflops": dict(self.tflops), "memory_gbps": self.memory_gbps,
-                "link_gbps": self.link_gbps, "link": self.link, "link_gpus": self.link_gpus, "pcie_gen": self.pcie_gen, "pcie_gbps": self.pcie_gbps,
+        return {"name": self.name, "variant": self.variant, "tflops": dict(self.tflops),
+                "memory_gbps": self.memory_gbps, "link_gbps": self.link_gbps, "link": self.link,
+                "link_gpus": self.link_gpus, "pcie_gen": self.pcie_gen, "pcie_gbps": self.pcie_gbps,
                 "sources": dict(self.sources)}
 
 

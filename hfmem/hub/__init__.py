@@ -1,1 +1,2 @@
-"""Everything that reads a model from outside: Hub client, safetensors headers, local files, model references, hfmem's cache."""
+"""Everything that reads a model from outside: Hub client, safetensors headers, local files, model references,
+hfmem's cache."""

@@ -1,6 +1,6 @@
 """The Hub client: repo metadata, config.json and safetensors headers through `huggingface_hub`.
 
-Settings come from `hfmem.hub.settings` (read from the environment when a request is first needed). Weights
+Settings come from `hfmem.hub.hub_settings` (read from the environment when a request is first needed). Weights
 are never downloaded: headers are read with HTTP Range on a streamed response that is closed as soon as the
 header is in. Every Hub failure becomes one `hfmem.errors` exception with a one-line message.
 
@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx2
 from huggingface_hub import HfApi, hf_hub_url, try_to_load_from_cache
@@ -29,14 +29,14 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-from huggingface_hub.utils import logging as hf_logging
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, logging as hf_logging
 
 from hfmem import __version__, errors
 from hfmem.constants import MAX_HUB_REQUESTS
 from hfmem.hub import http
-from hfmem.hub.modelref import is_commit, is_repo_id, shorten
 from hfmem.hub.files import INDEX_FILE, MAX_JSON_BYTES, SINGLE_FILE, parse_json, read_json_file
+from hfmem.hub.hub_settings import HubSettings, redact_url
+from hfmem.hub.modelref import is_commit, is_repo_id, shorten
 from hfmem.hub.safetensors import (
     FIRST_READ_BYTES,
     PREFIX_BYTES,
@@ -45,10 +45,12 @@ from hfmem.hub.safetensors import (
     parse_header,
     shard_files,
 )
-from hfmem.hub.settings import HubSettings, redact_url
+
+if TYPE_CHECKING:
+    from huggingface_hub.hf_api import ExpandModelProperty_T
 
 T = TypeVar("T")
-RESOLVE_FIELDS = ["sha", "siblings"]
+RESOLVE_FIELDS: list[ExpandModelProperty_T] = ["sha", "siblings"]
 """What `resolve` asks the model description for: the commit and the file list (a popular model's full description
 lists its Spaces, card data and widget examples too, often hundreds of kB)."""
 # What huggingface_hub raises on an API answer that is HTML, a JSON list or has fields of the wrong type.
@@ -151,7 +153,7 @@ class HubClient:
             with ThreadPoolExecutor(max_workers=min(workers, len(shards))) as pool:
                 headers = list(pool.map(lambda name: self.read_header(repo, name, guesses.get(name)), shards))
         checkpoint = Checkpoint(index_total_size=total)
-        for name, tensors in zip(shards, headers):
+        for name, tensors in zip(shards, headers, strict=True):
             checkpoint.add(name, tensors)
         return checkpoint
 
@@ -177,7 +179,8 @@ class HubClient:
 
     def _range(self, url: str, start: int, end: int) -> tuple[bytes, int | None]:
         """GET bytes start..end; reads at most that many bytes even if the server ignores Range."""
-        headers = build_hf_headers(token=self.settings.token or False, library_name="hfmem", library_version=__version__)
+        headers = build_hf_headers(token=self.settings.token or False, library_name="hfmem",
+                                   library_version=__version__)
         headers["Range"] = f"bytes={start}-{end}"
         want = end - start + 1
         with get_session().stream("GET", url, headers=headers, timeout=self.settings.timeout) as response:
@@ -244,8 +247,8 @@ class HubClient:
             yield
         except GatedRepoError:
             raise errors.GatedRepoError(
-                f"{repo_id} is gated: accept its licence at {self.settings.shown_endpoint}/{repo_id}, then set HF_TOKEN "
-                "(or pass --token) with a token of that account."
+                f"{repo_id} is gated: accept its licence at {self.settings.shown_endpoint}/{repo_id}, "
+                "then set HF_TOKEN (or pass --token) with a token of that account."
                 + (" The token given was refused." if self.settings.token else "")
             ) from None
         except RevisionNotFoundError:
@@ -258,7 +261,8 @@ class HubClient:
         except EntryNotFoundError:
             raise errors.MalformedCheckpointError(f"{where} has no file {filename!r}.") from None
         except OfflineModeIsEnabled:
-            raise errors.OfflineCacheMissError(f"{where}: {filename} is not cached and HF_HUB_OFFLINE is set.") from None
+            raise errors.OfflineCacheMissError(
+                f"{where}: {filename} is not cached and HF_HUB_OFFLINE is set.") from None
         except HfHubHTTPError as err:
             status = getattr(err.response, "status_code", "?")
             raise errors.NetworkError(f"{where}: the Hub answered HTTP {status} after retries.") from None
@@ -269,7 +273,8 @@ class HubClient:
                 f"{self.settings.timeout:g}s per read, with retries)."
             ) from None
         except httpx2.HTTPError as err:
-            raise errors.NetworkError(f"{where}: cannot reach {self.settings.shown_endpoint} ({type(err).__name__}).") from None
+            raise errors.NetworkError(
+                f"{where}: cannot reach {self.settings.shown_endpoint} ({type(err).__name__}).") from None
 
 
 def _host_of(err: httpx2.HTTPError) -> str | None:
@@ -304,8 +309,9 @@ def _repo_state(asked: str, repo_id: Any, sha: Any, siblings: Any) -> RepoState:
         raise errors.NetworkError(f"{asked}: the Hub answered with an invalid model id {shorten(repo_id)!r}.")
     if not isinstance(sha, str) or not is_commit(sha):
         raise errors.NetworkError(f"{asked}: the Hub answered without a commit sha.")
-    files = tuple(getattr(s, "rfilename", None) for s in siblings or [])
-    if not all(isinstance(f, str) for f in files):
+    names = tuple(getattr(s, "rfilename", None) for s in siblings or [])
+    files = tuple(f for f in names if isinstance(f, str))
+    if len(files) != len(names):
         raise errors.NetworkError(f"{asked}: the Hub's file list is not a list of file names.")
     return RepoState(repo_id=repo_id or asked, sha=sha, files=files)
 

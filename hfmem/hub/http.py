@@ -92,7 +92,7 @@ class BoundedTransport(httpx2.BaseTransport):
         if codings:  # decoded here, so the library must not decode again; the length was the encoded one
             del headers["Content-Encoding"]
             headers.pop("Content-Length", None)
-        stream = BoundedStream(response.stream, len(codings), clock)  # type: ignore[arg-type]
+        stream = BoundedStream(response.stream, len(codings), clock)  # type: ignore[arg-type]  # sync client: SyncByteStream
         return httpx2.Response(response.status_code, headers=headers, stream=stream, extensions=response.extensions)
 
     def close(self) -> None:
@@ -141,7 +141,8 @@ class BoundedStream(httpx2.SyncByteStream):
         for piece in self._pieces():
                 if sent + len(piece) > MAX_BODY_BYTES:
                     yield piece[:MAX_BODY_BYTES - sent]  # a reader that needs no more stops here
-                    raise errors.NetworkError(f"{self._clock.host} sent an answer larger than {MAX_JSON_BYTES:,} bytes.")
+                    raise errors.NetworkError(
+                        f"{self._clock.host} sent an answer larger than {MAX_JSON_BYTES:,} bytes.")
                 sent += len(piece)
                 yield piece
 

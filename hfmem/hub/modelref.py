@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from hfmem.errors import InvalidInputError
 
@@ -22,7 +23,7 @@ SHOWN_CHARS = 100  # what an error message quotes of a long input
 class ModelRef:
     """Where a model comes from: kind is "hub", "local" (a directory) or "config" (a config.json file)."""
 
-    kind: str
+    kind: Literal["hub", "local", "config"]
     name: str
     revision: str | None = None
     path: Path | None = None
@@ -69,7 +70,7 @@ def validate_revision(revision: str) -> str:
     return revision
 
 
-def _local_kind(path: Path) -> str | None:
+def _local_kind(path: Path) -> Literal["local", "config"] | None:
     """"local" for a directory, "config" for a file, None for neither (or a name the file system refuses)."""
     try:
         return "local" if path.is_dir() else "config" if path.is_file() else None

@@ -10,6 +10,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from hfmem.constants import MAX_SHARDS
@@ -68,7 +69,8 @@ class Checkpoint:
     def add(self, filename: str, tensors: dict[str, TensorEntry]) -> None:
         duplicated = self.tensors.keys() & tensors.keys()
         if duplicated:
-            raise MalformedCheckpointError(f"{filename}: tensor {sorted(duplicated)[0]!r} also appears in another shard.")
+            raise MalformedCheckpointError(
+                f"{filename}: tensor {sorted(duplicated)[0]!r} also appears in another shard.")
         self.tensors.update(tensors)
         self.files += 1
 
@@ -80,7 +82,7 @@ class Checkpoint:
         }
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Checkpoint":
+    def from_dict(data: dict[str, Any]) -> Checkpoint:
         tensors = {name: TensorEntry(dtype, tuple(shape)) for name, (dtype, shape) in data["tensors"].items()}
         return Checkpoint(tensors=tensors, files=data["files"], index_total_size=data.get("index_total_size"))
 
@@ -130,7 +132,7 @@ def parse_header(raw: bytes, filename: str, data_size: int | None = None) -> dic
             raise MalformedCheckpointError(f"{filename}: tensor {name!r} runs past the end of the file.")
         spans.append((begin, end, name))
     spans.sort()
-    for (_, end, left), (begin, _, right) in zip(spans, spans[1:]):
+    for (_, end, left), (begin, _, right) in pairwise(spans):
         if begin < end:
             raise MalformedCheckpointError(f"{filename}: tensors {left!r} and {right!r} overlap.")
     return tensors

@@ -30,8 +30,6 @@ from hfmem.memory.activations import (
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
 from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
-from hfmem.model.architecture import Architecture
-from hfmem.model.inventory import Inventory, retied
 from hfmem.memory.model_state import (
     ModelState,
     ParameterSplit,
@@ -58,6 +56,8 @@ from hfmem.memory.parallel import (
 )
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import NO_MODEL_PARALLELISM, TrainingSettings
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory, retied
 from hfmem.units import GIB
 
 _ROOT_COMPONENTS = ("embeddings", "head", "vision", "projector")
@@ -197,6 +197,7 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     autocast = settings.precision.autocast
     fp32_adapters = settings.adapter_dtype == "fp32" and p < 4
     base = ctx.base(settings)
+    out: float
     if not fp32_adapters:
         copy, out = 0.0, p
     elif base is not None and not base.casts_adapter_input_under_autocast:

@@ -15,14 +15,15 @@ from dataclasses import Field, dataclass, field, fields
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from hfmem.errors import InvalidInputError
 
 SETTING = "hfmem.setting"
 """The metadata key of a field's Setting."""
 
-PARTS: dict[str, tuple[str, ...]] = {
+Part = Literal["split", "trainability", "state", "activations"]
+PARTS: dict[Part, tuple[Part, ...]] = {
     "split": (),
     "trainability": (),
     "state": ("split",),
@@ -187,7 +188,7 @@ class Setting:
     check: Check
     flags: tuple[str, ...] = ()
     """Its CLI spellings, long first, where they differ from --field-name."""
-    affects: tuple[str, ...] | None = None
+    affects: tuple[Part, ...] | None = None
     """The PARTS that read it directly (memo keys include it); None: every part (the safe default); (): none
     (it only enters the final sum)."""
     shown: str | None = None
@@ -198,7 +199,7 @@ class Setting:
     """The PANELS group its flag is listed under in --help ("" only for a Group, whose fields name their own)."""
 
 
-def setting(default: Any, check: Check, *, flags: tuple[str, ...] = (), affects: tuple[str, ...] | None = None,
+def setting(default: Any, check: Check, *, flags: tuple[str, ...] = (), affects: tuple[Part, ...] | None = None,
             shown: str | None = None, many: bool = False, panel: str = "") -> Any:
     """A settings field: its default, check and CLI metadata (a Group's default is built from its class)."""
     unknown = set(affects or ()) - set(PARTS)
@@ -246,18 +247,18 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _inputs(part: str) -> set[str]:
+def _inputs(part: Part) -> set[Part]:
     """The part and every part it is computed from."""
     return {part}.union(*(_inputs(p) for p in PARTS[part]))
 
 
 @cache
-def key_fields(cls: type, part: str) -> tuple[str, ...]:
+def key_fields(cls: type, part: Part) -> tuple[str, ...]:
     """The fields an estimate part (or a part it is built from) reads: what its memo key holds."""
     reads = _inputs(part)
     return tuple(f.name for f in fields(cls) if (a := setting_of(f).affects) is None or reads & set(a))
 
 
-def memo_key(obj: Any, part: str) -> tuple:
+def memo_key(obj: object, part: Part) -> tuple:
     """The values `part` of an estimate depends on: equal keys, equal results."""
-    return tuple(getattr(obj, name) for name in key_fields(type(obj), part))
+    return tuple(getattr(obj, name) for name in key_fields(type(obj), part))  # type: ignore[arg-type]  # classes hash

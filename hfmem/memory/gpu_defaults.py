@@ -40,7 +40,8 @@ def unsupported(settings: TrainingSettings, gpus: Iterable[Gpu], stated: Collect
     """Warnings for stated settings some GPUs cannot run (their cells still assume them, as asked)."""
     gpus = tuple(gpus)
     checks = (("dtype", "bf16" in settings.dtype, lambda c: c.bf16, "bf16"),
-              ("attention", settings.attention == "flash_attention_2", lambda c: c.flash_attention_2, "FlashAttention-2"))
+              ("attention", settings.attention == "flash_attention_2", lambda c: c.flash_attention_2,
+               "FlashAttention-2"))
     out = []
     for name, asked, runs, what in checks:
         lacking = [g.name for g in gpus if name in stated and asked and not runs(capabilities(g))]

@@ -96,7 +96,7 @@ def search(per_rank: Callable[[Candidate], int | None], usable_bytes: int, limit
     the first such layout in the order of preference; None when none does. `per_rank` returns the bytes a layout's
     most-loaded rank must hold (None: the layout cannot run)."""
     for n in _powers(max_gpus):
-        tried = []
+        tried: list[Candidate] = []
         for candidate in candidates(n, limits):
             need = per_rank(candidate)
             if need is not None and need <= usable_bytes:

@@ -89,7 +89,7 @@ def candidates(base: TrainingSettings) -> list[tuple[str, dict[str, Any]]]:
     if (base.eval_batch_size or 1) > 1:
         out = [(EVAL_ONE, {"eval_batch_size": 1})] + [(name, changes | {"eval_batch_size": 1}) for name, changes in out]
     if base.generation_batch_size is not None:  # the generation phase's own changes, before the training side's
-        generating = []
+        generating: list[tuple[str, dict[str, Any]]] = []
         if base.resolved_sharding == "zero3" and base.generation_gathers_weights:
             generating.append(("layerwise_generation_gather", {"generation_gathers_weights": False}))
         if base.generation_batch_size > base.micro_batch_size:

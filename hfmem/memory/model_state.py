@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hfmem.errors import InvalidInputError
-from hfmem.model.architecture import Architecture
-from hfmem.model.inventory import Inventory, LinearGroup
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
+from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory, LinearGroup
 
 BNB_8BIT_BLOCK = 256
 """bitsandbytes' blockwise 8-bit optimizers keep one fp32 absmax per 256 values of each state."""
@@ -112,11 +112,6 @@ def quantized_linears(inventory: Inventory, head: bool = False) -> tuple[LinearG
     return tuple(g for g in inventory.linears if head or g.component != "head")
 
 
-def quantized_parameters(inventory: Inventory, head: bool = False) -> int:
-    """Weights the quantized format replaces (their biases stay in the compute dtype)."""
-    return sum(g.count * g.in_features * g.out_features for g in quantized_linears(inventory, head))
-
-
 def largest_quantized_matrix(inventory: Inventory, head: bool = False) -> int:
     """Elements of the largest quantized weight: its kernel dequantizes one at a time into the compute dtype."""
     return max((g.in_features * g.out_features for g in quantized_linears(inventory, head)), default=0)
@@ -195,13 +190,14 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         matrices = tuple((g.out_features, g.in_features, g.count) for g in inventory.linears
                          if not (g.component == "head" and head_tied))
         embed = inventory.by_component.get("embeddings", 0)
-        embed_rows = (arch.vocab_size, arch.hidden_size, max(1, round(embed / max(1, arch.vocab_size * arch.hidden_size))))
+        embed_rows = (arch.vocab_size, arch.hidden_size,
+                      max(1, round(embed / max(1, arch.vocab_size * arch.hidden_size))))
         in_matrices = sum(r * c * n for r, c, n in matrices)
         vectors = max(0, total - in_matrices - embed)
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
         outside = sum(inventory.by_component.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
         last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
-        return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul,
+        return ParameterSplit(total, total, 0, 0, (*matrices, embed_rows), vectors, largest, matmul,
                               last_trainable=last)
     groups = lora_targets(inventory, settings.lora_targets)
     r = settings.lora_rank
@@ -388,7 +384,8 @@ def model_state_bytes(
         t.notes.append("AMP: autocast keeps a 16-bit copy of every matmul weight for backward")
     if settings.optimizer_in_backward:
         t.grads = split.largest_trainable * b.train_g
-        t.notes.append("optimizer in backward: each gradient is applied and freed at once (one tensor's gradient alive)")
+        t.notes.append("optimizer in backward: each gradient is applied and freed at once "
+                       "(one tensor's gradient alive)")
     units = _units(split, b, t.weights, hidden_size, layer_parameters, root_parameters, largest_root_unit)
     whole_model, whole_states = t.weights, t.states
     sharding = settings.resolved_sharding
@@ -440,7 +437,8 @@ def model_state_bytes(
 def _loading(settings: TrainingSettings, whole_model: float, units: _Units, b: _ElementBytes) -> tuple[float, float]:
     """(GPU bytes while loading where that exceeds the sharded weights, host bytes per rank while loading)."""
     sharded = (settings.zero_stage or 0) >= 3 and settings.num_gpus > 1
-    gpu = whole_model + units.layer_parameters * b.stored if sharded and settings.model_loading == "per-rank-gpu" else 0.0
+    gpu = (whole_model + units.layer_parameters * b.stored
+           if sharded and settings.model_loading == "per-rank-gpu" else 0.0)
     host = 0.0 if settings.model_loading == "per-rank-gpu" else whole_model
     return gpu, host
 
@@ -484,9 +482,9 @@ def _per_param(split: ParameterSplit, adapter: int, copy: int) -> float:
 
 def _units(split: ParameterSplit, b: _ElementBytes, weights: float, hidden_size: int, layer_parameters: int,
            root_parameters: int, largest_root_unit: int) -> _Units:
-    reduce_bucket = (DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size)
-    reduce_bucket = min(reduce_bucket, split.trainable) * b.train_g
-    gathered = min(2 * layer_parameters, split.total) * b.stored
+    elements = DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size
+    reduce_bucket = min(elements, split.trainable) * b.train_g
+    gathered: float = min(2 * layer_parameters, split.total) * b.stored
     if split.frozen_quantized and split.total:
         gathered = gathered * (weights / max(1, split.total * b.stored))  # gathered in their stored (4-bit) form
     return _Units(layer_parameters, root_parameters, largest_root_unit, gathered, reduce_bucket)

@@ -263,8 +263,8 @@ class CommBuffers:
     pp: int = 0
     """The stage's boundary tensors (torch.distributed.pipelining's PipelineStage): a receive buffer per
     micro-batch of the step for each model chunk's input (not the first stage's) and its output's gradient (not
-    the last stage's), allocated once for the step's micro-batches; and the output of each micro-batch in flight, kept for its
-    backward (the logits on the last stage, whose loss_fn runs outside the stage)."""
+    the last stage's), allocated once for the step's micro-batches; and the output of each micro-batch in flight, kept
+    for its backward (the logits on the last stage, whose loss_fn runs outside the stage)."""
     cp: int = 0
     """Ring attention's next K/V chunk received while the current one is used (double-buffered), all-gather's K/V
     of the whole sequence for the layer being computed (torch's _AllGatherRotater, its default:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from math import gcd
-from typing import Any
+from typing import Any, Literal, get_args
 
 from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
@@ -30,6 +30,7 @@ from hfmem.memory.fields import (
     Number,
     OrNone,
     Parsed,
+    Part,
     memo_key,
     setting,
     validated_fields,
@@ -39,7 +40,8 @@ from hfmem.memory.quantization import BaseFormat, base_format
 from hfmem.model.architecture import StoredQuantization
 
 # The choice fields' values, each with its table of aliases (other spellings of those values, nothing else).
-METHODS = ("full", "lora", "qlora")
+Method = Literal["full", "lora", "qlora"]
+METHODS: tuple[Method, ...] = get_args(Method)
 DTYPES = tuple(PRECISIONS)
 DTYPE_ALIASES = {
     "bfloat16": "bf16", "mixed-bf16": "bf16", "mixed_bf16": "bf16",
@@ -47,8 +49,9 @@ DTYPE_ALIASES = {
     "pure-bf16": "bf16-pure", "bf16_pure": "bf16-pure", "bf16-true": "bf16-pure",
     "float32": "fp32", "32": "fp32", "amp_bf16": "amp-bf16", "amp_fp16": "amp-fp16",
 }
-OPTIMIZERS = ("adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum",
-              "adafactor", "lion")
+Optimizer = Literal["adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum",
+                    "adafactor", "lion"]
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 OPTIMIZER_ALIASES = {
     "adamw_torch_fused": "adamw", "adamw_fused": "adamw",
     "adamw_torch": "adamw_foreach", "adam": "adamw_foreach", "torch_adamw": "adamw_foreach",
@@ -56,48 +59,61 @@ OPTIMIZER_ALIASES = {
     "paged_adamw8bit": "paged_adamw_8bit", "paged_adamw_32bit": "paged_adamw", "paged_adamw32bit": "paged_adamw",
     "sgd-momentum": "sgd_momentum", "momentum": "sgd_momentum", "lion_32bit": "lion",
 }
-SHARDINGS = ("none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op")
+Sharding = Literal["none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op"]
+SHARDINGS: tuple[Sharding, ...] = get_args(Sharding)
 """Listed cheapest first; offload is a separate switch on top."""
 SHARDING_ALIASES = {
     "single": "none", "0": "ddp", "zero-1": "zero1", "1": "zero1", "zero-2": "zero2", "2": "zero2",
     "zero-3": "zero3", "3": "zero3", "fsdp": "fsdp_full_shard", "full_shard": "fsdp_full_shard",
     "shard_grad_op": "fsdp_shard_grad_op", "distributed_optimizer": "zero1", "distributed-optimizer": "zero1",
 }
-CHECKPOINTING = ("off", "full", "selective")
+Checkpointing = Literal["off", "full", "selective"]
+CHECKPOINTING: tuple[Checkpointing, ...] = get_args(Checkpointing)
 CHECKPOINTING_ALIASES = {
     "false": "off", "no": "off", "none": "off", "0": "off", "on": "full", "true": "full", "yes": "full", "1": "full",
 }
-ATTENTION = ("flash_attention_2", "sdpa", "eager", "sdpa_math")
+Attention = Literal["flash_attention_2", "sdpa", "eager", "sdpa_math"]
+ATTENTION: tuple[Attention, ...] = get_args(Attention)
 ATTENTION_ALIASES = {
     "flash": "flash_attention_2", "fa2": "flash_attention_2", "flash_attention_3": "flash_attention_2",
     "flash-attn": "flash_attention_2", "math": "sdpa_math",
 }
-ADAPTER_DTYPES = ("fp32", "compute")
+AdapterDtype = Literal["fp32", "compute"]
+ADAPTER_DTYPES: tuple[AdapterDtype, ...] = get_args(AdapterDtype)
 ADAPTER_DTYPE_ALIASES = {"float32": "fp32", "bf16": "compute", "fp16": "compute"}
-QLORA_KERNELS = ("bitsandbytes", "bitsandbytes-legacy", "torchao")
-EXPERT_LORA = ("merged", "per-expert")
-FUSED_LOSSES = ("none", "cce", "liger")
+QloraKernel = Literal["bitsandbytes", "bitsandbytes-legacy", "torchao"]
+QLORA_KERNELS: tuple[QloraKernel, ...] = get_args(QloraKernel)
+ExpertLora = Literal["merged", "per-expert"]
+EXPERT_LORA: tuple[ExpertLora, ...] = get_args(ExpertLora)
+FusedLoss = Literal["none", "cce", "liger"]
+FUSED_LOSSES: tuple[FusedLoss, ...] = get_args(FusedLoss)
 FUSED_LOSS_ALIASES = {"cut_cross_entropy": "cce", "cut-cross-entropy": "cce", "liger_kernel": "liger", "off": "none",
                       "false": "none"}
-MODEL_LOADING = ("per-rank-cpu", "per-rank-gpu", "rank0")
+ModelLoading = Literal["per-rank-cpu", "per-rank-gpu", "rank0"]
+MODEL_LOADING: tuple[ModelLoading, ...] = get_args(ModelLoading)
 MODEL_LOADING_ALIASES = {"cpu": "per-rank-cpu", "gpu": "per-rank-gpu", "device_map": "per-rank-gpu",
                          "meta": "rank0", "cpu_ram_efficient_loading": "rank0", "rank-0": "rank0"}
-STATE_DICT_TYPES = ("full", "sharded")
+StateDictType = Literal["full", "sharded"]
+STATE_DICT_TYPES: tuple[StateDictType, ...] = get_args(StateDictType)
 STATE_DICT_TYPE_ALIASES = {"full_state_dict": "full", "sharded_state_dict": "sharded", "local_state_dict": "sharded",
                            "local": "sharded"}
-BASE_QUANTIZATIONS = ("nf4", "int8", "gptq", "awq")
+BaseQuantization = Literal["nf4", "int8", "gptq", "awq"]
+BASE_QUANTIZATIONS: tuple[BaseQuantization, ...] = get_args(BaseQuantization)
 BASE_QUANTIZATION_ALIASES = {"4bit": "nf4", "bnb_4bit": "nf4", "load_in_4bit": "nf4", "8bit": "int8",
                              "bnb_8bit": "int8", "load_in_8bit": "int8", "llm.int8": "int8", "llm_int8": "int8"}
 ACTIVATION_FNS = tuple(ACTIVATION_SAVES)
 ACTIVATION_FN_ALIASES = {"gelu_tanh": "gelu_tanh_fused", "gelu_approximate_tanh": "gelu_tanh_fused"}
-PP_SCHEDULES = ("1f1b", "interleaved", "gpipe", "zero-bubble")
+PpSchedule = Literal["1f1b", "interleaved", "gpipe", "zero-bubble"]
+PP_SCHEDULES: tuple[PpSchedule, ...] = get_args(PpSchedule)
 PP_SCHEDULE_ALIASES = {"one-f-one-b": "1f1b", "interleaved-1f1b": "interleaved", "interleaved_1f1b": "interleaved",
                        "1f1b-interleaved": "interleaved", "zb": "zero-bubble", "zbh1": "zero-bubble",
                        "zero_bubble": "zero-bubble", "zbv": "zero-bubble"}
-SEQUENCE_PARALLEL = ("off", "megatron", "dtensor")
+SequenceParallel = Literal["off", "megatron", "dtensor"]
+SEQUENCE_PARALLEL: tuple[SequenceParallel, ...] = get_args(SequenceParallel)
 SEQUENCE_PARALLEL_ALIASES = {"false": "off", "no": "off", "none": "off", "true": "megatron", "on": "megatron",
                              "yes": "megatron", "torch": "dtensor", "torchtitan": "dtensor"}
-CP_KINDS = ("ring", "all-gather", "all-to-all")
+CpKind = Literal["ring", "all-gather", "all-to-all"]
+CP_KINDS: tuple[CpKind, ...] = get_args(CpKind)
 CP_KIND_ALIASES = {"p2p": "ring", "ring-attention": "ring", "allgather": "all-gather", "all_gather": "all-gather",
                    "a2a": "all-to-all", "ulysses": "all-to-all", "all2all": "all-to-all", "alltoall": "all-to-all"}
 
@@ -159,8 +175,8 @@ class Overhead:
 class TrainingSettings:
     """One training configuration; each field's metadata names its CLI flag (`--seq-len` -> seq_len)."""
 
-    method: str = setting("full", Choice(METHODS), flags=("--method", "-m"), many=True, shown="full, lora, qlora",
-                          panel=TRAINING)
+    method: Method = setting("full", Choice(METHODS), flags=("--method", "-m"), many=True, shown="full, lora, qlora",
+                             panel=TRAINING)
     """What is trained: full (every weight), lora (adapters on a frozen 16-bit base), qlora (adapters on a 4-bit
     NF4 base). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
     seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
@@ -191,16 +207,16 @@ class TrainingSettings:
     optimizer states; ZeRO/DeepSpeed, FSDP MixedPrecision); bf16-pure (bf16 weights, gradients and states, no
     master copy: torchtune, LitGPT bf16-true); fp32; amp-bf16/amp-fp16 (torch autocast over fp32 weights, as HF
     Trainer --bf16/--fp16 on an fp32-loaded model: 16-bit copies of the matmul weights, an fp32 residual)."""
-    optimizer: str | None = setting(None, OrNone(Choice(OPTIMIZERS, OPTIMIZER_ALIASES)), affects=("state",),
-                                    shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
+    optimizer: Optimizer | None = setting(None, OrNone(Choice(OPTIMIZERS, OPTIMIZER_ALIASES)), affects=("state",),
+                                          shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
     torch.optim.AdamW's default multi-tensor path, whose step briefly allocates one more state-sized buffer;
     adamw_8bit: bitsandbytes' blockwise 8-bit states; paged_adamw_8bit and paged_adamw (32-bit states): bitsandbytes
     paged optimizers, whose states live in CUDA managed memory outside PyTorch's allocator (they can page out to
     the CPU instead of failing); sgd: no state; sgd_momentum and lion: one state per weight; adafactor: HF
     Adafactor's factored second moment (a row and a column vector per matrix)."""
-    sharding: str | None = setting(None, OrNone(Choice(SHARDINGS, SHARDING_ALIASES)), flags=("--zero",),
-                                   affects=("state",), shown="none on one GPU, ddp on several", panel=SHARDING)
+    sharding: Sharding | None = setting(None, OrNone(Choice(SHARDINGS, SHARDING_ALIASES)), flags=("--zero",),
+                                        affects=("state",), shown="none on one GPU, ddp on several", panel=SHARDING)
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
     (= ZeRO-2); each adds its all-gather and bucket buffers."""
     num_gpus: int = setting(1, COUNT, affects=("state",), panel=SHARDING)
@@ -223,15 +239,15 @@ class TrainingSettings:
     accumulating micro-batches run under no_sync and every rank keeps the whole unsharded gradients of each unit
     until the step (torch's no_sync docstring: "accumulate the full model gradients (instead of gradient shards)").
     Only FSDP sharding with --grad-accum above 1 reads it."""
-    model_loading: str = setting("per-rank-cpu", Choice(MODEL_LOADING, MODEL_LOADING_ALIASES), affects=("state",),
-                                 panel=SHARDING)
+    model_loading: ModelLoading = setting("per-rank-cpu", Choice(MODEL_LOADING, MODEL_LOADING_ALIASES),
+                                          affects=("state",), panel=SHARDING)
     """How each rank loads the checkpoint before sharding: per-rank-cpu (every rank reads the whole model into host
     RAM, then FSDP/ZeRO moves it to its GPU unit by unit: HF from_pretrained without a device_map); per-rank-gpu
     (every rank materialises the whole model on its GPU first, e.g. device_map={"": rank}: the load phase peaks
     at the full model per GPU); rank0 (rank 0 reads it, the others start on the meta device and receive their
     shards: accelerate fsdp_cpu_ram_efficient_loading, torchtune)."""
-    state_dict_type: str = setting("full", Choice(STATE_DICT_TYPES, STATE_DICT_TYPE_ALIASES), affects=("state",),
-                                   panel=SHARDING)
+    state_dict_type: StateDictType = setting("full", Choice(STATE_DICT_TYPES, STATE_DICT_TYPE_ALIASES),
+                                             affects=("state",), panel=SHARDING)
     """How a sharded run saves its checkpoints: full (FSDP FULL_STATE_DICT with offload_to_cpu and rank0_only, the
     default of HF Trainer and accelerate's FSDP1: rank 0's host gathers the whole model, then the whole optimizer
     state; DeepSpeed ZeRO-3 with stage3_gather_16bit_weights_on_model_save: the 16-bit weights alone) or sharded
@@ -254,12 +270,12 @@ class TrainingSettings:
     pick_floor: float = setting(0.1, Number(0, 1), affects=(), panel=TIME)
     """A setup slower than this share of the fastest fitting one's tokens/s (same method) is never named fastest
     or cheapest: a cheap but glacial run (a 1-GPU offload at 1% of the speed) is not a pick."""
-    gradient_checkpointing: str = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
-                                          affects=("trainability", "activations"), panel=TRAINING)
+    gradient_checkpointing: Checkpointing = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
+                                                    affects=("trainability", "activations"), panel=TRAINING)
     """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core
     only)."""
-    attention: str = setting("flash_attention_2", Choice(ATTENTION, ATTENTION_ALIASES), affects=("activations",),
-                             panel=TRAINING)
+    attention: Attention = setting("flash_attention_2", Choice(ATTENTION, ATTENTION_ALIASES),
+                                   affects=("activations",), panel=TRAINING)
     """Attention kernel: flash_attention_2 (the flash-attn kernel); sdpa (torch SDPA dispatching to its flash or
     memory-efficient kernel, falling back to math where the model's shapes rule those out); eager (the explicit
     softmax(QK^T)V that stores the attention matrix); sdpa_math (SDPA's math fallback forced: stores the attention
@@ -298,7 +314,7 @@ class TrainingSettings:
     and a trainable copy in the model's dtype, with its gradients and optimizer states (and master weights as the
     dtype says); a trained embedding keeps its token ids and a trained head its input. Accepts the input
     embedding's names (embed_tokens, wte, word_embeddings, ...) and linear layers' leaf names (lm_head, score)."""
-    expert_lora: str = setting("merged", Choice(EXPERT_LORA), affects=("trainability",), panel=TRAINING)
+    expert_lora: ExpertLora = setting("merged", Choice(EXPERT_LORA), affects=("trainability",), panel=TRAINING)
     """How LoRA adapts MoE experts stored as fused 3-D tensors (transformers 5): merged (PEFT's ParamWrapper: each
     forward builds W + B·A for the whole expert stack, which autograd keeps, and backward its full-size gradient)
     or per-expert (per-expert nn.Linear modules, as transformers 4 or axolotl's llama4_linearized_experts: each
@@ -306,18 +322,19 @@ class TrainingSettings:
     quantised Linears, so their adapters are per-expert whatever this says."""
     lora_dropout: float = setting(0.0, Number(0, 1), affects=("trainability",), panel=TRAINING)
     """LoRA dropout on the adapters' input: above 0 each adapted layer keeps a dropout mask and its dropped input."""
-    adapter_dtype: str = setting("fp32", Choice(ADAPTER_DTYPES, ADAPTER_DTYPE_ALIASES),
-                                 affects=("trainability", "state"), panel=TRAINING)
+    adapter_dtype: AdapterDtype = setting("fp32", Choice(ADAPTER_DTYPES, ADAPTER_DTYPE_ALIASES),
+                                          affects=("trainability", "state"), panel=TRAINING)
     """LoRA adapter weights: fp32 (PEFT's default autocast_adapter_dtype=True) or the compute dtype (torchtune,
     LitGPT)."""
-    qlora_kernel: str = setting("bitsandbytes", Choice(QLORA_KERNELS), affects=("trainability",), panel=TRAINING)
+    qlora_kernel: QloraKernel = setting("bitsandbytes", Choice(QLORA_KERNELS), affects=("trainability",),
+                                        panel=TRAINING)
     """The 4-bit linear: bitsandbytes (HF/PEFT with bitsandbytes >= 0.43.2: MatMul4Bit keeps only the packed
     weight for backward), bitsandbytes-legacy (bitsandbytes < 0.43.2, before PR #1270 of July 2024: it also kept
     each layer's input, as a ctx attribute) or torchao (torchtune's NF4, which keeps no input either)."""
-    base_quantization: str | None = setting(None, OrNone(Choice(BASE_QUANTIZATIONS, BASE_QUANTIZATION_ALIASES)),
-                                            affects=("split", "trainability", "state", "activations"),
-                                            shown="the model's quantization_config, else lora: none, qlora: nf4",
-                                            panel=TRAINING)
+    base_quantization: BaseQuantization | None = setting(
+        None, OrNone(Choice(BASE_QUANTIZATIONS, BASE_QUANTIZATION_ALIASES)),
+        affects=("split", "trainability", "state", "activations"),
+        shown="the model's quantization_config, else lora: none, qlora: nf4", panel=TRAINING)
     """The frozen base's weight format under LoRA/QLoRA: nf4 (bitsandbytes 4-bit, as qlora); int8 (bitsandbytes
     LLM.int8: int8 weights and an fp32 scale per output row; its matmul keeps each layer's input on the autograd
     ctx and dequantises the weight in backward); gptq and awq (4-bit weights packed in int32, int32 zeros and
@@ -341,8 +358,8 @@ class TrainingSettings:
     """The loss under torch.compile (torchtune compile=True compiles model and loss): inductor saves the
     compute-dtype logits and fp32 row statistics instead of log_softmax's fp32 output. The decoder layers
     are a separate switch, compile_layers."""
-    fused_loss: str = setting("none", Choice(FUSED_LOSSES, FUSED_LOSS_ALIASES), affects=("activations",),
-                              panel=TRAINING)
+    fused_loss: FusedLoss = setting("none", Choice(FUSED_LOSSES, FUSED_LOSS_ALIASES), affects=("activations",),
+                                    panel=TRAINING)
     """The output projection and the cross-entropy as one kernel that never builds the (tokens x vocab) logits:
     cce (Apple's Cut Cross-Entropy, axolotl's CutCrossEntropyPlugin) keeps the head's input and an fp32 log-sum-exp
     per token and computes the gradients in backward; liger (Liger Kernel's fused linear cross-entropy,
@@ -373,8 +390,8 @@ class TrainingSettings:
     """Tensor parallel ranks (Megatron's column/row splits of attention and MLP, a vocabulary-parallel embedding,
     head and loss): each holds 1/tp of every linear layer's weights and of the activations inside attention and
     MLP; norms and the layer's input and output stay whole on every rank unless sequence_parallel is on."""
-    sequence_parallel: str = setting("off", Choice(SEQUENCE_PARALLEL, SEQUENCE_PARALLEL_ALIASES),
-                                     affects=("activations",), panel=SHARDING)
+    sequence_parallel: SequenceParallel = setting("off", Choice(SEQUENCE_PARALLEL, SEQUENCE_PARALLEL_ALIASES),
+                                                  affects=("activations",), panel=SHARDING)
     """Sequence parallelism beside --tp (Korthikanti et al. 2022): the norms, dropouts and residual stream split
     over the sequence too. megatron: the all-gathered input of the column-parallel linears is saved sharded and
     gathered again in backward (Megatron-LM's sequence_parallel); dtensor: torch.distributed.tensor.parallel's
@@ -382,8 +399,8 @@ class TrainingSettings:
     pp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Pipeline stages: the decoder layers split into pp consecutive stages, the embedding on the first stage, the
     final norm, head and loss on the last; the estimate is the larger of the two."""
-    pp_schedule: str = setting("1f1b", Choice(PP_SCHEDULES, PP_SCHEDULE_ALIASES), affects=("activations",),
-                               panel=SHARDING)
+    pp_schedule: PpSchedule = setting("1f1b", Choice(PP_SCHEDULES, PP_SCHEDULE_ALIASES), affects=("activations",),
+                                      panel=SHARDING)
     """Pipeline schedule, which sets the micro-batches (--grad-accum of them a step) whose activations the first
     stage holds at once: 1f1b (min(pp, micro-batches)), interleaved (pp·(1 + (pp-1)/(pp·vpp)), Megatron's
     penalty), gpipe (every micro-batch), zero-bubble (ZB-H1: as 1f1b)."""
@@ -392,7 +409,7 @@ class TrainingSettings:
     cp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Context parallel ranks: each holds 1/cp of every sequence's tokens and their activations; the optimizer
     states shard over DP x CP, as Megatron's distributed optimizer and torchtitan's FSDP do."""
-    cp_kind: str = setting("ring", Choice(CP_KINDS, CP_KIND_ALIASES), affects=("activations",), panel=SHARDING)
+    cp_kind: CpKind = setting("ring", Choice(CP_KINDS, CP_KIND_ALIASES), affects=("activations",), panel=SHARDING)
     """How context parallelism exchanges K and V (Megatron's --cp-comm-type): ring (p2p, Megatron's default: the
     next rank's K/V chunk received while the current one is used), all-gather (every rank's K/V gathered for the
     layer: Megatron's allgather, the default rotate method of torch's context_parallel) or all-to-all
@@ -400,7 +417,7 @@ class TrainingSettings:
     ep: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Expert parallel ranks of an MoE: each holds num_experts/ep routed experts (their weights, gradients and
     states) and the dispatch and combine buffers of the tokens routed to them; carved out of DP x CP."""
-    overhead: Overhead = setting(None, Group(Overhead), affects=())  # noqa: RUF009 (a field with a default_factory)
+    overhead: Overhead = setting(None, Group(Overhead), affects=())
     """Memory outside PyTorch's tensors: the CUDA context and the allocator's fragmentation."""
 
     @property
@@ -447,7 +464,8 @@ class TrainingSettings:
         method's (lora: None, the compute dtype; qlora: nf4); None for a full fine-tune, which trains every weight."""
         if self.method == "full":
             return None
-        name = self.base_quantization or (stored.format if stored else None) or ("nf4" if self.method == "qlora" else None)
+        name = (self.base_quantization or (stored.format if stored else None)
+                or ("nf4" if self.method == "qlora" else None))
         return base_format(name, stored, self.qlora_double_quant)
 
     def resolved_seq_len(self, max_positions: int | None) -> int:
@@ -456,7 +474,7 @@ class TrainingSettings:
             return self.seq_len
         return min(DEFAULT_SEQ_LEN, max_positions) if max_positions else DEFAULT_SEQ_LEN
 
-    def memo_key(self, part: str) -> tuple:
+    def memo_key(self, part: Part) -> tuple:
         """The values the estimate part ("split", "trainability", "state", "activations") depends on."""
         return memo_key(self, part)
 
@@ -485,8 +503,8 @@ class TrainingSettings:
         return data
 
 
-NO_MODEL_PARALLELISM = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sequence_parallel": "off", "pp_schedule": "1f1b",
-                        "vpp": 1}
+NO_MODEL_PARALLELISM: dict[str, Any] = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sequence_parallel": "off",
+                                         "pp_schedule": "1f1b", "vpp": 1}
 """The parallelism fields of a run without model parallelism (one GPU per replica)."""
 
 

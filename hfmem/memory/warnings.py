@@ -18,7 +18,7 @@ def context_limit(arch: Architecture, config: dict[str, Any]) -> int | None:
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     factor = rope.get("factor") if isinstance(rope, dict) else None
     if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1 \
-            and "original_max_position_embeddings" not in rope:
+            and isinstance(rope, dict) and "original_max_position_embeddings" not in rope:
         return int(arch.max_position_embeddings * factor)
     return arch.max_position_embeddings
 

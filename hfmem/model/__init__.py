@@ -1,1 +1,2 @@
-"""A model's architecture and exact parameter inventory: config summary and guard, meta build, fallback inventories, cross-check."""
+"""A model's architecture and exact parameter inventory: config summary and guard, meta build, fallback inventories,
+cross-check."""

@@ -8,7 +8,7 @@ dominates training memory: the language model's decoder stack.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from hfmem.errors import AbsurdConfigError, MalformedConfigError
 
@@ -155,6 +155,12 @@ def _first(config: dict[str, Any], key: str) -> Any:
     return None
 
 
+@overload
+def _int(config: dict[str, Any], key: str, default: int, *, required: bool = False) -> int: ...
+@overload
+def _int(config: dict[str, Any], key: str, default: None = None, *, required: Literal[True]) -> int: ...
+@overload
+def _int(config: dict[str, Any], key: str, default: None = None, *, required: bool = False) -> int | None: ...
 def _int(config: dict[str, Any], key: str, default: int | None = None, *, required: bool = False) -> int | None:
     """Read an integer dimension, rejecting strings, floats with fractions, negatives and booleans."""
     value = _first(config, key)
@@ -162,7 +168,8 @@ def _int(config: dict[str, Any], key: str, default: int | None = None, *, requir
         if required:
             raise MalformedConfigError(f"config.json has no `{key}` (or an alias of it).")
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not value.is_integer())):
         raise MalformedConfigError(f"config.json `{key}` must be an integer, got {value!r}.")
     value = int(value)
     if value < 0 or (required and value == 0):
@@ -326,7 +333,8 @@ def _heads(cfg: dict[str, Any], model_type: str) -> tuple[int, int]:
     else:
         kv_heads = _int(cfg, "num_key_value_heads", None) or heads
     if heads and (kv_heads == 0 or heads % kv_heads):
-        raise MalformedConfigError(f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads}).")
+        raise MalformedConfigError(
+            f"num_attention_heads ({heads}) is not a multiple of num_key_value_heads ({kv_heads}).")
     return heads, kv_heads
 
 
@@ -336,17 +344,19 @@ def _mla(cfg: dict[str, Any], head_dim: int) -> MlaDims | None:
         return None
     return MlaDims(
         q_lora_rank=_int(cfg, "q_lora_rank", None),
-        kv_lora_rank=_int(cfg, "kv_lora_rank"),
+        kv_lora_rank=_int(cfg, "kv_lora_rank", required=True),
         qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", 0) or 0,
         qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", 0) or 0,
         v_head_dim=_int(cfg, "v_head_dim", None) or head_dim,
     )
 
 
-_ACT_KEYS = ("hidden_activation", "hidden_act", "activation_function", "activation", "hidden_activation_fn", "dense_act_fn")
-_LAYERNORM_TYPES = {"gpt2", "gptj", "gpt_neox", "bert", "falcon", "phi", "bloom", "opt", "openai-gpt", "roberta", "starcoder2",
-                    "mpt", "gpt_bigcode", "whisper", "bart", "codegen", "stablelm", "persimmon", "xglm", "gpt_neo",
-                    "cohere", "olmo", "mamba", "electra", "distilbert", "albert", "xlm-roberta", "deberta", "deberta-v2"}
+_ACT_KEYS = ("hidden_activation", "hidden_act", "activation_function", "activation", "hidden_activation_fn",
+             "dense_act_fn")
+_LAYERNORM_TYPES = {"gpt2", "gptj", "gpt_neox", "bert", "falcon", "phi", "bloom", "opt", "openai-gpt", "roberta",
+                    "starcoder2", "mpt", "gpt_bigcode", "whisper", "bart", "codegen", "stablelm", "persimmon", "xglm",
+                    "gpt_neo", "cohere", "olmo", "mamba", "electra", "distilbert", "albert", "xlm-roberta", "deberta",
+                    "deberta-v2"}
 
 
 def _float(cfg: dict[str, Any], *keys: str) -> float:
@@ -365,9 +375,10 @@ def _layer_details(cfg: dict[str, Any]) -> dict[str, Any]:
         act = cfg["hidden_activation"]
     if isinstance(cfg.get("feed_forward_proj"), str):  # T5: "gated-gelu" -> gelu_new, "relu" -> relu
         act = "gelu_new" if "gelu" in cfg["feed_forward_proj"] else cfg["feed_forward_proj"].removeprefix("gated-")
-    rope = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    rope = found if isinstance(found := cfg.get("rope_parameters"), dict) else {}
     partial = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0)))
-    if model_type in {"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "openai-gpt", "whisper", "bart", "gpt_neo", "xglm"}:
+    if model_type in {"gpt2", "opt", "gpt_bigcode", "bert", "roberta", "openai-gpt", "whisper", "bart", "gpt_neo",
+                      "xglm"}:
         position = "learned"
     elif model_type in {"bloom", "mpt"} or cfg.get("alibi"):
         position = "alibi"
@@ -377,7 +388,8 @@ def _layer_details(cfg: dict[str, Any]) -> dict[str, Any]:
         position = "none"
     else:
         position = "rope"
-    parallel = bool(cfg.get("parallel_attn") or cfg.get("use_parallel_residual")) or model_type in {"phi", "gptj", "cohere", "codegen"}
+    parallel = (bool(cfg.get("parallel_attn") or cfg.get("use_parallel_residual"))
+                or model_type in {"phi", "gptj", "cohere", "codegen"})
     if model_type == "falcon" and cfg.get("parallel_attn") is False:
         parallel = False
     falcon_two_norms = (model_type == "falcon" and bool(cfg.get("new_decoder_architecture"))
@@ -387,11 +399,14 @@ def _layer_details(cfg: dict[str, Any]) -> dict[str, Any]:
         "norm": "layernorm" if model_type in _LAYERNORM_TYPES else "rmsnorm",
         "parallel_block": parallel,
         "parallel_mlp_norm": parallel and (model_type == "gpt_neox" or falcon_two_norms),
-        "attention_dropout": _float(cfg, "attention_dropout", "attn_pdrop", "attention_probs_dropout_prob", "dropout_rate"),
-        "hidden_dropout": _float(cfg, "hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "dropout_rate", "dropout"),
+        "attention_dropout": _float(cfg, "attention_dropout", "attn_pdrop", "attention_probs_dropout_prob",
+                                    "dropout_rate"),
+        "hidden_dropout": _float(cfg, "hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "dropout_rate",
+                                 "dropout"),
         "embedding_dropout": _float(cfg, "embd_pdrop", "embedding_dropout", "hidden_dropout_prob"),
         "partial_rotary_factor": float(partial) if isinstance(partial, (int, float)) and 0 < partial <= 1 else 1.0,
-        "qk_norm": bool(cfg.get("qk_layernorm") or cfg.get("use_qk_norm")) or model_type in {"qwen3", "qwen3_moe", "olmo2", "gemma3", "gemma3_text", "olmoe"},
+        "qk_norm": (bool(cfg.get("qk_layernorm") or cfg.get("use_qk_norm"))
+                    or model_type in {"qwen3", "qwen3_moe", "olmo2", "gemma3", "gemma3_text", "olmoe"}),
         "position_embedding": position,
     }
 

@@ -6,8 +6,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hfmem.model.inventory import Inventory
 from hfmem.hub.safetensors import DTYPE_BYTES, Checkpoint
+from hfmem.model.inventory import Inventory
 
 # Tensor names that hold quantization metadata rather than parameters (GPTQ, AWQ, bnb, FP8, MXFP4).
 _QUANT_AUX = re.compile(
@@ -60,7 +60,7 @@ def _reasons(inventory: Inventory, checkpoint: Checkpoint, config: dict[str, Any
 
     mtp = int(config.get("num_nextn_predict_layers") or 0)
     extra_names = [n for n in tensors if _in_extra_layer(n, num_layers) and not _QUANT_AUX.search(n)]
-    extra_layers = sorted({int(_LAYER.search(n).group(1)) for n in extra_names})
+    extra_layers = sorted({int(m.group(1)) for n in extra_names if (m := _LAYER.search(n))})
     extra = sum(tensors[n].elements for n in extra_names)
     reason = f"{mtp} multi-token-prediction layer(s) (num_nextn_predict_layers)" if mtp else "extra layer(s)"
     yield extra, (f"{extra:,} parameters are in {reason} {extra_layers} stored in the checkpoint "

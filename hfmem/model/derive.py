@@ -14,12 +14,11 @@ from typing import Any
 
 from hfmem import errors
 from hfmem.hub import cache
+from hfmem.hub.safetensors import Checkpoint
 from hfmem.hub.schema import JSON, Map
 from hfmem.model.architecture import Architecture, read_architecture
 from hfmem.model.guard import guard_config
 from hfmem.model.inventory import INVENTORY_SCHEMA, Inventory, inventory_from_checkpoint, inventory_from_dims
-from hfmem.hub.safetensors import Checkpoint
-
 
 # Meta builds patch torch globals (accelerate's init_empty_weights), so threads take turns; holding one lock
 # across check-build-save also means concurrent fine-tunes sharing a config hash build it once.

@@ -31,8 +31,9 @@ MAX_STRING_CHARS = 1 << 20
 _LAYER_COUNT = re.compile(r"(^|_)(layers?|depth)$")
 _PER_LAYER = re.compile(r"layer|pattern|block")
 _EXPERT_COUNT = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
-_DIM_KEYS = {"num_hidden_layers": "num_layers", "n_layer": "num_layers", "n_embd": "hidden_size", "d_model": "hidden_size",
-             "num_local_experts": "num_experts", "n_routed_experts": "num_experts", "n_head": "num_attention_heads",
+_DIM_KEYS = {"num_hidden_layers": "num_layers", "n_layer": "num_layers", "n_embd": "hidden_size",
+             "d_model": "hidden_size", "num_local_experts": "num_experts", "n_routed_experts": "num_experts",
+             "n_head": "num_attention_heads",
              "n_positions": "max_position_embeddings", "encoder_layers": "num_layers", "decoder_layers": "num_layers"}
 
 

@@ -22,7 +22,8 @@ LINEAR_SCHEMA = {"name": str, "component": str, "in_features": COUNT, "out_featu
 INVENTORY_SCHEMA = {"model_class": str, "total": COUNT, "by_component": Map(COUNT), "linears": [LINEAR_SCHEMA],
                     "tied": [(str, str)], "buffers": Map(COUNT), "approximate": Nullable(str)}
 """`Inventory.to_dict` as hub.schema declares it: what hfmem's cache must hold to be read back."""
-COMPONENTS = ("embeddings", "attention", "ssm", "mlp", "experts", "router", "norms", "head", "vision", "projector", "other")
+COMPONENTS = ("embeddings", "attention", "ssm", "mlp", "experts", "router", "norms", "head", "vision", "projector",
+              "other")
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Inventory:
                        "tied": tuple(tuple(pair) for pair in self.tied)}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Inventory":
+    def from_dict(data: dict[str, Any]) -> Inventory:
         linears = tuple(LinearGroup(**{k: v for k, v in g.items() if k != "parameters"}) for g in data["linears"])
         return Inventory(
             model_class=data["model_class"],

@@ -7,6 +7,7 @@ Hub answers, and the safetensors headers are read while config.json downloads (o
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -15,10 +16,10 @@ from typing import Any, TypeVar
 
 from hfmem import errors
 from hfmem.hub import cache
+from hfmem.hub.hub_settings import HubSettings
 from hfmem.hub.modelref import ModelRef
 from hfmem.hub.safetensors import CHECKPOINT_SCHEMA, Checkpoint
 from hfmem.hub.schema import JSON, Map, Nullable
-from hfmem.hub.settings import HubSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.crosscheck import CrossCheck, cross_check
 from hfmem.model.derive import derive
@@ -91,10 +92,8 @@ def _preload_transformers() -> None:
     """Import transformers while the Hub answers, under the build's own import lock (meta.load_transformers)."""
     from hfmem.model.meta import load_transformers
 
-    try:
+    with contextlib.suppress(Exception):  # the build step reports import problems itself
         load_transformers()
-    except Exception:  # the build step reports import problems itself
-        pass
 
 
 def _in_background(call: Callable[[], T]) -> Future[T]:
@@ -123,9 +122,10 @@ def analyse(ref: ModelRef, settings: SettingsSource = None) -> ModelReport:
         config, checkpoint, repo_id, sha = _fetch(ref, settings)
         name, revision = repo_id, ref.revision
     else:
-        config_path = ref.path / "config.json" if ref.kind == "local" else ref.path
-        config = local.read_config(config_path)
-        checkpoint = local.read_checkpoint(ref.path) if ref.kind == "local" else None
+        path = ref.path
+        assert path is not None, "a local or config reference names its path"
+        config = local.read_config(path / "config.json" if ref.kind == "local" else path)
+        checkpoint = local.read_checkpoint(path) if ref.kind == "local" else None
         name, revision, sha = ref.name, None, None
     if checkpoint is None:
         notes.append("No safetensors checkpoint: parameters come from the config alone (no header cross-check).")
@@ -141,9 +141,9 @@ def _fetch(ref: ModelRef, source: SettingsSource) -> tuple[dict, Checkpoint | No
         return _from_cached(hit)
     settings = _resolve(source)
     ref_key = f"{ref.name}@{ref.revision or 'main'}"
-    if settings.offline and (known := cache.load("refs", ref_key, REF_ENTRY)):
-        if hit := cache.load("repos", f"{known['repo_id']}@{known['sha']}", REPO_ENTRY):
-            return _from_cached(hit)
+    if (settings.offline and (known := cache.load("refs", ref_key, REF_ENTRY))
+            and (hit := cache.load("repos", f"{known['repo_id']}@{known['sha']}", REPO_ENTRY))):
+        return _from_cached(hit)
     from hfmem.hub.client import HubClient
 
     client = HubClient(settings)

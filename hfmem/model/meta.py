@@ -13,11 +13,11 @@ from typing import Any
 from hfmem.errors import MalformedConfigError, UnsupportedArchitectureError
 from hfmem.model.inventory import COMPONENTS, Inventory, LinearGroup
 
-
 # transformers resolves its names lazily, on first attribute access; a thread that reads one while another is
 # still importing the package can find it missing, so the import and that first read happen under one lock.
 _IMPORT_LOCK = threading.Lock()
-_VISION = re.compile(r"(^|\.)(vision_tower|vision_model|visual|vision_encoder|image_encoder|audio_tower|encoder_vision)(\.|$)")
+_VISION = re.compile(r"(^|\.)(vision_tower|vision_model|visual|vision_encoder|image_encoder|audio_tower"
+                     r"|encoder_vision)(\.|$)")
 _PROJECTOR = re.compile(r"(^|\.)(multi_modal_projector|mm_projector|connector|image_newline)(\.|$)")
 
 
@@ -35,7 +35,7 @@ def _component(name: str, chain: list[str], is_output: bool, is_embedding: bool)
     if "Norm" in inner or re.search(r"(^|\.)(ln_\w+|\w*norm\w*)\.(weight|bias)$", name, re.I):
         return "norms"
     for cls in reversed(chain):
-        if "Router" in cls or "Gate" == cls[-4:] and "Moe" in cls:
+        if "Router" in cls or (cls[-4:] == "Gate" and "Moe" in cls):
             return "router"
         if "Experts" in cls or "Expert" in cls:
             return "experts"
@@ -80,7 +80,7 @@ def _config_errors() -> tuple[type[Exception], ...]:
 def load_transformers() -> Any:
     """transformers, with accelerate and the mapping the build reads first, imported by one thread at a time."""
     with _IMPORT_LOCK:
-        import accelerate  # noqa: F401
+        import accelerate  # noqa: F401 -- imported under the lock, before transformers looks for it
         import transformers
 
         transformers.CONFIG_MAPPING  # noqa: B018 -- resolves the lazy auto-mapping submodule under the lock
@@ -164,8 +164,8 @@ def _inventory(model: Any, torch: Any) -> Inventory:
     groups: dict[tuple, int] = {}
     for path, module in model.named_modules():
         leaf = path.rsplit(".", 1)[-1]
-        component = _component(path + ".weight", [classes.get(path, "")] + [classes.get(p, "") for p in _parents(path)][::-1],
-                               is_output=module is output, is_embedding=False)
+        chain = [classes.get(path, ""), *[classes.get(p, "") for p in _parents(path)][::-1]]
+        component = _component(path + ".weight", chain, is_output=module is output, is_embedding=False)
         if isinstance(module, torch.nn.Linear):
             key = (leaf, component, module.in_features, module.out_features, "linear", module.bias is not None)
             groups[key] = groups.get(key, 0) + 1

@@ -10,7 +10,7 @@ def budget_tokens(tokens: float | None, epochs: float | None, dataset_tokens: fl
     """The token budget: --tokens, or --epochs x --dataset-tokens (one way, not both)."""
     if (epochs is None) != (dataset_tokens is None):
         raise errors.InvalidInputError("--epochs and --dataset-tokens go together (the budget is their product).")
-    if epochs is not None:
+    if epochs is not None and dataset_tokens is not None:
         if tokens is not None:
             raise errors.InvalidInputError("give --tokens or --epochs with --dataset-tokens, not both.")
         if not (0 < epochs < 1e6 and 0 < dataset_tokens < 1e16):

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.hardware.prices import Price
 from hfmem.hub.modelref import ModelRef
 from hfmem.memory.fit import timed_gpus, timed_setup
-from hfmem.memory.settings import METHODS, NO_MODEL_PARALLELISM, TrainingSettings
+from hfmem.memory.settings import METHODS, NO_MODEL_PARALLELISM, Method, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 from hfmem.model.load import ModelReport, SettingsSource, analyse
@@ -58,7 +58,8 @@ class Plan:
 
     def settings_for(self, method: str) -> TrainingSettings:
         """The validated settings of one method: the shared ones with its own framework defaults."""
-        return replace(self.training, method=method, **self.method_settings.get(method, {})).validated()
+        chosen = cast(Method, method)  # one of self.methods; validated() rejects anything else
+        return replace(self.training, method=chosen, **self.method_settings.get(method, {})).validated()
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as the report writes it; `gpus` "catalogue" where it is the whole catalogue, in its order."""

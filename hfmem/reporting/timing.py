@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.compute.flops import TrainingFlops, forward_flops, training_flops
 from hfmem.compute.collectives import pipeline_bubble
+from hfmem.compute.flops import TrainingFlops, forward_flops, training_flops
 from hfmem.compute.roofline import (
     Transfer,
     data_parallel_transfers,
@@ -26,8 +26,8 @@ from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
 from hfmem.hardware.specs import gpu_specs, node_specs
 from hfmem.memory.estimate import Estimate
-from hfmem.memory.precision import KBIT_UPCAST
 from hfmem.memory.model_state import lora_targets
+from hfmem.memory.precision import KBIT_UPCAST
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory

@@ -9,8 +9,9 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 from hfmem import errors
 from hfmem.memory.record import cells
@@ -99,8 +100,8 @@ def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
     """The record's fit cells in full, row by row: none where the report is missing or of another schema, and no
     row that does not read (a file handed to --csv may be edited or foreign)."""
     report = record.get("report")
-    table = report.get("fit") if isinstance(report, dict) else None
-    if not isinstance(table, (dict, list)) or report.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
+    if (not isinstance(report, dict) or not isinstance(report.get("fit"), (dict, list))
+            or report.get("schema_version") not in READABLE_SCHEMA_VERSIONS):
         return []
     try:
         return cells(report, skip_bad=True)

@@ -8,6 +8,7 @@ Meta builds are shared through hfmem's cache by config hash (see model.derive).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -15,26 +16,27 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any
 
 import httpx2
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
 from hfmem import errors
-from hfmem.model import derive
 from hfmem.hub import cache
 from hfmem.hub.client import MALFORMED_ANSWER, HubClient
-from hfmem.hub.settings import HubSettings
+from hfmem.hub.hub_settings import HubSettings
 from hfmem.hub.modelref import ModelRef, parse_model_ref
+from hfmem.model import derive
 
 try:
     import fcntl
 except ImportError:  # Windows: no advisory lock, the rest works
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # checked before each use
 
 RECORD_VERSION = 1
 
@@ -60,7 +62,8 @@ def load_list(path: str) -> list[str]:
         with open(path, encoding="utf-8") as handle:
             return read_list(handle)
     except (OSError, UnicodeDecodeError) as err:
-        raise errors.InvalidInputError(f"cannot read model list {path}: {getattr(err, 'strerror', None) or err}.") from None
+        raise errors.InvalidInputError(
+            f"cannot read model list {path}: {getattr(err, 'strerror', None) or err}.") from None
 
 
 def list_hub_models(settings: HubSettings, author: str | None, search: str | None, limit: int | None) -> list[str]:
@@ -72,11 +75,14 @@ def list_hub_models(settings: HubSettings, author: str | None, search: str | Non
         infos = HubClient(settings)._retry(lambda: list(api.list_models(author=author, search=search, limit=limit)))
     except HfHubHTTPError as err:
         status = getattr(err.response, "status_code", "?")
-        raise errors.NetworkError(f"listing models on {settings.shown_endpoint}: the Hub answered HTTP {status}.") from None
+        raise errors.NetworkError(
+            f"listing models on {settings.shown_endpoint}: the Hub answered HTTP {status}.") from None
     except httpx2.HTTPError as err:
-        raise errors.NetworkError(f"listing models on {settings.shown_endpoint} failed ({type(err).__name__}).") from None
+        raise errors.NetworkError(
+            f"listing models on {settings.shown_endpoint} failed ({type(err).__name__}).") from None
     except MALFORMED_ANSWER:
-        raise errors.NetworkError(f"listing models on {settings.shown_endpoint}: the answer is not a model list.") from None
+        raise errors.NetworkError(
+            f"listing models on {settings.shown_endpoint}: the answer is not a model list.") from None
     return sorted({info.id for info in infos if isinstance(info.id, str) and info.id})
 
 
@@ -157,7 +163,7 @@ class ResultStore:
         """Open for appending, locked against a second scan; end the last line as read_store decided."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(self.path, "ab+")
+            handle = open(self.path, "ab+")  # noqa: SIM115 (the store holds it, locked, until close())
         except OSError as err:
             raise errors.OutputError(f"cannot write {self.path}: {err.strerror}.") from None
         if fcntl is not None:
@@ -183,10 +189,8 @@ class ResultStore:
         self.recorded.add(record_key(record))
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # only after a failed append (which said so): its bytes are still buffered
             self._handle.close()
-        except OSError:  # only after a failed append (which said so): its bytes are still in the buffer
-            pass
 
 
 def read_store(path: Path) -> tuple[set[tuple[str, str]], str | None]:

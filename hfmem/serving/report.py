@@ -50,7 +50,7 @@ def cell(model: ModelReport, gpu: Gpu, settings: ServingSettings, result: Servin
     if result.fits:
         times = f"{math.floor(result.concurrency_at_context):,}×"
         return f"✓ {result.kv_bytes / GIB:.1f} GiB KV · {times} at {_k(settings.context)}"
-    if KV_DTYPE_BYTES.get(settings.kv_cache_dtype) is None or KV_DTYPE_BYTES[settings.kv_cache_dtype] > 1:
+    if (kv := KV_DTYPE_BYTES.get(settings.kv_cache_dtype)) is None or kv > 1:
         fp8 = replace(settings, kv_cache_dtype="fp8")
         if result.kv_bytes > 0 and gpu_estimate(model, gpu, fp8)[0].fits:
             return "⚠ → fp8 KV"
@@ -68,7 +68,8 @@ def _k(tokens: int) -> str:
 def serving_report(model: ModelReport, gpus: tuple[Gpu, ...], settings: ServingSettings) -> dict[str, Any]:
     """Every GPU's answer for one model and deployment, with the engine's profile and its cited defaults."""
     profile = engine(settings.engine)
-    rows, sizes = [], {}
+    rows: list[dict[str, Any]] = []
+    sizes: dict[str, Any] = {}
     for gpu in gpus:
         result, sizes = gpu_estimate(model, gpu, settings)
         rows.append({"gpu": gpu.name, "cell": cell(model, gpu, settings, result)} | result.to_dict())

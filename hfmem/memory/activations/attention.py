@@ -60,6 +60,7 @@ def attention(saved: Saved, spec: ActivationSpec, s: int, mods: LayerModules, *,
 def _mla_latents(saved: Saved, spec: ActivationSpec, mods: LayerModules, input_grad: bool) -> None:
     """MLA's low-rank query and key/value latents: their norms and the up-projections' inputs."""
     mla = spec.arch.mla
+    assert mla is not None, "called for MLA layers only"
     grad = input_grad or any(m.name in spec.trained.lora for m in mods.attn_in)  # q_a/kv_a outputs need grad?
     if mla.q_lora_rank:
         norm(saved, "q_a_norm", spec, mla.q_lora_rank, compiled=spec.compiled, input_needed=grad)

@@ -24,7 +24,8 @@ def layer_at(cache: dict, spec: ActivationSpec, kind: str, mlp_kind: str, s: int
     if forms is None:
         forms = cache[key] = tuple(layer(spec, kind, mlp_kind, length, input_grad=input_grad, sliding=sliding)
                                    for length in (0, 1))
-    return at_length(*forms, s)
+    zero, one = forms
+    return at_length(zero, one, s)
 
 
 def attends_sliding(arch: Architecture, kind: str, s: int) -> bool:
@@ -98,8 +99,8 @@ def _mlp_block(saved: Saved, spec: ActivationSpec, mods: LayerModules, mlp_kind:
     arch, h = spec.arch, spec.arch.hidden_size
     shares_input = arch.parallel_block and has_attention
     if not shares_input or arch.parallel_mlp_norm:
-        norm(saved, "mlp_norm", spec, h, residual=True, compiled=spec.compiled, input_needed=input_grad or not shares_input,
-             input_counted=shares_input)
+        norm(saved, "mlp_norm", spec, h, residual=True, compiled=spec.compiled,
+             input_needed=input_grad or not shares_input, input_counted=shares_input)
         router_needs = mlp_kind == "moe" and router_needs_normed_input(spec)
         linear_inputs(saved, "mlp_norm.out", spec, h, _mlp_input_users(mods, mlp_kind), extra_need=router_needs,
                       residual=True, input_grad=input_grad or not shares_input)

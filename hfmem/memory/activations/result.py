@@ -78,11 +78,6 @@ class ActivationEstimate:
         return max((layer.backward_working for layer in self.layers), default=0)
 
     @property
-    def layers_total(self) -> int:
-        """Every decoder layer's saved bytes, as without checkpointing."""
-        return sum(layer.bytes * layer.count for layer in self.layers)
-
-    @property
     def saved(self) -> int:
         """Bytes saved for backward at the end of the forward pass (what saved_tensors_hooks see),
         wherever they live (with activation offloading most of them are in CPU memory)."""

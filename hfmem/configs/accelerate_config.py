@@ -2,13 +2,13 @@
 mixed precision. It says nothing of the model or the method.
 
 `mixed_precision` is torch autocast; accelerate does not cast the model. Under FSDP and DeepSpeed the trainable
-weights are held in fp32 (see precision.py), so bf16/fp16 there is hfmem's mixed bf16/fp16; with DDP or one GPU
+weights are held in fp32 (see trainer_precision.py), so bf16/fp16 there is hfmem's mixed bf16/fp16; with DDP or one GPU
 the weights keep the dtype the script loaded, taken as fp32 (the cautious reading): amp-bf16/amp-fp16.
 """
 
 from __future__ import annotations
 
-from hfmem.configs import deepspeed, hf
+from hfmem.configs import deepspeed_config, hf
 from hfmem.configs.draft import Draft, Linked
 
 PRECISIONS = {"bf16": "bf16", "fp16": "fp16"}
@@ -41,7 +41,7 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
         d.set("num_gpus", processes, "num_processes")
     kind = (d.text("distributed_type") or "NO").strip().upper()
     engine = kind in {"FSDP", "DEEPSPEED"}
-    flag = deepspeed.AUTO
+    flag: str | None = deepspeed_config.AUTO
     if kind in DISTRIBUTED:
         d.set("sharding", DISTRIBUTED[kind], "distributed_type")
     elif kind == "FSDP":
@@ -68,9 +68,9 @@ def deepspeed_plugin(d: Draft, linked: Linked | None) -> str | None:
         return hf.linked_deepspeed(d, linked)
     stage = d.integer("deepspeed_config.zero_stage")
     if stage is not None:
-        if stage not in deepspeed.STAGES:
+        if stage not in deepspeed_config.STAGES:
             raise d.fail("deepspeed_config.zero_stage", "0, 1, 2 or 3", stage)
-        d.set("sharding", deepspeed.STAGES[stage], "deepspeed_config.zero_stage")
+        d.set("sharding", deepspeed_config.STAGES[stage], "deepspeed_config.zero_stage")
     saved = d.boolean("deepspeed_config.zero3_save_16bit_model")
     if saved is not None:
         d.set("state_dict_type", "full" if saved else "sharded", "deepspeed_config.zero3_save_16bit_model")
@@ -80,17 +80,17 @@ def deepspeed_plugin(d: Draft, linked: Linked | None) -> str | None:
                         ("offload_params", "deepspeed_config.offload_param_device")):
         device = d.text(path)
         if device is not None:
-            d.set(field, device.strip().lower() in deepspeed.OFFLOADED, path)
+            d.set(field, device.strip().lower() in deepspeed_config.OFFLOADED, path)
     accum = d.integer("deepspeed_config.gradient_accumulation_steps")
     if accum is not None:
         d.set("gradient_accumulation_steps", accum, "deepspeed_config.gradient_accumulation_steps")
-    return deepspeed.AUTO
+    return deepspeed_config.AUTO
 
 
 def precision(d: Draft, engine: bool, flag: str | None) -> None:
     """mixed_precision as an hfmem dtype, unless a DeepSpeed JSON states its own bf16/fp16 (`flag` other than
-    deepspeed.AUTO); "no" leaves it to the script."""
-    if flag != deepspeed.AUTO:
+    deepspeed_config.AUTO); "no" leaves it to the script."""
+    if flag != deepspeed_config.AUTO:
         d.set("dtype", flag or "fp32", "deepspeed_config.deepspeed_config_file")
         return
     mode = (d.text("mixed_precision") or "no").strip().lower()

@@ -83,7 +83,8 @@ def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Ou
         for row in rows:
             grid.add_row(*(row[i] for i in keep))
         console.print(grid)
-        console.print(catalogue_units() + " GiB: usable; TF/s: dense vendor TFLOP/s (no sparsity); GB/s: memory bandwidth; "
+        console.print(catalogue_units() + " GiB: usable; TF/s: dense vendor TFLOP/s (no sparsity); "
+                      "GB/s: memory bandwidth; "
                       "sources in --format json. runs: what the chip trains with (bf16 or fp16 only, fp8, "
                       "FlashAttention-2/3, else SDPA, -mem: its memory-efficient kernel); hfmem's defaults follow it "
                       "per GPU." + ("" if wide else " Vendors, vendor memory, --gpu aliases and each GPU's machine: "

@@ -8,10 +8,10 @@ Axolotl loads the model in bf16 when `bf16` (true or auto) or `bfloat16` is set,
 
 from __future__ import annotations
 
-from hfmem.configs import deepspeed, hf
+from hfmem.configs import deepspeed_config, hf
 from hfmem.configs.draft import Draft, Linked
-from hfmem.configs.precision import trainer_dtype
 from hfmem.configs.trainer_args import attention
+from hfmem.configs.trainer_precision import trainer_dtype
 
 AXOLOTL_SEQUENCE_LEN = 512
 CCE_PLUGIN = "CutCrossEntropyPlugin"
@@ -195,20 +195,20 @@ def attention_of(d: Draft) -> None:
 
 def parallelism(d: Draft, linked: Linked | None) -> tuple[bool, str | None]:
     """FSDP (the `fsdp` list, or an fsdp_config of its own as in FSDP2 configs) or DeepSpeed: whether either runs,
-    and the DeepSpeed config's precision flag (deepspeed.AUTO when it leaves it to the Trainer)."""
+    and the DeepSpeed config's precision flag (deepspeed_config.AUTO when it leaves it to the Trainer)."""
     fsdp = hf.fsdp_options(d, "fsdp") or bool(d.mapping("fsdp_config"))
     if fsdp:
         hf.fsdp_config(d, "fsdp_config")
     if d.raw("deepspeed") is None:
         d.know("deepspeed")  # present and empty in older examples: no DeepSpeed
     if linked is None:
-        return fsdp, deepspeed.AUTO
+        return fsdp, deepspeed_config.AUTO
     d.know("deepspeed")
     return True, hf.linked_deepspeed(d, linked)
 
 
 def precision(d: Draft, method: str, engine: bool, flag: str | None) -> None:
-    """The dtype from Axolotl's load dtype rule and the Trainer's autocast flags (precision.py)."""
+    """The dtype from Axolotl's load dtype rule and the Trainer's autocast flags (trainer_precision.py)."""
     bf16 = d.raw("bf16")
     bf16_on = bf16 is True or (isinstance(bf16, str) and bf16.strip().lower() in {"auto", "true"})
     if bf16 is not None and not isinstance(bf16, bool) and not bf16_on:
@@ -216,6 +216,6 @@ def precision(d: Draft, method: str, engine: bool, flag: str | None) -> None:
     fp16 = bool(d.boolean("fp16")) and not bf16_on
     sixteen = bf16_on or bool(d.boolean("bfloat16")) or fp16 or bool(d.boolean("float16")) or bool(
         d.boolean("load_in_8bit"))
-    autocast = ("bf16" if bf16_on else "fp16" if fp16 else None) if flag == deepspeed.AUTO else flag
+    autocast = ("bf16" if bf16_on else "fp16" if fp16 else None) if flag == deepspeed_config.AUTO else flag
     source = "bf16" if "bf16" in d.data else "fp16" if "fp16" in d.data else "bf16 (not set)"
     d.set("dtype", trainer_dtype(method, autocast, "16" if sixteen else "fp32", engine), source)

@@ -10,8 +10,9 @@ every other answer becomes one `GitHubApiError` line naming the request and GitH
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx2
 
@@ -94,12 +95,14 @@ class GitHub:
                 response = self._exchange(method, url, payload, where)
             except httpx2.TransportError as err:
                 if attempt == self.retries:
-                    raise GitHubApiError(f"GitHub API: {where}: cannot reach {self.api_url} ({type(err).__name__}).") from None
+                    raise GitHubApiError(
+                        f"GitHub API: {where}: cannot reach {self.api_url} ({type(err).__name__}).") from None
                 self.sleep(0.5 * 2**attempt)
                 continue
             if 300 <= response.status_code < 400:
-                raise GitHubApiError(f"GitHub API: {where} answered HTTP {response.status_code}, a redirect; not followed "
-                                     f"(the token is sent to {self.api_url} only).", response.status_code)
+                raise GitHubApiError(f"GitHub API: {where} answered HTTP {response.status_code}, a redirect; "
+                                     f"not followed (the token is sent to {self.api_url} only).",
+                                     response.status_code)
             if response.status_code < 300:
                 return response
             if response.status_code not in _TRANSIENT or attempt == self.retries:

@@ -66,7 +66,8 @@ def read(d: Draft, name: str) -> tuple[str, str | None]:
         else:
             d.unmodelled("dtype")
     d.set("attention", "sdpa", "model._component_")
-    for key, field in (("batch_size", "micro_batch_size"), ("gradient_accumulation_steps", "gradient_accumulation_steps")):
+    for key, field in (("batch_size", "micro_batch_size"),
+                       ("gradient_accumulation_steps", "gradient_accumulation_steps")):
         value = d.integer(key)
         if value is not None:
             d.set(field, value, key)

@@ -117,7 +117,8 @@ def read(d: Draft) -> str | None:
         d.set("micro_batch_size", micro, "train_micro_batch_size_per_gpu")
     if isinstance(accum, int):
         d.set("gradient_accumulation_steps", accum, "gradient_accumulation_steps")
-    if all(isinstance(v, int) and v > 0 for v in (micro, accum, total)) and total % (micro * accum) == 0:
+    if (isinstance(micro, int) and isinstance(accum, int) and isinstance(total, int) and min(micro, accum, total) > 0
+            and total % (micro * accum) == 0):
         d.set("num_gpus", total // (micro * accum), "train_batch_size")  # DeepSpeed: total = micro x accum x GPUs
     kind = d.text("optimizer.type")
     if kind is not None:

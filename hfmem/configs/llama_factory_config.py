@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hfmem.configs.draft import Draft, Linked
 from hfmem.configs.hf import Run, training_arguments
-from hfmem.configs.precision import trainer_dtype
+from hfmem.configs.trainer_precision import trainer_dtype
 
 METHODS = {"lora": "lora", "full": "full"}
 """finetuning_type values hfmem models; freeze (the last layers only) and oft have no hfmem method."""
@@ -26,7 +26,8 @@ IGNORED = (
     "model_name_or_path", "trust_remote_code", "template", "dataset", "eval_dataset", "dataset_dir", "media_dir",
     "max_samples", "overwrite_cache", "preprocessing_num_workers", "tokenized_path", "val_size", "plot_loss",
     "lora_alpha", "use_rslora", "pissa_init", "pissa_iter", "pissa_convert", "create_new_adapter", "loraplus_lr_ratio",
-    "loraplus_lr_embedding", "adapter_name_or_path", "cache_dir", "model_revision", "hf_hub_token", "use_fast_tokenizer",
+    "loraplus_lr_embedding", "adapter_name_or_path", "cache_dir", "model_revision", "hf_hub_token",
+    "use_fast_tokenizer",
     "split_special_tokens", "new_special_tokens", "resize_vocab", "quantization_type", "streaming", "buffer_size",
     "mix_strategy", "interleave_probs", "ignore_pad_token_for_loss", "train_on_prompt", "mask_history",
     "default_system", "enable_thinking", "tool_format", "export_dir", "export_size", "export_device",
