@@ -35,20 +35,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
 from hfmem.memory.activations import ActivationEstimate
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
 from hfmem.memory.estimate import Context, activations_for, estimate_in, per_gpu_parts, phases, state_for
-from hfmem.memory.layouts import Limits, layout_settings, search
 from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
 from hfmem.memory.gpu_defaults import gpu_defaults
+from hfmem.memory.layouts import Limits, layout_settings, search
 from hfmem.memory.mitigations import REGISTRY, candidates, describe
 from hfmem.memory.model_state import ModelState
-from hfmem.memory.settings import METHODS, NO_MODEL_PARALLELISM, TrainingSettings
+from hfmem.memory.settings import METHODS, NO_MODEL_PARALLELISM, Method, Sharding, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 from hfmem.units import GIB
@@ -61,13 +62,13 @@ SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gr
 """The fields of a multi-GPU suggestion that make a setup of its own (its advice's settings changes)."""
 
 # Cheapest first: each step shards or moves more and costs more communication.
-SHARDING_LADDER: tuple[tuple[str, bool, bool], ...] = (
+SHARDING_LADDER: tuple[tuple[Sharding, bool, bool], ...] = (
     ("ddp", False, False),
     ("zero1", False, False),
     ("zero2", False, False),
     ("zero3", False, False),
 )
-OFFLOAD_LADDER: tuple[tuple[str, bool, bool], ...] = (
+OFFLOAD_LADDER: tuple[tuple[Sharding, bool, bool], ...] = (
     ("zero3", True, False),
     ("zero3", True, True),
 )
@@ -182,7 +183,7 @@ class _Planner:
         state = self._states.get(sk)
         if state is None:
             state = self._states[sk] = state_for(self.ctx, s)
-        ak = s.memo_key("activations") + (seq,)
+        ak = (*s.memo_key("activations"), seq)
         act = self._acts.get(ak)
         if act is None:
             act = self._acts[ak] = activations_for(self.ctx, s, seq)
@@ -263,16 +264,19 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
     """The fewest GPUs (cheapest sharding first, offload last) that fit `single`; None within max_gpus."""
     memo_key = (planner.base(single, seq),)
 
-    def total_of(n: int, sharding: str, off_opt: bool, off_par: bool) -> int:
-        key = memo_key + ("n", n, sharding, off_opt, off_par)
+    def total_of(n: int, sharding: Sharding, off_opt: bool, off_par: bool) -> int:
+        key = (*memo_key, "n", n, sharding, off_opt, off_par)
         if key not in planner.memo:
             trial = replace(single, num_gpus=n, sharding=sharding, offload_optimizer=off_opt, offload_params=off_par)
             planner.memo[key] = planner.resident(trial, seq)
         return planner.memo[key]
 
     for ladder in (SHARDING_LADDER, OFFLOAD_LADDER):  # offload only when no plain sharding reaches max_gpus
-        found = [(n, rank) for rank, step in enumerate(ladder)
-                 if (n := _smallest(1, max_gpus, lambda k, step=step: total_of(k, *step), limit)) is not None]
+        found = []
+        for rank, step in enumerate(ladder):
+            n = _smallest(1, max_gpus, partial(_on_ladder, total_of, step), limit)
+            if n is not None:
+                found.append((n, rank))
         if not found:
             continue
         n_min, rank = min(found)
@@ -322,6 +326,11 @@ LAYOUT_KEYS = ("tp", "pp", "cp", "sequence_parallel", "pp_schedule", "vpp")
 """The settings a layout suggestion changes beside SETUP_KEYS."""
 
 
+def _on_ladder(total_of: Callable[[int, Sharding, bool, bool], int], step: tuple[Sharding, bool, bool], n: int) -> int:
+    """The resident bytes of `n` GPUs at one ladder step (sharding, optimizer offload, parameter offload)."""
+    return total_of(n, *step)
+
+
 def _mitigations(planner: _Planner, asked: TrainingSettings, seq: int, limit: int) -> list[dict[str, Any]]:
     """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first."""
     return [{"name": name, "settings_changes": dict(changes), "total_bytes": per_gpu.total,
@@ -351,7 +360,8 @@ def asked_settings(settings: TrainingSettings, method: str) -> TrainingSettings:
     """The setup a fit cell judges: the settings with `method`; another method's optimizer default applies unless
     the chosen optimizer is not a method default."""
     keep_optimizer = method == settings.method or settings.optimizer not in {None, "paged_adamw_8bit"}
-    return replace(settings, method=method, optimizer=settings.optimizer if keep_optimizer else None).validated()
+    return replace(settings, method=cast(Method, method),
+                   optimizer=settings.optimizer if keep_optimizer else None).validated()
 
 
 def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpu: Gpu, method: str,

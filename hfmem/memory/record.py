@@ -100,7 +100,8 @@ def path(cell: dict[str, Any], column: str) -> str:
 
 def picks(report: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
     """`fastest_and_cheapest`: each a `pick` (None where no cell qualifies) with its cell's advice."""
-    return {label: _with_advice(report, p) for label, p in (report.get("fastest_and_cheapest") or {}).items()}
+    return {label: None if p is None else _with_advice(report, p)
+            for label, p in (report.get("fastest_and_cheapest") or {}).items()}
 
 
 def ranked(report: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -109,10 +110,8 @@ def ranked(report: dict[str, Any]) -> list[dict[str, Any]] | None:
     return None if found is None else [_with_advice(report, p) for p in found]
 
 
-def _with_advice(report: dict[str, Any], chosen: dict[str, Any] | None) -> dict[str, Any] | None:
+def _with_advice(report: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
     """A pick joined with its cell's advice (the change or GPUs it is timed with)."""
-    if chosen is None:
-        return None
     cell = next(c for c in report["fit"] if (c["method"], c["gpu"]) == (chosen["method"], chosen["gpu"]))
     return chosen | {"advice": cell["advice"]}
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.render.labels import advice_text, fit_grid, verdict_parts
-from hfmem.memory.record import cells, path, pick
-from hfmem.memory.record import estimates as all_estimates
+from hfmem.memory.record import cells, estimates as all_estimates, path, pick
 from hfmem.render.common import MARKS, METHOD_TITLES, setup_text
+from hfmem.render.labels import advice_text, fit_grid, verdict_parts
 from hfmem.render.markup import escape, tag, text
 from hfmem.render.svg import Scale, chart, frame, legend, reference_lines, standalone, x_axis, y_axis
 from hfmem.units import GIB
@@ -176,10 +175,10 @@ def curve_chart(report: dict[str, Any], axis: str, scope: str = "") -> str:
              tag("line", x1=x(as_set), x2=x(as_set), y1=24, y2=320, class_="as-set"),
              text("text", f"as set: {as_set:,}", x=x(as_set) + 4, y=34, class_="tick")]
     for method, series in by_method.items():
-        marks = " ".join(f"{x(p)},{y(v / GIB)}" for p, v in zip(points, series))
+        marks = " ".join(f"{x(p)},{y(v / GIB)}" for p, v in zip(points, series, strict=True))
         dots = [tag("circle", text("title", f"{method_title(method)}: {p:,} → {v / GIB:,.2f} GiB"), cx=x(p),
                     cy=y(v / GIB), r=3, **figure_attrs(f"curves.{axis}.required_bytes.{method}.{k}", v))
-                for k, (p, v) in enumerate(zip(points, series))]
+                for k, (p, v) in enumerate(zip(points, series, strict=True))]
         parts.append(tag("g", tag("polyline", points=marks), *dots, class_=f"m-{method}"))
     parts.append(legend([(f"m-{m} swatch", method_title(m)) for m in by_method], 70, 372, 480, swatch="line"))
     desc = (f"GiB one GPU must hold against {label}, at {fixed_name} {curve[fixed_key]:,}, for "

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfmem.memory.record import cells
-from hfmem.render.diff import cell, fit_entries, memory_by_method, render_diff, verdict
 from hfmem.render.common import EMOJI, legend, parameter_count, time_cell, time_line, wants_time_table
+from hfmem.render.diff import cell, fit_entries, memory_by_method, render_diff, verdict
 from hfmem.render.markdown import table
 from hfmem.units import count, gib
 
@@ -56,9 +56,9 @@ class Listed:
 
     @classmethod
     def of(cls, item: Item) -> Listed:
-        found = cells(item.head)
-        entries = fit_entries(item.head, found)
-        return cls(item, entries, memory_by_method(item.head, entries), time_line(item.head))
+        head = item.head or {}  # listed items are the ones with a report
+        entries = fit_entries(head, cells(head))
+        return cls(item, entries, memory_by_method(head, entries), time_line(head))
 
 
 def columns(listed: list[Listed]) -> tuple[list[str], list[str]]:
@@ -90,7 +90,7 @@ def matrix_rows(model: Listed, methods: list[str], gpus: list[str]) -> list[list
 def time_rows(model: Listed, methods: list[str], gpus: list[str]) -> list[list[str]]:
     """One row per method the model has: its tokens/s, wall time and cost per GPU where it fits (with the change or
     GPUs it is timed on), why not where it cannot be timed, "—" where nothing fits (render.common.time_cell)."""
-    rows = []
+    rows: list[list[str]] = []
     for method in methods:
         found = [model.entries.get((method, g)) for g in gpus]
         if any(found):
@@ -127,20 +127,22 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
     blocks = [render_diff(i.label, i.status, i.base, i.head, i.base_error, i.head_error) for i in diffs]
     methods, gpus = columns(listed)
     matrix = [matrix_rows(m, methods, gpus) for m in listed]
-    grids = [time_rows(m, methods, gpus) if m.line and wants_time_table(m.item.head) else None for m in listed]
+    grids = [time_rows(m, methods, gpus) if m.line and wants_time_table(m.item.head or {}) else None for m in listed]
     errors = [[cell(i.label), cell(i.head_error or "not analysed")] for i in failed]
 
     def build(keep: int) -> str:
         shown_diffs = blocks[:keep]
         n_listed = max(0, keep - len(diffs))
         shown_failed = errors[:max(0, keep - len(diffs) - len(listed))]
-        out = ([header] if header else []) + ["## hfmem: will it train?", "", settings, ""] + problem_lines(problems or [])
+        out = [*([header] if header else []), "## hfmem: will it train?", "", settings, "",
+               *problem_lines(problems or [])]
         if diffs:
             out += [f"### Config changes in this pull request ({len(diffs)})", ""]
             out += shown_diffs[:VISIBLE_DIFFS]
             out += _fold(_plural(len(shown_diffs) - VISIBLE_DIFFS, 'more changed config'), shown_diffs[VISIBLE_DIFFS:])
         if listed:
-            headers = ["model", "parameters"] + (["method", "peak memory / GPU"] + [cell(g) for g in gpus] if methods else [])
+            per_method = ["method", "peak memory / GPU", *(cell(g) for g in gpus)] if methods else []
+            headers = ["model", "parameters", *per_method]
             rows = matrix[:n_listed]
             visible = [r for group in rows[:VISIBLE_MODELS] for r in group]
             folded = [r for group in rows[VISIBLE_MODELS:] for r in group]

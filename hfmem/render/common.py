@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from hfmem.memory.record import cells, estimates, picks, ranked
-from hfmem.memory.record import training as settings_of
+from hfmem.memory.record import cells, estimates, picks, ranked, training as settings_of
 from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, setup_label, short_gib
 from hfmem.units import count
 
@@ -73,7 +72,8 @@ def settings_line(report: dict[str, Any]) -> str:
                  f"activation {a['activation_fn']}" if a.get("activation_fn") else "",
                  "" if tie is None else f"head {'tied' if tie else 'untied'}",
                  f"eval batch {a['eval_batch_size']}" if a.get("eval_batch_size") else ""]
-    return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · micro-batch {a['micro_batch_size']} · "
+    return (f"{setup_text(a)} · {a['dtype']} · {a['optimizer']} · seq {a['seq_len']:,} · "
+            f"micro-batch {a['micro_batch_size']} · "
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
             f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + other_settings_text(report)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.render.labels import advice_text
 from hfmem.memory.record import cells
-from hfmem.render.markdown import escape, table
 from hfmem.render.common import ARCH_ROWS, EMOJI
+from hfmem.render.labels import advice_text
+from hfmem.render.markdown import escape, table
 from hfmem.units import count, gib
 
 MAX_CELL = 200  # characters of untrusted text per cell, before escaping
@@ -26,8 +26,8 @@ def cell(text: Any, limit: int = MAX_CELL) -> str:
 
 def memory_by_method(report: dict[str, Any] | None,
                      entries: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, int]:
-    """Peak bytes per GPU of each estimated method: `estimates.METHOD.per_gpu_bytes.total`, else the fit's single-GPU total
-    (from `entries`, the report's `fit_entries` where the caller has decoded them already)."""
+    """Peak bytes per GPU of each estimated method: `estimates.METHOD.per_gpu_bytes.total`, else the fit's one-GPU
+    total (from `entries`, the report's `fit_entries` where the caller has decoded them already)."""
     found: dict[str, int] = {}
     for entry in (fit_entries(report) if entries is None else entries).values():
         total = entry.get("total_bytes")
@@ -50,7 +50,7 @@ def fit_entries(report: dict[str, Any] | None,
     """(method, GPU name) -> the report's fit cell in full (hfmem.memory.record `cells`; `found`: those cells where
     the caller has decoded them already)."""
     if found is None:
-        found = cells(report) if isinstance((report or {}).get("fit"), list) else []
+        found = cells(report) if report is not None and isinstance(report.get("fit"), list) else []
     by_key = {}
     for entry in found:
         if isinstance(entry, dict) and isinstance(entry.get("method"), str) and entry.get("gpu"):
@@ -110,7 +110,8 @@ def render_diff(path: str, status: str, base: dict[str, Any] | None, head: dict[
             rows.append([name, *shown, _change(before, after, lambda n: f"{n:,}") if numeric else ""])
     base_total = base["parameters"]["total"] if base else None
     head_total = head["parameters"]["total"]
-    rows.append(["**parameters**", count(base_total), f"**{count(head_total)}**", _change(base_total, head_total, count)])
+    rows.append(["**parameters**", count(base_total), f"**{count(head_total)}**",
+                 _change(base_total, head_total, count)])
     base_memory, head_memory = memory_by_method(base), memory_by_method(head)
     for method in dict.fromkeys([*head_memory, *base_memory]):
         before, after = base_memory.get(method), head_memory.get(method)

@@ -12,9 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from hfmem import __version__
-from hfmem.render.labels import fit_grid, verdict_parts
-from hfmem.memory.record import estimates as all_estimates
-from hfmem.memory.record import path
+from hfmem.memory.record import estimates as all_estimates, path
 from hfmem.render.charts import (
     CURVE_AXES,
     OVERLAP,
@@ -42,6 +40,7 @@ from hfmem.render.common import (
     settings_line,
     time_line,
 )
+from hfmem.render.labels import fit_grid, verdict_parts
 from hfmem.render.markup import document, escape, number, tag, text
 from hfmem.units import GIB
 

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from hfmem.render.common import (
+    ARCH_ROWS,
+    MARKS,
+    METHOD_TITLES,
+    legend,
+    origin_line,
+    paged_hint,
+    parameter_count,
+    settings_line,
+    time_line,
+)
 from hfmem.render.labels import fit_grid, verdict_parts
-from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, origin_line, paged_hint,
-                                 parameter_count, settings_line, time_line)
 from hfmem.text import markdown as escape
 from hfmem.units import count
 

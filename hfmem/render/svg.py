@@ -71,7 +71,7 @@ def spread(wanted: list[float], low: float, high: float, gap: float = LABEL_GAP)
         for k in range(len(placed) - 2, -1, -1):
             placed[k] = min(placed[k], placed[k + 1] - gap)
     out = [0.0] * len(wanted)
-    for i, y in zip(order, placed):
+    for i, y in zip(order, placed, strict=True):
         out[i] = round(y, 1)
     return out
 
@@ -104,7 +104,7 @@ def reference_lines(lines: list[tuple[str, float]], scale: Scale, x0: float, x1:
     ys = [scale(value) for _, value in lines]
     labels = spread(ys, min(scale.start, scale.end) + 4, max(scale.start, scale.end) + 4)
     parts = []
-    for (name, _), y, ly in zip(lines, ys, labels):
+    for (name, _), y, ly in zip(lines, ys, labels, strict=True):
         parts.append(tag("g", tag("line", x1=x0, x2=x1, y1=y, y2=y, class_="limit"),
                          tag("polyline", points=f"{x1},{y} {label_x - 4},{ly - 4}", class_="leader"),
                          text("text", name, x=label_x, y=ly, class_="limit-label")))

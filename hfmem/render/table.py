@@ -9,11 +9,23 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from hfmem.render.labels import fit_grid, verdict_parts
 from hfmem.memory.record import estimates
 from hfmem.render.charts import PHASES
-from hfmem.render.common import (ARCH_ROWS, MARKS, METHOD_TITLES, legend, napkin_line, origin_line, paged_hint,
-                                 parameter_count, settings_line, time_cell, time_line, wants_time_table)
+from hfmem.render.common import (
+    ARCH_ROWS,
+    MARKS,
+    METHOD_TITLES,
+    legend,
+    napkin_line,
+    origin_line,
+    paged_hint,
+    parameter_count,
+    settings_line,
+    time_cell,
+    time_line,
+    wants_time_table,
+)
+from hfmem.render.labels import fit_grid, verdict_parts
 from hfmem.units import count, gib, size
 
 
@@ -24,7 +36,8 @@ def architecture_table(report: dict[str, Any]) -> Table:
     table.add_column()
     for key, label in ARCH_ROWS:
         value = arch.get(key)
-        if value in (None, 0) and key in {"num_experts", "experts_per_token", "moe_intermediate_size", "sliding_window"}:
+        optional = {"num_experts", "experts_per_token", "moe_intermediate_size", "sliding_window"}
+        if value in (None, 0) and key in optional:
             continue
         table.add_row(label, f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value))
     if len(arch.get("layer_types") or {}) > 1:
@@ -159,7 +172,8 @@ def headline(report: dict[str, Any]) -> Text:
         text.append(f" @ {report['sha'][:12]}", style="dim")
     text.append(f" · {parameter_count(params)} parameters")
     arch = report["architecture"]
-    text.append(f" · {arch['num_layers']} layers, hidden {arch['hidden_size']:,}, {arch['attention_kind']}", style="dim")
+    text.append(f" · {arch['num_layers']} layers, hidden {arch['hidden_size']:,}, {arch['attention_kind']}",
+                style="dim")
     if arch.get("num_experts"):
         text.append(f", {arch['num_experts']} experts (top-{arch['experts_per_token']})", style="dim")
     return text
@@ -167,7 +181,8 @@ def headline(report: dict[str, Any]) -> Text:
 
 def render(report: dict[str, Any], console: Console, details: bool = False) -> None:
     """One screen by default: headline, cross-check, the fit matrix and its assumptions; --details adds the rest."""
-    parts: list[Any] = [headline(report), *(Text(f"warning: {w}", style="bold yellow") for w in report.get("warnings", [])),
+    warnings = (Text(f"warning: {w}", style="bold yellow") for w in report.get("warnings", []))
+    parts: list[Any] = [headline(report), *warnings,
                         notes_text(report)]
     if details:
         parts += [architecture_table(report), parameters_table(report)]
