@@ -20,7 +20,7 @@ from hfmem.memory.layouts import (
 )
 from hfmem.memory.settings import TrainingSettings
 
-LIMITS = Limits(heads=32, kv_heads=8, layers=32, seq_len=8192, gpus_per_node=8)
+LIMITS = Limits(heads=32, kv_heads=8, layers=32, seq_len=8192, tp_domain=8)
 
 
 def test_candidates_respect_each_dimensions_limit_and_fill_the_rest_with_dp() -> None:
@@ -29,7 +29,7 @@ def test_candidates_respect_each_dimensions_limit_and_fill_the_rest_with_dp() ->
         assert found[0] == Candidate(dp=n)  # plain FSDP first
         assert len(set(found)) == len(found)
         assert all(c.num_gpus == n and c.tp <= 8 and c.pp <= 32 for c in found)
-    few_kv = Limits(heads=32, kv_heads=4, layers=2, seq_len=1000, gpus_per_node=8)
+    few_kv = Limits(heads=32, kv_heads=4, layers=2, seq_len=1000, tp_domain=8)
     found = candidates(64, few_kv)
     assert max(c.tp for c in found) == 4 and max(c.pp for c in found) == 2
     assert {c.cp for c in found} == {1, 2, 4, 8}  # the divisors of 1000 among the powers of two

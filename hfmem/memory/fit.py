@@ -40,6 +40,7 @@ from typing import Any, cast
 
 from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
+from hfmem.hardware.specs import gpu_specs
 from hfmem.memory.activations import ActivationEstimate
 from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
 from hfmem.memory.estimate import Context, activations_for, estimate_in, per_gpu_parts, phases, state_for
@@ -59,7 +60,8 @@ VERDICTS = ("fits", "change", "gpus", "none")
 MAX_SUGGESTED_GPUS = 64
 """Up to this many GPUs, more GPUs are preferred to another method or offload; beyond it they come last."""
 SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing", "model_loading")
-"""The fields of a multi-GPU suggestion that make a setup of its own (its advice's settings changes)."""
+"""The fields of a multi-GPU suggestion that make a setup of its own (its advice's settings changes; model_loading
+only where the search changed it)."""
 
 # Cheapest first: each step shards or moves more and costs more communication.
 SHARDING_LADDER: tuple[tuple[Sharding, bool, bool], ...] = (
@@ -154,7 +156,7 @@ def _change(m: dict[str, Any], num_gpus: int) -> dict[str, Any]:
 def _gpus(multi: dict[str, Any]) -> dict[str, Any]:
     """A multi-GPU suggestion as advice: its setup (and its layout's dimensions) is the settings change."""
     keys = SETUP_KEYS + (LAYOUT_KEYS if "layout" in multi else ())
-    return {"kind": "gpus", "mitigation": None, "settings_changes": {k: multi[k] for k in keys}} | multi
+    return {"kind": "gpus", "mitigation": None, "settings_changes": {k: multi[k] for k in keys if k in multi}} | multi
 
 
 class _Planner:
@@ -260,8 +262,10 @@ def _boundary(inside: int, outside: int, value: Callable[[int], int], limit: int
 
 
 def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int, fits_one_gpu: bool,
-               max_gpus: int) -> dict[str, Any] | None:
-    """The fewest GPUs (cheapest sharding first, offload last) that fit `single`; None within max_gpus."""
+               max_gpus: int, rank0: bool = False) -> dict[str, Any] | None:
+    """The fewest GPUs (cheapest sharding first, offload last) that fit `single`; None within max_gpus. Where every
+    rank's own checkpoint copy outgrows the host, the search loads it on rank 0 instead (`rank0`: the suggestion
+    says so, model_loading "rank0")."""
     memo_key = (planner.base(single, seq),)
 
     def total_of(n: int, sharding: Sharding, off_opt: bool, off_par: bool) -> int:
@@ -285,19 +289,20 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
                                          offload_params=off_par), seq)
         return {"num_gpus": n_min, "sharding": "none" if n_min == 1 and fits_one_gpu else sharding,
                 "offload_optimizer": off_opt, "offload_params": off_par,
-                "gradient_checkpointing": single.gradient_checkpointing, "model_loading": single.model_loading,
-                "total_bytes": found_at.total, "required_bytes": found_at.required,
+                "gradient_checkpointing": single.gradient_checkpointing,
+                **({"model_loading": "rank0"} if rank0 else {}), "total_bytes": found_at.total, "required_bytes": found_at.required,
                 "equivalent": EQUIVALENT.get(sharding)}
     if single.model_loading == "per-rank-cpu":  # every rank's whole copy in host RAM: rank 0 alone may fit
-        return _multi_gpu(planner, replace(single, model_loading="rank0"), seq, limit, False, max_gpus)
+        return _multi_gpu(planner, replace(single, model_loading="rank0"), seq, limit, False, max_gpus, rank0=True)
     return None
 
 
-def _layout(planner: _Planner, single: TrainingSettings, seq: int, limit: int, max_gpus: int) -> dict[str, Any] | None:
-    """The fewest GPUs and the layout to run there (memory.layouts: FSDP, then TP inside a node, PP, CP), with
-    checkpointing as asked, else full; None where none fits within max_gpus. Each layout's per-rank bytes are
-    GPU-independent, so memoised for the whole matrix."""
-    limits = Limits.of(planner.ctx.arch, seq, single.gpus_per_node)
+def _layout(planner: _Planner, single: TrainingSettings, seq: int, gpu: Gpu, max_gpus: int) -> dict[str, Any] | None:
+    """The fewest GPUs and the layout to run there (memory.layouts: FSDP, then TP inside the GPUs one NVLink or
+    Infinity Fabric joins, PP, CP), with checkpointing as asked, else full; None where none fits within max_gpus.
+    Each layout's per-rank bytes are GPU-independent, so memoised for the whole matrix."""
+    limit = gpu.usable_bytes
+    limits = Limits.of(planner.ctx.arch, seq, tp_domain(gpu, single.gpus_per_node))
     for s in dict.fromkeys((single, replace(single, gradient_checkpointing="full"))):
         base = planner.base(s, seq)
 
@@ -316,10 +321,19 @@ def _layout(planner: _Planner, single: TrainingSettings, seq: int, limit: int, m
             per_gpu = planner.total(laid, seq)
             return {"num_gpus": laid.num_gpus, "sharding": laid.resolved_sharding, "offload_optimizer": False,
                     "offload_params": False, "gradient_checkpointing": s.gradient_checkpointing,
-                    "model_loading": s.model_loading, "layout": choice.layout.describe(),
+                    "layout": choice.layout.describe(),
                     **{k: getattr(laid, k) for k in LAYOUT_KEYS}, "total_bytes": per_gpu.total,
                     "required_bytes": per_gpu.required, "equivalent": None, "reason": choice.reason}
     return None
+
+
+def tp_domain(gpu: Gpu, gpus_per_node: int) -> int:
+    """The most GPUs tensor parallelism spans on `gpu`: those its GPU-to-GPU link joins all-to-all (8 on an HGX
+    board, 2 on a bridged pair), within a node; 1 for a catalogue card without one (TP's per-layer collectives over
+    PCIe cost more than its memory saves); a node for a card the user defined (its link is unknown)."""
+    if gpu.user_defined:
+        return gpus_per_node
+    return min(gpus_per_node, gpu_specs(gpu).link_gpus or 1)
 
 
 LAYOUT_KEYS = ("tp", "pp", "cp", "sequence_parallel", "pp_schedule", "vpp")
@@ -407,7 +421,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
 
     mitigations = [] if ok else _mitigations(planner, asked, seq, limit)
     spans = multi is None or multi["num_gpus"] > asked.gpus_per_node
-    layout = _layout(planner, single, seq, limit, max_gpus) if not ok and spans else None
+    layout = _layout(planner, single, seq, gpu, max_gpus) if not ok and spans else None
     verdict, advice = advise(ok, mitigations, multi, multi_ckpt, asked.num_gpus, layout, asked.gpus_per_node)
     akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once
     if akey not in planner.memo:

@@ -2,7 +2,7 @@
 
 At each GPU count (powers of two) the layouts are tried in the usual order of preference and the first whose
 most-loaded rank fits wins: fewer context-parallel ranks first, then fewer pipeline stages, then fewer tensor-parallel
-ranks; i.e. data parallelism with FSDP (ZeRO-3) sharding alone, then TP inside a node (at most a node's GPUs and the
+ranks; i.e. data parallelism with FSDP (ZeRO-3) sharding alone, then TP inside a node (at most the GPUs one link joins and the
 model's KV heads), then PP across nodes, and CP only for sequences the rest cannot hold, DP/FSDP over what is left.
 Pure: the per-rank bytes come from a function the caller passes (`best_layout` uses hfmem's estimate).
 """
@@ -46,15 +46,16 @@ class Limits:
     kv_heads: int
     layers: int
     seq_len: int
-    gpus_per_node: int = 8
+    tp_domain: int = 8
+    """The most GPUs TP may span: those one fast link joins inside a node (memory.fit.tp_domain)."""
 
     @classmethod
-    def of(cls, arch: Architecture, seq_len: int, gpus_per_node: int) -> Limits:
+    def of(cls, arch: Architecture, seq_len: int, tp_domain: int) -> Limits:
         return cls(arch.num_attention_heads, arch.num_key_value_heads or arch.num_attention_heads, arch.num_layers,
-                   seq_len, gpus_per_node)
+                   seq_len, tp_domain)
 
     def tp_ok(self, tp: int) -> bool:
-        return tp <= min(self.gpus_per_node, self.kv_heads) and not self.heads % tp and not self.kv_heads % tp
+        return tp <= min(self.tp_domain, self.kv_heads) and not self.heads % tp and not self.kv_heads % tp
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def reason(chosen: Candidate, limits: Limits, rejected: list[Candidate]) -> str:
     fit (those of fewer GPUs did not either)."""
     parts = []
     if chosen.tp > 1:
-        parts.append(f"TP {chosen.tp} inside a node (at most {min(limits.gpus_per_node, limits.kv_heads)}: the node's "
+        parts.append(f"TP {chosen.tp} inside a node (at most {min(limits.tp_domain, limits.kv_heads)}: the linked "
                      f"GPUs and the {limits.kv_heads} KV heads) splits every layer's weights and activations")
     if chosen.pp > 1:
         parts.append(f"PP {chosen.pp} splits the {limits.layers} layers into stages"

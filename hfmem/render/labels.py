@@ -24,15 +24,27 @@ def short_gib(n_bytes: float | None) -> str:
 
 def multi_gpu_text(multi: dict[str, Any] | None) -> str:
     """E.g. "8×ZeRO-3+ckpt" or "16×FSDP2·TP8": the GPU count, the sharding or the model-parallel layout, and
-    offload, checkpointing and rank-0 loading when the search used them."""
+    offload, checkpointing and rank-0 loading (RANK0_MARK) when the search used them."""
     if not multi:
         return ""
     offload = "+offload" if multi.get("offload_optimizer") or multi.get("offload_params") else ""
     ckpt = "+ckpt" if multi.get("gradient_checkpointing", "off") != "off" else ""
-    load = "+rank0 load" if multi.get("model_loading") == "rank0" else ""
+    load = RANK0_MARK if multi.get("model_loading") == "rank0" else ""  # the checkpoint loaded on rank 0 alone
     sharding = str(multi.get("sharding", ""))
     laid_out = multi.get("layout") or SHARDING_NAMES.get(sharding, sharding)  # "FSDP2·TP8", or the sharding
     return f"{multi['num_gpus']}×{laid_out}{offload}{ckpt}{load}"
+
+
+RANK0_MARK = "†"
+"""Marks GPUs whose checkpoint rank 0 alone loads (`rank0_line` says why)."""
+
+
+def rank0_line(report: dict[str, Any]) -> str:
+    """The footnote of RANK0_MARK where a cell's advice carries it; "" where none does."""
+    if any((fit.get("advice") or {}).get("model_loading") == "rank0" for fit in cells(report)):
+        return (f"{RANK0_MARK} rank 0 alone loads the checkpoint (--model-loading rank0): each rank's own copy "
+                "outgrows host RAM")
+    return ""
 
 
 def advice_label(advice: dict[str, Any] | None) -> str:
@@ -59,10 +71,21 @@ def verdict_parts(fit: dict[str, Any]) -> tuple[str, str, str]:
     kind, total = fit["verdict"], short_gib(fit["total_bytes"])
     if kind == "fits":
         return kind, total, f"b≤{fit['max_micro_batch_size']:,}"
-    short = fit.get("host_ram_short")  # the one-GPU offload left out: its machine lacks the host RAM
-    host = (f" ({label(short['mitigation'], {})}: {short['needed_gib']:,.0f} GiB host RAM > "
-            f"{short['host_ram_gib']:,.0f})") if short else ""
-    return kind, total, "→ " + (advice_text(fit) or "no fit") + host
+    return kind, total, "→ " + (advice_text(fit) or "no fit")
+
+
+def host_ram_line(report: dict[str, Any]) -> str:
+    """The one-GPU offloads the verdicts left out because the GPU's machine lacks the host RAM, e.g. "host RAM short
+    for offload: full ZeRO-Inf. 1,156 GiB/machine (T4 384, L4 768)": what each needs and each machine has; "" where
+    none."""
+    groups: dict[tuple[str, str, float], list[str]] = {}
+    for fit in cells(report):
+        if short := fit.get("host_ram_short"):
+            key = (fit["method"], short["mitigation"], short["needed_gib"])
+            groups.setdefault(key, []).append(f"{fit['gpu']['name']} {short['host_ram_gib']:,.0f}")
+    parts = [f"{method} {label(name, {})} {need:,.0f} GiB/machine ({', '.join(has)})"
+             for (method, name, need), has in groups.items()]
+    return "host RAM short for offload: " + "; ".join(parts) if parts else ""
 
 
 def setup_label(fit: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from hfmem.render.common import (
     settings_line,
     time_line,
 )
-from hfmem.render.labels import fit_grid, verdict_parts
+from hfmem.render.labels import fit_grid, host_ram_line, rank0_line, verdict_parts
 from hfmem.text import markdown as escape
 from hfmem.units import count
 
@@ -56,6 +56,6 @@ def fit_markdown(report: dict[str, Any]) -> str:
     body = [[f"{escape(name)} ({usable:g} GiB)"]
             + [f"{MARKS[verdict]} {total} " + escape(rest) for verdict, total, rest in
                (verdict_parts(by_method[m]) for m in methods)] for name, usable, by_method in rows]
-    hint = paged_hint(report)
-    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body) + "\n" + legend() + (
-        f"\n\n{hint}" if hint else "")
+    hints = "".join(f"\n\n{escape(h)}" for h in (paged_hint(report), host_ram_line(report), rank0_line(report))
+                    if h)
+    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body) + "\n" + legend() + hints

@@ -25,7 +25,7 @@ from hfmem.render.common import (
     time_line,
     wants_time_table,
 )
-from hfmem.render.labels import fit_grid, verdict_parts
+from hfmem.render.labels import fit_grid, host_ram_line, rank0_line, verdict_parts
 from hfmem.units import count, gib, size
 
 
@@ -88,7 +88,7 @@ def fit_cell(fit: dict[str, Any]) -> Text:
 def grid_table(report: dict[str, Any], title: str, first: str, gpu: Any, cell: Any) -> Table:
     """GPU rows by method columns of the fit matrix: `gpu(name, usable)` labels a row, `cell(fit)` fills a cell."""
     methods, rows = fit_grid(report)
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column(first)
     for method in methods:
         table.add_column(METHOD_TITLES.get(method, method))
@@ -111,7 +111,7 @@ def stacked_fit_tables(report: dict[str, Any]) -> Group:
     tables = []
     for method in methods:
         table = Table(title=f"Fit per GPU (GiB): {METHOD_TITLES.get(method, method)}", title_justify="left",
-                      box=box.SIMPLE_HEAD, pad_edge=False, show_header=False)
+                      box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, show_header=False)
         table.add_column(no_wrap=True)
         table.add_column()
         for name, usable, by_method in rows:
@@ -189,8 +189,8 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
     if report.get("fit"):
         parts.append(fit_view(report, console))
         parts.append(Text(legend(), style="dim"))
-        if hint := paged_hint(report):
-            parts.append(Text(hint, style="dim"))
+        parts += [Text(hint, style="dim") for hint in (paged_hint(report), host_ram_line(report), rank0_line(report))
+                  if hint]
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
         if origin := origin_line(report):
             parts.append(Text("from " + origin, style="dim"))

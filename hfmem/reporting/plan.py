@@ -13,7 +13,7 @@ from typing import Any, cast
 from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.hardware.prices import Price
 from hfmem.hub.modelref import ModelRef
-from hfmem.memory.fit import timed_gpus, timed_setup
+from hfmem.memory.fit import MAX_SUGGESTED_GPUS, timed_gpus, timed_setup
 from hfmem.memory.settings import METHODS, NO_MODEL_PARALLELISM, Method, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
@@ -291,10 +291,10 @@ def node_entry(gpus: tuple[Gpu, ...], training: TrainingSettings) -> dict[str, A
 
 def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan,
                     fits: list[Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Each cell's `host_ram_short`, by (method, GPU): where it does not fit as asked, the least intrusive offload
-    change (ZeRO-Offload, then ZeRO-Infinity) that would fit its GPU but needs more host RAM per machine than the
-    machine has ({mitigation, needed_gib per machine, host_ram_gib it has}): what a `✗` on a small card would have
-    taken."""
+    """Each cell's `host_ram_short`, by (method, GPU): where it does not fit as asked and its advice is not a few
+    GPUs (at most MAX_SUGGESTED_GPUS, preferred to offload anyway), the least intrusive offload change (ZeRO-Offload,
+    then ZeRO-Infinity) that would fit its GPU but needs more host RAM per machine than the machine has
+    ({mitigation, needed_gib per machine, host_ram_gib it has}): what a `✗` on a small card would have taken."""
     from hfmem.memory.estimate import estimate
     from hfmem.memory.mitigations import candidates
     from hfmem.units import GIB
@@ -304,7 +304,8 @@ def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan,
     out = {}
     for fit in fits:
         ram = host_ram_gib(training, fit.gpu)
-        if fit.verdict == "fits" or ram is None:
+        near = fit.advice is not None and fit.advice["num_gpus"] <= MAX_SUGGESTED_GPUS  # preferred to offload anyway
+        if fit.verdict == "fits" or ram is None or near:
             continue
         defaults = (fit.gpu_defaults or {}).get("changes", {})
         asked = replace(plan.settings_for(fit.method), **defaults).validated()
