@@ -19,6 +19,7 @@ from typing import Any
 from hfmem.errors import InvalidInputError
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory, LinearGroup
+from hfmem.memory.peft_methods import PROMPT_METHODS, adapters, prompt_adapters
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
 
@@ -58,10 +59,12 @@ class ParameterSplit:
     last_trainable: int = 0
     """Trainable parameters whose gradients appear last in backward, during or after the first decoder layer's
     backward: that layer's own and an untied input embedding's."""
+    frozen_adapters: int = 0
+    """Frozen adapter parameters held in the adapter dtype (LoRA-FA's A, VeRA's shared projections); in `total`."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for internal in ("trainable_matrices", "trainable_copies", "quantized_bytes"):
+        for internal in ("trainable_matrices", "trainable_copies", "quantized_bytes", "frozen_adapters"):
             data.pop(internal)
         return data
 
@@ -203,25 +206,31 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
         return ParameterSplit(total, total, 0, 0, matrices + (embed_rows,), vectors, largest, matmul,
                               last_trainable=last)
-    groups = lora_targets(inventory, settings.lora_targets)
     r = settings.lora_rank
-    adapters = lora_parameters(groups, r)
-    matrices = tuple(m for g in groups for m in ((r, g.in_features, g.count), (g.out_features, r, g.count)))
-    largest = max((max(r * g.in_features, r * g.out_features) for g in groups), default=0)
-    last = round(lora_parameters(tuple(g for g in groups if g.component != "head"), r) / _layer_count(arch))
+    if settings.method in PROMPT_METHODS:
+        added = prompt_adapters(settings.method, arch, settings.num_virtual_tokens)
+        last = 0
+    else:
+        groups = lora_targets(inventory, settings.lora_targets)
+        added = adapters(settings.method, groups, r)
+        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r)
+        last = round(decoder.trainable / _layer_count(arch))
     base = settings.base_format(arch.quantization)
     quantized = quantized_linears(inventory, quantizes_head(base, settings)) if base else ()
     copies = module_copies(arch, inventory, settings.modules_to_save, frozenset(g.name for g in quantized))
-    trainable = adapters + copies.parameters
-    matrices += copies.matrices
-    largest = max(largest, copies.largest)
+    trainable = added.trainable + copies.parameters
+    matrices = added.matrices + copies.matrices
+    vectors = added.vectors + copies.vectors
+    largest = max(added.largest, copies.largest)
+    whole = total + trainable + added.frozen
     if base is None:
-        return ParameterSplit(total + trainable, trainable, total, 0, matrices, copies.vectors, largest,
-                              matmul + adapters + copies.matmul, copies.parameters, last_trainable=last)
+        return ParameterSplit(whole, trainable, total, 0, matrices, vectors, largest,
+                              matmul + added.matmul + copies.matmul, copies.parameters, last_trainable=last,
+                              frozen_adapters=added.frozen)
     n_quantized = sum(g.count * g.in_features * g.out_features for g in quantized)
-    return ParameterSplit(total + trainable, trainable, total - n_quantized, n_quantized, matrices, copies.vectors,
-                          largest, adapters + copies.matmul, copies.parameters, quantized_bytes(base, quantized),
-                          last_trainable=last)
+    return ParameterSplit(whole, trainable, total - n_quantized, n_quantized, matrices, vectors,
+                          largest, added.matmul + copies.matmul, copies.parameters, quantized_bytes(base, quantized),
+                          last_trainable=last, frozen_adapters=added.frozen)
 
 
 def _layer_count(arch: Architecture) -> int:
@@ -373,8 +382,8 @@ def model_state_bytes(
     optimizer = settings.resolved_optimizer
     copies = split.trainable_copies
     adapters = split.trainable - copies
-    t = _Terms(weights=(adapters * b.train_w + copies * c.train_w + split.frozen_16bit * b.stored
-                        + split.quantized_bytes),
+    t = _Terms(weights=((adapters + split.frozen_adapters) * b.train_w + copies * c.train_w
+                        + split.frozen_16bit * b.stored + split.quantized_bytes),
                grads=adapters * b.train_g + copies * c.train_g, masters=adapters * b.master + copies * c.master,
                states=optimizer_state_bytes(optimizer, split, ((adapters, b.state), (copies, c.state))))
     per_param = {
