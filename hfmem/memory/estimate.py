@@ -43,6 +43,7 @@ from hfmem.memory.model_state import (
     quantized_linears,
     quantizes_head,
 )
+from hfmem.memory.peft_methods import ADAPTER_KINDS, PROMPT_METHODS, dora_workspace, is_feedforward
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
 from hfmem.units import GIB
@@ -179,6 +180,12 @@ def trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
 def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     if settings.method == "full":
         return Trainability()
+    if settings.method in PROMPT_METHODS:
+        copies = module_copies(ctx.arch, ctx.inventory, settings.modules_to_save)
+        prefix = settings.method == "prefix-tuning"
+        # prompt tuning: the trained prompt joins the input embeddings, so every layer's input needs a gradient
+        return Trainability(trainable=copies.names, prefix_tokens=settings.num_virtual_tokens if prefix else 0,
+                            input_requires_grad=not prefix or settings.gradient_checkpointing != "off")
     groups = lora_targets(ctx.inventory, settings.lora_targets)
     p = settings.precision.compute_bytes
     autocast = settings.precision.autocast
@@ -207,6 +214,8 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
         adapter_output_bytes=out,
         lora_dropout=settings.lora_dropout,
         input_requires_grad=settings.gradient_checkpointing != "off" or "embed_tokens" in copies.names,
+        adapter=ADAPTER_KINDS[settings.method],
+        ia3_feedforward=frozenset(g.name for g in groups if is_feedforward(g)) if settings.method == "ia3" else frozenset(),
     )
 
 
@@ -227,6 +236,12 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
     dequantizes = base is not None and not base.saves_dequantized_weight
     workspace = ctx.dequant_elements(quantizes_head(base, settings)) * p if dequantizes else 0
     trained = trainability(ctx, settings)
+    if settings.method == "dora":
+        adapter_bytes = round(trained.adapter_input_bytes or trained.adapter_output_bytes)
+        workspace += round(dora_workspace(lora_targets(ctx.inventory, settings.lora_targets), settings.lora_rank,
+                                          adapter_bytes, settings.precision.weight_bytes))
+    if settings.method == "prompt-tuning":  # the virtual tokens are prepended to every sequence
+        seq_len += settings.num_virtual_tokens
     return ActivationSettings(
         micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
         residual_bytes=settings.precision.residual_bytes,
@@ -237,7 +252,7 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
         compiled_layers=settings.compile_layers,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
         loss_upcast=settings.loss_upcast, repeat_kv=settings.repeat_kv, activation=settings.activation_fn,
-        padding_mask=settings.padding_mask,
+        padding_mask=settings.padding_mask or trained.prefix_tokens > 0,  # a prefix makes the causal mask explicit
     )
 
 

@@ -48,7 +48,7 @@ from hfmem.hardware.gpus import Gpu
 from hfmem.model.inventory import Inventory
 from hfmem.memory.mitigations import REGISTRY, candidates, describe
 from hfmem.memory.model_state import ModelState
-from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.memory.settings import ALL_METHODS, METHODS, TrainingSettings
 from hfmem.units import GIB
 
 VERDICTS = ("fits", "change", "gpus", "none")
@@ -386,8 +386,8 @@ def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSetti
     A setting left at its default that a GPU cannot run (bf16, FlashAttention-2) is replaced in that GPU's cells
     unless it is in `stated` (given by a flag or a config file)."""
     for m in methods:
-        if m not in METHODS:
-            raise InvalidInputError(f"method must be one of {', '.join(METHODS)}; got {m!r}.")
+        if m not in ALL_METHODS:
+            raise InvalidInputError(f"method must be one of {', '.join(ALL_METHODS)}; got {m!r}.")
     if not gpus:
         raise InvalidInputError("no GPUs to fit against.")
     planner = _Planner(Context(arch, inventory))
