@@ -317,7 +317,8 @@ def optimizer_state(optimizer: str, split: ParameterSplit, groups: tuple[tuple[i
     e = sum(count * bytes_ for count, bytes_ in groups) / n if n else 4.0
     if optimizer in BLOCK_OPTIMIZERS:
         return OptimizerState(2 * e * n)
-    return memory_optimizer_state(optimizer, split.trainable, split.hidden_matrices, e, settings.galore_rank)
+    return memory_optimizer_state(optimizer, split.trainable, split.hidden_matrices, e, settings.galore_rank,
+                                  matrices=split.trainable_matrices, largest=split.largest_trainable)
 
 
 def _active_block(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _ElementBytes,

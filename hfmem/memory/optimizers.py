@@ -47,19 +47,25 @@ def _bnb8(n: float) -> float:
     return n * (1 + 4 / BNB_BLOCK)
 
 
-def projected(hidden: tuple[Matrix, ...], rank: int, moment_bytes: float, projector_bytes: float) -> float:
-    """GaLore's states (galore_torch/galore_projector.py GaLoreProjector.project, proj_type std): an m x n gradient
-    is projected on its shorter side, so AdamW's two moments are rank x max(m, n) and the kept ortho_matrix is
-    rank x min(m, n) (cast back to the gradient's dtype)."""
+def projected(hidden: tuple[Matrix, ...], rank: int, moment_bytes: float, projector_bytes: float,
+              whole_factor: bool = False) -> float:
+    """Projected states (GaLore's GaLoreProjector.project, proj_type std; APOLLO's GradientProjector): an m x n
+    gradient is projected on its shorter side, so AdamW's two moments are rank x max(m, n), and the kept
+    ortho_matrix is rank x min(m, n). `whole_factor`: GaLore on fp32 gradients keeps `Vh[:rank, :]` / `U[:, :rank]`,
+    views of the whole SVD factor (galore_torch/galore_projector.py lines 83-97: the .type() copy is made only for
+    non-fp32 data), so min(m, n)² values per matrix stay alive."""
     total = 0.0
     for r, c, n in hidden:
         k = min(rank, r, c)
-        total += n * (2 * k * max(r, c) * moment_bytes + k * min(r, c) * projector_bytes)
+        kept = min(r, c) ** 2 if whole_factor else k * min(r, c)
+        total += n * (2 * k * max(r, c) * moment_bytes + kept * projector_bytes)
     return total
 
 
-def optimizer_state(optimizer: str, trainable: int, hidden: tuple[Matrix, ...], e: float, rank: int) -> OptimizerState:
-    """The state of a memory-saving `optimizer` over `trainable` parameters, `hidden` of them in decoder matrices."""
+def optimizer_state(optimizer: str, trainable: int, hidden: tuple[Matrix, ...], e: float, rank: int, *,
+                    matrices: tuple[Matrix, ...] = (), largest: int = 0) -> OptimizerState:
+    """The state of a memory-saving `optimizer` over `trainable` parameters, `hidden` of them in decoder matrices;
+    `matrices`: every trained matrix (embeddings and head too), `largest`: elements of the largest trained tensor."""
     in_hidden = _elements(hidden)
     rest = max(0, trainable - in_hidden)
     r, c = _largest(hidden)
@@ -67,22 +73,25 @@ def optimizer_state(optimizer: str, trainable: int, hidden: tuple[Matrix, ...], 
     if optimizer.startswith("galore_adamw"):
         eight = "8bit" in optimizer
         moment = (1 + 4 / BNB_BLOCK) if eight else e
-        states = projected(hidden, rank, moment, e) + (_bnb8(2 * rest) if eight else 2 * e * rest)
-        # the update_proj_gap step: torch.linalg.svd(matrix.float(), full_matrices=False) of one gradient (its fp32
-        # copy, U and Vh), then project_back's full-size update in the gradient's dtype
-        svd = 4 * (r * c + short * (r + c)) + e * r * c
+        states = projected(hidden, rank, moment, e, whole_factor=e == 4) + (_bnb8(2 * rest) if eight else 2 * e * rest)
+        # the update_proj_gap step: torch.linalg.svd(matrix.float(), full_matrices=False) of one gradient (U and Vh,
+        # and an fp32 copy of a 16-bit gradient), then project_back's full-size update in the gradient's dtype
+        svd = 4 * short * (r + c) + (4 * r * c if e < 4 else 0) + e * r * c
         return OptimizerState(states, svd, one_gradient=optimizer.endswith("layerwise"),
                               note=f"GaLore: moments of each decoder matrix's gradient projected to rank {rank} "
                               "plus its projection; every update_proj_gap steps an fp32 SVD of one gradient")
     if optimizer in {"apollo_adamw", "apollo_mini"}:
         k = 1 if optimizer == "apollo_mini" else rank
-        states = projected(hidden, k, e, 0) + 2 * e * rest  # random projection regenerated from its seed
-        return OptimizerState(states, e * r * c, note=f"APOLLO: moments of each decoder matrix's gradient projected "
-                              f"to rank {k} (random projection, regenerated from a seed); AdamW for the rest")
+        # apollo_torch/random_projector.py keeps its random ortho_matrix (rank x min) between update_proj_gap steps;
+        # the step's channel-wise scaling builds the scaled full-size gradient and its update
+        states = projected(hidden, k, e, e) + 2 * e * rest
+        return OptimizerState(states, 2 * e * r * c + 4 * e * k * max(r, c),
+                              note=f"APOLLO: moments of each decoder matrix's gradient projected to rank {k} by a "
+                              "random projection; AdamW for the rest")
     if optimizer == "adam_mini":
         # one second moment per output row (per head for q/k: fewer); the rest in rows of the hidden width
         rows = sum(rr * n for rr, _, n in hidden) + -(-rest // max(1, short))
-        return OptimizerState(e * trainable + e * rows,
+        return OptimizerState(e * trainable + e * rows, 2 * e * largest,
                               note="Adam-mini: the first moment for every weight, one second moment per block "
                               "(output row; embeddings per token)")
     if optimizer == "muon":
@@ -94,11 +103,16 @@ def optimizer_state(optimizer: str, trainable: int, hidden: tuple[Matrix, ...], 
                               note="Muon: one momentum buffer for the decoder's 2-D matrices (Newton-Schulz in "
                               "bf16 in the step), AdamW for embeddings, head, norms and biases")
     if optimizer == "schedulefree_adamw":
-        return OptimizerState(2 * e * trainable, note="schedule-free AdamW: z and the second moment per weight "
+        # schedulefree/adamw_schedulefree.py's foreach step allocates one temporary per parameter
+        return OptimizerState(2 * e * trainable, e * trainable, note="schedule-free AdamW: z and the second moment per weight "
                               "(the iterate y lives in the weights)")
     if optimizer == "came":
-        factored = sum(n * 2 * (rr + cc) for rr, cc, n in hidden)
-        return OptimizerState(e * in_hidden + e * factored + 2 * e * rest,
+        # came_pytorch/CAME.py: exp_avg for every weight; for every tensor of 2 or more dims exp_avg_sq and
+        # exp_avg_res as row and column vectors (type_as the gradient), for the rest a whole exp_avg_sq
+        every = matrices or hidden
+        in_matrices = sum(rr * cc * n for rr, cc, n in every)
+        factored = sum(n * 2 * (rr + cc) for rr, cc, n in every)
+        return OptimizerState(e * trainable + e * factored + e * max(0, trainable - in_matrices), 4 * e * largest,
                               note="CAME: the first moment per weight, the second moment and the confidence "
                               "residual factored (a row and a column vector per matrix)")
     if optimizer in {"adamw_torchao_8bit", "adamw_torchao_4bit"}:
