@@ -332,6 +332,11 @@ def _active_block(t: _Terms, settings: TrainingSettings, split: ParameterSplit, 
     t.grads *= share
     t.masters *= share
     t.states *= share
+    if optimizer == "badam" and not b.master and b.train_w < 4:
+        # BAdam's BlockOptimizer keeps an fp32 copy of the active block and steps it (badam/block_optim.py
+        # param_idx2hp), whatever the model's 16-bit dtype: fp32 master weights and AdamW states for `active`
+        t.masters = 4.0 * active
+        t.states = 8.0 * active
     t.notes.append(f"{'BAdam' if optimizer == 'badam' else 'LISA'}: {layers} decoder layer(s) trained at a time"
                    + (" with the embeddings and head" if optimizer == "lisa" else "")
                    + f" ({active / 1e6:,.0f}M parameters): only they hold gradients, fp32 master weights and AdamW "
@@ -436,7 +441,7 @@ def model_state_bytes(
             t.grads = split.largest_trainable * b.train_g
             t.notes.append("layer-wise optimizer: each parameter steps in its post-accumulate-grad hook and frees "
                            "its gradient (one tensor's gradient alive; no gradient accumulation)")
-    if optimizer in BLOCK_OPTIMIZERS:
+    if optimizer in BLOCK_OPTIMIZERS and settings.method == "full":
         _active_block(t, settings, split, b, layer_parameters, root_parameters)
     per_param = {
         "weights": _per_param(split, b.train_w, c.train_w), "gradients": _per_param(split, b.train_g, c.train_g),

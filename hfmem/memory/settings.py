@@ -442,8 +442,6 @@ class TrainingSettings:
             raise InvalidInputError("sharding 'none' means one GPU; use ddp, zero1/2/3 or fsdp for num_gpus > 1.")
         if result.offload_params and sharding not in {"zero3", "fsdp_full_shard"}:
             raise InvalidInputError("offload_params needs parameter sharding (zero3 or fsdp_full_shard).")
-        if result.method not in {"full"} and result.optimizer in {"badam", "lisa"}:
-            raise InvalidInputError(f"optimizer {result.optimizer} trains layers of the whole model; use method full.")
         if result.offload_optimizer and sharding in {"none", "ddp"}:
             raise InvalidInputError(
                 "offload_optimizer needs ZeRO (zero1/2/3) or FSDP sharding (it is DeepSpeed/FSDP offload).")
