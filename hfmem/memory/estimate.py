@@ -43,7 +43,7 @@ from hfmem.memory.model_state import (
     quantized_linears,
     quantizes_head,
 )
-from hfmem.memory.peft_methods import ADAPTER_KINDS, PROMPT_METHODS, dora_workspace, is_feedforward
+from hfmem.memory.peft_methods import ADAPTER_KINDS, METHOD_NOTES, PROMPT_METHODS, dora_workspace, is_feedforward
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import TrainingSettings
 from hfmem.units import GIB
@@ -301,6 +301,8 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
                    else "on per-expert nn.Linear modules")
             notes.append(f"LoRA on MoE experts: each expert of the fused 3-D tensors gets its own r·(in+out) adapter "
                          f"({how})")
+    if s.method in METHOD_NOTES:
+        notes.append(METHOD_NOTES[s.method])
     base = ctx.base(s)
     if base is not None:
         notes.append(_base_note(ctx, s, base))

@@ -98,3 +98,22 @@ def dora_workspace(groups: tuple[LinearGroup, ...], rank: int, adapter_bytes: in
         return adapter_bytes * (g.in_features * (g.in_features + rank) + 3 * g.in_features * g.out_features) \
             + cast * g.in_features * g.out_features
     return max((one(g) for g in groups if g.kind != "experts"), default=0.0)
+
+
+METHOD_NOTES = {
+    "dora": "DoRA: LoRA's A and B plus a magnitude vector per output; each adapted layer also keeps its base output "
+            "(compute dtype) and adapter output for the magnitude's gradient, and each forward builds B·A and "
+            "W + B·A in the adapter dtype to take the column norm (the largest layer's, with an in x in identity, "
+            "as a workspace)",
+    "lora-fa": "LoRA-FA: A frozen (held in the adapter dtype, no gradient or optimizer state); no adapter keeps a "
+               "copy of its input, B's gradient reads A's rank-r output",
+    "vera": "VeRA: two trained vectors per adapted layer (r + out) over one shared frozen random A/B pair (fp32 "
+            "buffers); each layer keeps its rank-r middle and out-wide product, not its input",
+    "ia3": "IA3: one trained vector per adapted layer (out, or in for the MLP's output projection); each keeps the "
+           "output it scales, or the feedforward input cast to the adapter dtype; the base keeps no weight inputs",
+    "prompt-tuning": "prompt tuning: num_virtual_tokens x hidden trained; every sequence is num_virtual_tokens longer "
+                     "and every layer's input needs a gradient, but no weight does",
+    "prefix-tuning": "prefix tuning: num_virtual_tokens keys and values per layer trained; under SDPA each layer's "
+                     "K/V are repeated to every query head beside an explicit (s, s + n) mask",
+}
+"""A line per PEFT method on what it trains and keeps (the estimate's notes)."""
