@@ -143,3 +143,34 @@ def test_dora_saves_more_than_lora_by_its_scaled_outputs() -> None:
            for m in ("lora", "dora")}
     outs = 2 * (256 + 64 + 64 + 256 + 896 + 896 + 256)  # q, k, v, o, gate, up, down per layer, two layers
     assert per["dora"].stored - per["lora"].stored == S * outs * (2 + 4)
+
+
+@pytest.mark.parametrize(("in_features", "out_features"), [(256, 896), (896, 256), (512, 512)])
+def test_dora_forward_workspace_equals_live_tensors(in_features: int, out_features: int) -> None:
+    """One DoRA layer's forward (bf16 weight, fp32 adapters): the live-tensor peak above what it leaves alive is the
+    column-norm workspace hfmem adds to the layer being computed (x_eye, B·A, the fp32 weight, scaled and summed)."""
+    from live_peak import LiveBytes
+
+    from hfmem.memory.peft_methods import dora_workspace
+    from hfmem.model.inventory import LinearGroup
+
+    class One(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q = torch.nn.Linear(in_features, out_features, bias=False)
+
+        def forward(self, x):
+            return self.q(x)
+
+    wrapped = peft.get_peft_model(One().to(torch.bfloat16), peft.LoraConfig(r=8, target_modules=["q"], use_dora=True))
+    wrapped.train()
+    x = torch.randn(1, 4, in_features, dtype=torch.bfloat16, requires_grad=True)
+    with LiveBytes() as tracker:
+        tracker.adopt([*wrapped.parameters(), x], "model")
+        tracker.reset_peak()
+        before = tracker.current
+        out = wrapped(x)
+        workspace = tracker.peak - tracker.current
+    assert out.requires_grad and tracker.current > before
+    group = LinearGroup("q", "attention", in_features, out_features, 1, "linear", False)
+    assert dora_workspace((group,), 8, 4, 2) == pytest.approx(workspace, rel=0.02)
