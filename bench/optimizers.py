@@ -58,8 +58,9 @@ def build(name: str, model: Any) -> list[Any] | None:
     if name == "apollo_adamw":
         from apollo_torch import APOLLOAdamW
 
-        return [APOLLOAdamW([{"params": rest}, {"params": hidden, "rank": RANK, "proj": "random", "scale_type": "channel",
-                                                "scale": 1, "update_proj_gap": 1, "proj_type": "std"}], lr=1e-3)]
+        projected = {"params": hidden, "rank": RANK, "proj": "random", "scale_type": "channel", "scale": 1,
+                     "update_proj_gap": 1, "proj_type": "std"}
+        return [APOLLOAdamW([{"params": rest}, projected], lr=1e-3)]
     if name == "adam_mini":
         from adam_mini import Adam_mini
 

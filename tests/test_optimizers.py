@@ -93,19 +93,18 @@ def test_badam_trains_one_layer_and_lisa_the_embeddings_and_head_too() -> None:
 def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
     """LLaMA-Factory's use_badam/use_galore/use_dora, axolotl's peft_use_dora, TRL's use_dora and the Trainer's
     optim/optim_args map to settings, and none of those keys is reported unmodelled."""
+    lf = "model_name_or_path: m\nstage: sft\nbf16: true\n"
     cases = {
-        "lf_badam.yaml": ("model_name_or_path: m\nstage: sft\nfinetuning_type: full\nuse_badam: true\n"
-                          "badam_switch_interval: 50\nbf16: true\n",
+        "lf_badam.yaml": (lf + "finetuning_type: full\nuse_badam: true\nbadam_switch_interval: 50\n",
                           {"optimizer": "badam", "active_layers": 1, "method": "full"}),
-        "lf_galore.yaml": ("model_name_or_path: m\nstage: sft\nfinetuning_type: full\nuse_galore: true\n"
-                           "galore_layerwise: true\ngalore_target: all\ngalore_rank: 64\nbf16: true\n",
+        "lf_galore.yaml": (lf + "finetuning_type: full\nuse_galore: true\ngalore_layerwise: true\ngalore_rank: 64\n",
                            {"optimizer": "galore_adamw_layerwise", "galore_rank": 64, "galore_update_proj_gap": 200}),
-        "lf_dora.yaml": ("model_name_or_path: m\nstage: sft\nfinetuning_type: lora\nuse_dora: true\n"
-                         "quantization_bit: 4\nbf16: true\n", {"method": "dora", "base_quantization": "nf4"}),
-        "axolotl.yaml": ("base_model: m\nadapter: lora\npeft_use_dora: true\nlora_r: 16\nsequence_len: 1024\n"
-                         "optimizer: muon\n", {"method": "dora", "optimizer": "muon"}),
+        "lf_dora.yaml": (lf + "finetuning_type: lora\nuse_dora: true\nquantization_bit: 4\n",
+                         {"method": "dora", "base_quantization": "nf4"}),
+        "axolotl.yaml": ("base_model: m\nadapter: lora\npeft_use_dora: true\nsequence_len: 1024\noptimizer: muon\n",
+                         {"method": "dora", "optimizer": "muon"}),
         "trl.yaml": ("model_name_or_path: m\nuse_peft: true\nuse_dora: true\nlora_target_modules: all-linear\n"
-                     "optim: galore_adamw_8bit\noptim_args: rank=256, update_proj_gap=500\nmax_length: 1024\n",
+                     + "optim: galore_adamw_8bit\noptim_args: rank=256, update_proj_gap=500\nmax_length: 1024\n",
                      {"method": "dora", "optimizer": "galore_adamw_8bit", "galore_rank": 256,
                       "galore_update_proj_gap": 500}),
     }
@@ -116,5 +115,5 @@ def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
         assert {k: config.values.get(k) for k in want} == want, name
         chosen = {"use_badam", "use_galore", "use_dora", "peft_use_dora", "optim", "optim_args", "optimizer"}
         assert not chosen & {u.split(":")[-1] for u in config.unmodelled}, (name, config.unmodelled)
-        settings = TrainingSettings(**{k: v for k, v in config.values.items() if k in TrainingSettings.__dataclass_fields__})
-        settings.validated()
+        fields = TrainingSettings.__dataclass_fields__
+        TrainingSettings(**{k: v for k, v in config.values.items() if k in fields}).validated()

@@ -38,7 +38,8 @@ IGNORED = (
     "is_mistral_derived_model", "is_falcon_derived_model", "is_qwen_derived_model", "hf_use_auth_token",
     "experimental_skip_move_to_device", "low_cpu_mem_usage", "lora_model_dir", "lora_alpha", "lora_fan_in_fan_out",
     "peft_use_rslora", "peft_init_lora_weights", "loraplus_lr_ratio", "loraplus_lr_embedding", "merge_lora",
-    "peft_use_dora", "pad_to_sequence_len", "noisy_embedding_alpha", "neftune_noise_alpha", "fsdp_version", "adapter", "load_in_4bit",
+    "peft_use_dora",
+    "pad_to_sequence_len", "noisy_embedding_alpha", "neftune_noise_alpha", "fsdp_version", "adapter", "load_in_4bit",
     "bnb_config_kwargs", "sequence_len", "micro_batch_size", "lora_target_linear", "bf16", "fp16", "bfloat16",
     "float16", "load_in_8bit",
 )

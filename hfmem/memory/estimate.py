@@ -215,7 +215,7 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
         lora_dropout=settings.lora_dropout,
         input_requires_grad=settings.gradient_checkpointing != "off" or "embed_tokens" in copies.names,
         adapter=ADAPTER_KINDS[settings.method],
-        ia3_feedforward=frozenset(g.name for g in groups if is_feedforward(g)) if settings.method == "ia3" else frozenset(),
+        ia3_feedforward=frozenset(g.name for g in groups if is_feedforward(g) and settings.method == "ia3"),
     )
 
 

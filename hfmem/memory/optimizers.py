@@ -104,8 +104,9 @@ def optimizer_state(optimizer: str, trainable: int, hidden: tuple[Matrix, ...], 
                               "bf16 in the step), AdamW for embeddings, head, norms and biases")
     if optimizer == "schedulefree_adamw":
         # schedulefree/adamw_schedulefree.py's foreach step allocates one temporary per parameter
-        return OptimizerState(2 * e * trainable, e * trainable, note="schedule-free AdamW: z and the second moment per weight "
-                              "(the iterate y lives in the weights)")
+        return OptimizerState(2 * e * trainable, e * trainable,
+                              note="schedule-free AdamW: z and the second moment per weight (the iterate y lives in "
+                              "the weights)")
     if optimizer == "came":
         # came_pytorch/CAME.py: exp_avg for every weight; for every tensor of 2 or more dims exp_avg_sq and
         # exp_avg_res as row and column vectors (type_as the gradient), for the rest a whole exp_avg_sq

@@ -1,4 +1,4 @@
-"""What each PEFT method trains and keeps frozen beside the base: parameter counts per adapted layer, as PEFT builds them.
+"""What each PEFT method trains and keeps frozen beside the base: parameter counts per adapted layer (PEFT).
 
 LoRA: A (r x in) and B (out x r) per layer. DoRA adds a magnitude vector per output (peft/tuners/lora/dora.py
 DoraLinearLayer.update_layer: `self.weight = nn.Parameter(weight_norm)`, out elements). LoRA-FA freezes A

@@ -41,7 +41,7 @@ def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[
         if m.name not in trained.lora:
             continue
         n = m.per_layer
-        if trained.adapter == "dora":  # dora.py forward: (mag_norm_scale - 1) * base_result, mag_norm_scale * lora_result
+        if trained.adapter == "dora":  # dora.py: (mag_norm_scale - 1) * base_result, mag_norm_scale * lora_result
             saved.add(f"{role}.dora_outputs", n * m.out_features * (spec.p + trained.adapter_output_bytes))
         copy = trained.adapter_input_bytes if trained.adapter_input_bytes else 0.0
         if trained.lora_dropout > 0:
