@@ -34,6 +34,7 @@ class OptimizerState:
 
 
 def _elements(hidden: tuple[Matrix, ...]) -> int:
+    """Values in the matrices."""
     return sum(r * c * n for r, c, n in hidden)
 
 

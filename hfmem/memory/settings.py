@@ -169,10 +169,10 @@ class TrainingSettings:
     method: str = setting("full", Choice(ALL_METHODS, METHOD_ALIASES), flags=("--method", "-m"), many=True,
                           shown="full, lora, qlora", panel=TRAINING)
     """What is trained: full (every weight), lora (adapters on a frozen 16-bit base), qlora (adapters on a 4-bit
-    NF4 base); PEFT's other methods on a frozen base (4-bit with --base-quantization nf4): dora (LoRA plus a
+    NF4 base); PEFT's other methods on a frozen base (4-bit with base_quantization nf4): dora (LoRA plus a
     magnitude vector; each forward builds W + B·A to take its column norm), lora-fa (LoRA with A frozen), vera
-    (shared frozen random A/B, two trained vectors per layer, rank --lora-rank), ia3 (one trained vector per
-    adapted layer), prompt-tuning and prefix-tuning (--num-virtual-tokens trained embeddings; prefix: per layer
+    (shared frozen random A/B, two trained vectors per layer, rank lora_rank), ia3 (one trained vector per
+    adapted layer), prompt-tuning and prefix-tuning (num_virtual_tokens trained embeddings; prefix: per layer
     K/V). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
     seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
                                   shown=f"{DEFAULT_SEQ_LEN}, or the model's maximum if smaller", panel=TRAINING)
@@ -212,11 +212,11 @@ class TrainingSettings:
     the CPU instead of failing); sgd: no state; sgd_momentum and lion: one state per weight; adafactor: HF
     Adafactor's factored second moment (a row and a column vector per matrix). Memory-saving ones
     (hfmem.memory.optimizers): galore_adamw[_8bit][_layerwise] (moments of the gradient projected to
-    --galore-rank, plus the projection; layerwise: one parameter's gradient alive), apollo_adamw/apollo_mini
-    (projected moments, random projection regenerated from a seed), adam_mini (one second moment per block),
+    galore_rank, plus the projection; layerwise: one parameter's gradient alive), apollo_adamw/apollo_mini
+    (moments projected by a random projection, which is kept), adam_mini (one second moment per block),
     muon (momentum for the decoder's matrices, AdamW for the rest), schedulefree_adamw (z and the second moment),
     came, adamw_torchao_8bit/4bit, lion_8bit, ademamix[_8bit], rmsprop[_8bit], badam and lisa (only
-    --active-layers decoder layers trained at a time)."""
+    active_layers decoder layers trained at a time)."""
     sharding: str | None = setting(None, OrNone(Choice(SHARDINGS, SHARDING_ALIASES)), flags=("--zero",),
                                    affects=("state",), shown="none on one GPU, ddp on several", panel=SHARDING)
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
@@ -384,7 +384,8 @@ class TrainingSettings:
     each decoder matrix keeps its moments at rank x its longer side, plus the projection."""
     galore_update_proj_gap: int = setting(200, COUNT, affects=(), panel=TRAINING)
     """Steps between GaLore's projection updates (transformers' update_proj_gap, default 200): that step runs a
-    truncated SVD of each gradient (fp32 workspace of one matrix at a time, in the step's peak); memory no other."""
+    truncated SVD of each gradient (fp32 workspace of one matrix at a time, in the step's peak); it changes the
+    step time, not the memory."""
     active_layers: int | None = setting(None, OrNone(COUNT), affects=("state",), shown="badam 1, lisa 2",
                                         panel=TRAINING)
     """badam/lisa: decoder layers trained at a time (BAdam's block of one layer, LLaMA-Factory badam_mode layer;
