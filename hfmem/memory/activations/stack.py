@@ -49,11 +49,15 @@ def stack(spec: ActivationSpec, s: int, tokens: int, cache: dict, notes: list[st
 
 def prefix_kv_bytes(spec: ActivationSpec, b: int, s: int) -> float:
     """What prefix tuning's n virtual keys and values add to one layer's saved attention, beyond its s tokens:
-    under SDPA transformers passes an explicit (b, 1, s, s + n) mask, with the K/V repeated to every query head
-    (measured: tests/test_peft_methods.py), so n more of each per query head and n more mask columns; FlashAttention
-    keeps them grouped and unmasked; eager also keeps the n more columns of its attention probabilities."""
+    under SDPA transformers passes an explicit (b, 1, s, s + n) mask, with grouped K/V repeated to every query head
+    (MQA's one head stays a broadcast view; measured: tests/test_peft_methods.py), so n more keys and values per
+    head and n more mask columns; FlashAttention keeps them grouped and unmasked; eager also keeps the n more
+    columns of its attention probabilities."""
     arch, n = spec.arch, spec.trained.prefix_tokens
-    heads = arch.num_attention_heads if spec.kernel != "flash_attention_2" else arch.num_key_value_heads
+    kv_heads = arch.num_key_value_heads or arch.num_attention_heads
+    # MQA's single head stays a broadcast view (attention.attention's k_heads rule)
+    grouped = spec.kernel == "flash_attention_2" or kv_heads == 1
+    heads = kv_heads if grouped else arch.num_attention_heads
     kv = 2 * b * n * heads * arch.head_dim * spec.p
     if spec.kernel == "flash_attention_2":
         return kv
