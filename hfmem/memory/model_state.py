@@ -440,7 +440,8 @@ def model_state_bytes(
         if memory_saving.one_gradient:
             t.grads = split.largest_trainable * b.train_g
             t.notes.append("layer-wise optimizer: each parameter steps in its post-accumulate-grad hook and frees "
-                           "its gradient (one tensor's gradient alive; no gradient accumulation)")
+                           "its gradient (one tensor's gradient alive); transformers' Trainer allows it on one GPU "
+                           "without gradient accumulation only")
     if optimizer in BLOCK_OPTIMIZERS and settings.method == "full":
         _active_block(t, settings, split, b, layer_parameters, root_parameters)
     per_param = {
