@@ -25,6 +25,8 @@ def main(methods: list[str]) -> None:
           f"{'total meas':>11} {'err':>7}")
     for model_id in sorted(FEEDFORWARD):
         for method in methods:
+            if method == "oft" and model_id == "openai-community/gpt2":
+                continue  # PEFT's OFT refuses Conv1D layers
             measured = {}
             for layers in (1, 2):
                 measured[layers], backends = alive_saved_bytes(peft_model(model_id, method, layers, torch.bfloat16),

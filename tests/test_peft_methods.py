@@ -22,7 +22,7 @@ FEEDFORWARD = {"openai-community/gpt2": "mlp.c_proj", "meta-llama/Meta-Llama-3-8
                "Qwen/Qwen2.5-0.5B": "down_proj", "google/gemma-2b": "down_proj",
                "stabilityai/stablelm-base-alpha-3b": "dense_4h_to_h"}
 """The dense fixture families, each with its MLP output projection as PEFT's IA3 mapping names it."""
-METHODS = ("dora", "lora-fa", "vera", "ia3", "prompt-tuning", "prefix-tuning")
+METHODS = ("dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning")
 
 
 def peft_config(method: str, leaves: list[str], feedforward: str, rank: int = 8, virtual_tokens: int = 20):
@@ -31,6 +31,8 @@ def peft_config(method: str, leaves: list[str], feedforward: str, rank: int = 8,
         return peft.LoraConfig(r=rank, target_modules=leaves, use_dora=method == "dora")
     if method == "vera":
         return peft.VeraConfig(r=rank, target_modules=leaves)
+    if method == "oft":
+        return peft.OFTConfig(oft_block_size=32, target_modules=leaves)
     if method == "ia3":
         split = "." in feedforward  # GPT-2's c_proj is both the attention's and the MLP's output
         targets = [n for n in leaves if n != feedforward.rsplit(".", 1)[-1] or not split]
@@ -57,6 +59,8 @@ def peft_model(model_id: str, method: str, layers: int, dtype, rank: int = 8, vi
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("model_id", sorted(FEEDFORWARD))
 def test_trainable_parameters_equal_peft(model_id: str, method: str) -> None:
+    if method == "oft" and model_id == "openai-community/gpt2":
+        pytest.skip("PEFT's OFT refuses GPT-2's Conv1D layers, as hfmem does (test_oft_refuses_conv1d_like_peft)")
     wrapped = peft_model(model_id, method, 2, torch.float32)
     trainable = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
     config = tiny_config(model_id, 2)
@@ -120,6 +124,8 @@ def predicted_saved(model_id: str, method: str, layers: int, backends: list[int]
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("model_id", sorted(FEEDFORWARD))
 def test_saved_tensors_match_peft_within_5_percent(model_id: str, method: str) -> None:
+    if method == "oft" and model_id == "openai-community/gpt2":
+        pytest.skip("PEFT's OFT refuses GPT-2's Conv1D layers, as hfmem does (test_oft_refuses_conv1d_like_peft)")
     measured = {}
     for layers in (1, 2):
         measured[layers], backends = alive_saved_bytes(peft_model(model_id, method, layers, torch.bfloat16), B, S)
@@ -170,3 +176,14 @@ def test_dora_forward_workspace_equals_live_tensors(in_features: int, out_featur
     assert out.requires_grad and tracker.current > before
     group = LinearGroup("q", "attention", in_features, out_features, 1, "linear", False)
     assert dora_workspace((group,), 8, 4, 2) == pytest.approx(workspace, rel=0.02)
+
+
+def test_oft_refuses_conv1d_like_peft() -> None:
+    """PEFT's OFT adapts nn.Linear (and Conv2d, Embedding) only: GPT-2's Conv1D is refused by both."""
+    from hfmem.errors import InvalidInputError
+
+    with pytest.raises(TypeError, match="Conv1D"):
+        peft_model("openai-community/gpt2", "oft", 1, torch.float32)
+    config = tiny_config("openai-community/gpt2", 1)
+    with pytest.raises(InvalidInputError, match="c_attn"):
+        parameter_split(read_architecture(config), build_inventory(config), TrainingSettings(method="oft").validated())

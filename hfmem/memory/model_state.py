@@ -218,8 +218,9 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         last = 0
     else:
         groups = lora_targets(inventory, settings.lora_targets)
-        added = adapters(settings.method, groups, r)
-        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r)
+        added = adapters(settings.method, groups, r, settings.oft_block_size)
+        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r,
+                           settings.oft_block_size)
         last = round(decoder.trainable / _layer_count(arch))
     base = settings.base_format(arch.quantization)
     quantized = quantized_linears(inventory, quantizes_head(base, settings)) if base else ()

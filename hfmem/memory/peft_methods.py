@@ -6,7 +6,8 @@ DoraLinearLayer.update_layer: `self.weight = nn.Parameter(weight_norm)`, out ele
 lambda_d (r) and lambda_b (out) per layer over one shared frozen pair vera_A (r x largest in) and vera_B (largest
 out x r), fp32 buffers (peft/tuners/vera/model.py _find_dim, _init_vera_A_vera_B). IA3 trains one vector per
 layer: out elements, or in for a feedforward layer (peft/tuners/ia3/layer.py: `x * ia3_scaling` before the
-base layer). Prompt tuning trains n x hidden; prefix tuning n x layers x 2 x (kv heads x head dim)
+base layer). OFT trains, per adapted layer, in/bs skew-symmetric blocks of bs(bs - 1)/2 values
+(peft/tuners/oft/layer.py OFTRotationModule: weight (r, n_elements)). Prompt tuning trains n x hidden; prefix tuning n x layers x 2 x (kv heads x head dim)
 (peft/tuners/prefix_tuning/model.py PrefixEncoder; peft/utils/other.py _prepare_prompt_learning_config's GQA
 rule). Pure arithmetic.
 """
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hfmem.errors import InvalidInputError
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import LinearGroup
 
-ADAPTER_KINDS = {"lora": "lora", "qlora": "lora", "dora": "dora", "lora-fa": "lora-fa", "vera": "vera", "ia3": "ia3"}
+ADAPTER_KINDS = {"lora": "lora", "qlora": "lora", "dora": "dora", "lora-fa": "lora-fa", "vera": "vera", "ia3": "ia3",
+                 "oft": "oft"}
 """Methods that adapt linear layers (the lora_targets), and the adapter each puts on them."""
 PROMPT_METHODS = frozenset({"prompt-tuning", "prefix-tuning"})
 """Methods that train virtual tokens and adapt no layer."""
@@ -49,9 +52,20 @@ def is_feedforward(group: LinearGroup) -> bool:
     return group.component in {"mlp", "experts"} and group.name.rsplit(".", 1)[-1] in FEEDFORWARD_LEAVES
 
 
-def adapters(method: str, groups: tuple[LinearGroup, ...], rank: int) -> Adapters:
-    """The parameters `method` (one of ADAPTER_KINDS) adds on the adapted `groups` at rank `rank`."""
+def adapters(method: str, groups: tuple[LinearGroup, ...], rank: int, block_size: int = 32) -> Adapters:
+    """The parameters `method` (one of ADAPTER_KINDS) adds on the adapted `groups` at rank `rank` (OFT: in blocks of
+    `block_size`)."""
     kind = ADAPTER_KINDS[method]
+    if kind == "oft":
+        conv = sorted({g.name for g in groups if g.kind != "linear"})
+        if conv:  # peft/tuners/oft/model.py _create_new_module: "Target module Conv1D ... is not supported"
+            raise InvalidInputError(f"oft: PEFT's OFT adapts nn.Linear only; {','.join(conv)} are not.")
+        odd = sorted({g.name for g in groups if g.in_features % block_size})
+        if odd:  # PEFT refuses these too
+            raise InvalidInputError(f"oft_block_size {block_size} does not divide the input width of {','.join(odd)}.")
+        shape = tuple((g.in_features // block_size, block_size * (block_size - 1) // 2, g.count) for g in groups)
+        n = sum(r * c * k for r, c, k in shape)
+        return Adapters(n, matrices=shape, largest=max((r * c for r, c, _ in shape), default=0))
     if kind == "ia3":
         sizes = [(g.in_features if is_feedforward(g) else g.out_features, g.count) for g in groups]
         return Adapters(sum(n * c for n, c in sizes), vectors=sum(n * c for n, c in sizes),
@@ -73,6 +87,12 @@ def adapters(method: str, groups: tuple[LinearGroup, ...], rank: int) -> Adapter
     magnitude = sum(g.count * g.out_features for g in groups) if kind == "dora" else 0
     return Adapters(a_params + b_params + magnitude, matrices=a + b, vectors=magnitude, largest=largest,
                     matmul=a_params + b_params)
+
+
+def oft_rotation_bytes(in_features: int, block_size: int, adapter_bytes: float) -> float:
+    """What one OFT layer's Cayley-Neumann rotation keeps for backward whatever the token count: four (in/bs, bs, bs)
+    tensors in the adapter dtype (measured on PEFT's OFTRotationModule: Q_skew, its powers, the rotation)."""
+    return 4 * in_features * block_size * adapter_bytes
 
 
 def kv_width(arch: Architecture) -> int:
@@ -111,6 +131,8 @@ METHOD_NOTES = {
             "buffers); each layer keeps its rank-r middle and out-wide product, not its input",
     "ia3": "IA3: one trained vector per adapted layer (out, or in for the MLP's output projection); each keeps the "
            "output it scales, or the feedforward input cast to the adapter dtype; the base keeps no weight inputs",
+    "oft": "OFT: a block-diagonal orthogonal rotation (Cayley-Neumann) of each adapted layer's input; each keeps its "
+           "input cast to the adapter dtype and four block-sized tensors of the rotation's series",
     "prompt-tuning": "prompt tuning: num_virtual_tokens x hidden trained; every sequence is num_virtual_tokens longer "
                      "and every layer's input needs a gradient, but no weight does",
     "prefix-tuning": "prefix tuning: num_virtual_tokens keys and values per layer trained; under SDPA each layer's "

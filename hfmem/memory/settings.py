@@ -39,7 +39,7 @@ from hfmem.model.architecture import StoredQuantization
 # The choice fields' values, each with its table of aliases (other spellings of those values, nothing else).
 METHODS = ("full", "lora", "qlora")
 """The methods estimated when none is named."""
-PEFT_METHODS = ("dora", "lora-fa", "vera", "ia3", "prompt-tuning", "prefix-tuning")
+PEFT_METHODS = ("dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning")
 """PEFT methods beyond LoRA, estimated when named (--method dora); hfmem.memory.peft_methods counts them."""
 ALL_METHODS = METHODS + PEFT_METHODS
 METHOD_ALIASES = {"lora_fa": "lora-fa", "lorafa": "lora-fa", "prompt_tuning": "prompt-tuning",
@@ -172,7 +172,8 @@ class TrainingSettings:
     NF4 base); PEFT's other methods on a frozen base (4-bit with base_quantization nf4): dora (LoRA plus a
     magnitude vector; each forward builds W + B·A to take its column norm), lora-fa (LoRA with A frozen), vera
     (shared frozen random A/B, two trained vectors per layer, rank lora_rank), ia3 (one trained vector per
-    adapted layer), prompt-tuning and prefix-tuning (num_virtual_tokens trained embeddings; prefix: per layer
+    adapted layer), oft (a block-diagonal rotation of each adapted layer's input, blocks of oft_block_size),
+    prompt-tuning and prefix-tuning (num_virtual_tokens trained embeddings; prefix: per layer
     K/V). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
     seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
                                   shown=f"{DEFAULT_SEQ_LEN}, or the model's maximum if smaller", panel=TRAINING)
@@ -379,6 +380,9 @@ class TrainingSettings:
     """prompt-tuning and prefix-tuning: trained virtual tokens (PEFT num_virtual_tokens). Prompt tuning prepends
     them to every sequence (n x hidden trained); prefix tuning adds them to every layer's keys and values
     (n x layers x 2 x kv width trained)."""
+    oft_block_size: int = setting(32, COUNT, affects=("split", "trainability"), panel=TRAINING)
+    """oft: the size of each rotation block (PEFT OFTConfig oft_block_size, default 32; it must divide each adapted
+    layer's input width): bs·(bs - 1)/2 trained values per block, in/bs blocks per adapted layer."""
     galore_rank: int = setting(128, COUNT, affects=("state",), panel=TRAINING)
     """GaLore/APOLLO projection rank (transformers' optim_args rank, default 128; LLaMA-Factory galore_rank):
     each decoder matrix keeps its moments at rank x its longer side, plus the projection."""

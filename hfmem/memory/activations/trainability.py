@@ -37,6 +37,8 @@ class Trainability:
     input for lora_A's gradient; lora-fa (A frozen), vera (frozen shared A/B) and ia3 (a scaling vector) do not."""
     ia3_feedforward: frozenset[str] = frozenset()
     """IA3 layers scaled on their input (the MLP's output projection); the others are scaled on their output."""
+    oft_block_size: int = 0
+    """OFT: the rotation's block size (its per-layer tensors are in/bs x bs x bs)."""
     prefix_tokens: int = 0
     """Prefix tuning: virtual tokens prepended to every layer's keys and values."""
     input_requires_grad: bool = True
