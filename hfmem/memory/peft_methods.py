@@ -7,9 +7,9 @@ lambda_d (r) and lambda_b (out) per layer over one shared frozen pair vera_A (r 
 out x r), fp32 buffers (peft/tuners/vera/model.py _find_dim, _init_vera_A_vera_B). IA3 trains one vector per
 layer: out elements, or in for a feedforward layer (peft/tuners/ia3/layer.py: `x * ia3_scaling` before the
 base layer). OFT trains, per adapted layer, in/bs skew-symmetric blocks of bs(bs - 1)/2 values
-(peft/tuners/oft/layer.py OFTRotationModule: weight (r, n_elements)). Prompt tuning trains n x hidden; prefix tuning n x layers x 2 x (kv heads x head dim)
-(peft/tuners/prefix_tuning/model.py PrefixEncoder; peft/utils/other.py _prepare_prompt_learning_config's GQA
-rule). Pure arithmetic.
+(peft/tuners/oft/layer.py OFTRotationModule: weight (r, n_elements)). Prompt tuning trains n x hidden; prefix
+tuning n x layers x 2 x (kv heads x head dim) (peft/tuners/prefix_tuning/model.py PrefixEncoder;
+peft/utils/other.py _prepare_prompt_learning_config's GQA rule). Pure arithmetic.
 """
 
 from __future__ import annotations
