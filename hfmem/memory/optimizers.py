@@ -118,8 +118,11 @@ def optimizer_state(optimizer: str, trainable: int, hidden: tuple[Matrix, ...], 
                               note="CAME: the first moment per weight, the second moment and the confidence "
                               "residual factored (a row and a column vector per matrix)")
     if optimizer in {"adamw_torchao_8bit", "adamw_torchao_4bit"}:
+        # torchao/optim/adam.py _new_buffer: `if p.numel() >= 4096 and p.numel() % self.block_size == 0` the state is
+        # quantised, so every matrix (embeddings and head too); vectors (norms, biases) stay in full precision
         bits, block = (1, TORCHAO_8BIT_BLOCK) if optimizer.endswith("8bit") else (0.5, TORCHAO_4BIT_BLOCK)
-        return OptimizerState(2 * in_hidden * (bits + 4 / block) + 2 * e * rest,
+        quantised = sum(rr * cc * n for rr, cc, n in (matrices or hidden))
+        return OptimizerState(2 * quantised * (bits + 4 / block) + 2 * e * max(0, trainable - quantised),
                               note=f"torchao {optimizer[-4:]} AdamW: both moments quantised per block of {block} "
                               "with an fp32 scale (tensors under 4096 values keep full precision)")
     per_state = {"lion_8bit": (1, True), "ademamix": (3, False), "ademamix_8bit": (3, True), "rmsprop": (1, False),
