@@ -101,6 +101,8 @@ def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
                            {"optimizer": "galore_adamw_layerwise", "galore_rank": 64, "galore_update_proj_gap": 200}),
         "lf_dora.yaml": (lf + "finetuning_type: lora\nuse_dora: true\nquantization_bit: 4\n",
                          {"method": "dora", "base_quantization": "nf4"}),
+        "lf_oft.yaml": (lf + "finetuning_type: oft\noft_block_size: 64\n",
+                        {"method": "oft", "oft_block_size": 64, "lora_targets": ("all-linear",)}),
         "axolotl.yaml": ("base_model: m\nadapter: lora\npeft_use_dora: true\nsequence_len: 1024\noptimizer: muon\n",
                          {"method": "dora", "optimizer": "muon"}),
         "trl.yaml": ("model_name_or_path: m\nuse_peft: true\nuse_dora: true\nlora_target_modules: all-linear\n"
@@ -113,7 +115,8 @@ def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
         path.write_text(text)
         config = read_config(path)
         assert {k: config.values.get(k) for k in want} == want, name
-        chosen = {"use_badam", "use_galore", "use_dora", "peft_use_dora", "optim", "optim_args", "optimizer"}
+        chosen = {"use_badam", "use_galore", "use_dora", "peft_use_dora", "optim", "optim_args", "optimizer",
+                  "finetuning_type", "oft_block_size"}
         assert not chosen & {u.split(":")[-1] for u in config.unmodelled}, (name, config.unmodelled)
         fields = TrainingSettings.__dataclass_fields__
         TrainingSettings(**{k: v for k, v in config.values.items() if k in fields}).validated()

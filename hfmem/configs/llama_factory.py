@@ -14,8 +14,8 @@ from hfmem.configs.draft import Draft, Linked
 from hfmem.configs.hf import Run, training_arguments
 from hfmem.configs.precision import trainer_dtype
 
-METHODS = {"lora": "lora", "full": "full"}  # use_dora turns lora into dora
-"""finetuning_type values hfmem models; freeze (the last layers only) and oft have no hfmem method."""
+METHODS = {"lora": "lora", "full": "full", "oft": "oft"}  # use_dora turns lora into dora
+"""finetuning_type values hfmem models; freeze (the last layers only) has no hfmem method."""
 FLASH_ATTN = {"auto": "sdpa", "sdpa": "sdpa", "disabled": "eager", "fa2": "flash_attention_2",
               "fa3": "flash_attention_2"}
 """flash_attn -> attention; auto leaves transformers to choose, which is SDPA (model_utils/attention.py)."""
@@ -85,6 +85,8 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
     optimizers(d)
     if method in {"lora", "qlora", "dora"}:
         lora(d)
+    if method == "oft":
+        oft(d)
     seq = d.integer("cutoff_len")
     if seq is None:
         d.default("seq_len", 2048, "cutoff_len")
@@ -101,6 +103,17 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
         d.unmodelled("flash_attn")
     precision(d, method, run, bits)
     return "llama-factory", d.text("model_name_or_path")
+
+
+def oft(d: Draft) -> None:
+    """OFTArguments (hparams/finetuning_args.py): oft_block_size (default 32) and oft_target ("all": every linear
+    layer but the head); an oft_rank instead of a block size is unmodelled."""
+    d.given_or("oft_block_size", d.integer("oft_block_size"), 32, "oft_block_size")
+    targets = d.names("oft_target") or ["all"]
+    d.set("lora_targets", ("all-linear",) if targets == ["all"] else tuple(targets),
+          "oft_target" if "oft_target" in d.data else "oft_target (default)")
+    d.unmodelled_unless("oft_rank", 0)
+    d.know("module_dropout")
 
 
 def optimizers(d: Draft) -> None:
@@ -159,7 +172,7 @@ def precision(d: Draft, method: str | None, run: Run, bits: int | None) -> None:
     """The dtype (and LoRA adapters' dtype) from bf16/fp16/pure_bf16 and LLaMA-Factory's fp32 upcast rule."""
     if d.boolean("pure_bf16"):
         d.set("dtype", "bf16-pure", "pure_bf16")
-        if method in {"lora", "qlora", "dora"}:
+        if method in {"lora", "qlora", "dora", "oft"}:
             d.set("adapter_dtype", "compute", "pure_bf16")
         return
     upcast = not (d.boolean("use_badam") or (run.zero3 and bits is None))
@@ -167,5 +180,5 @@ def precision(d: Draft, method: str | None, run: Run, bits: int | None) -> None:
     autocast = run.autocast
     source = "deepspeed" if d.values.get("sharding", "").startswith("zero") else "bf16" if "bf16" in d.data else "fp16"
     d.set("dtype", trainer_dtype(method, autocast, "fp32" if trained_fp32 else "16", run.engine), source)
-    if method in {"lora", "qlora", "dora"} and not upcast:
+    if method in {"lora", "qlora", "dora", "oft"} and not upcast:
         d.set("adapter_dtype", "compute", "deepspeed")
