@@ -299,7 +299,9 @@ def test_github_faults(hub_env, github, pr_repo, tmp_path):
     ({"INPUT_MODELS": "a/b", "INPUT_FAIL_ON": "qlora:tpu9"}, "input fail-on: unknown GPU 'tpu9'; known: T4,"),
     ({"INPUT_MODELS": "a/b", "INPUT_FAIL_ON": "dpo:a100"}, "method must be one of full, lora, qlora"),
     ({"INPUT_MODELS": "a/b", "INPUT_GPUS": "a100, nope"}, "input gpus: unknown GPU 'nope'"),
-    ({"INPUT_MODELS": "a/b", "INPUT_METHODS": "full, rlhf"}, "input methods: 'rlhf'; choose from full, lora, qlora."),
+    ({"INPUT_MODELS": "a/b", "INPUT_METHODS": "full, rlhf"},
+     "input methods: 'rlhf'; choose from full, lora, qlora, dora, lora-fa, vera, ia3, oft, prompt-tuning, "
+     "prefix-tuning."),
     ({"INPUT_MODELS_FILE": "missing.txt"}, "cannot read model list"),
     ({"INPUT_CONFIG_PATHS": "../*.json"}, "use a glob relative to the workspace"),
     ({"INPUT_MODELS": "a/b", "INPUT_TOKENS": "lots"}, "input tokens: expected a positive number of tokens"),

@@ -169,7 +169,8 @@ def test_axolotl_follows_its_deepspeed_file():
     assert config.values["method"] == "full" and config.values["activation_offloading"] is True
     assert ds["zero_optimization"]["max_live_parameters"] == 0  # not DeepSpeed's 1e9 that hfmem assumes
     assert "deepspeed_configs/zero3_bf16.json:zero_optimization.max_live_parameters" in config.unmodelled
-    assert {"optimizer", "attn_implementation", "sample_packing"} <= set(config.unmodelled)
+    assert {"attn_implementation", "sample_packing"} <= set(config.unmodelled)
+    assert file["optimizer"] == "adamw_torch_8bit" and config.values["optimizer"] == "adamw_torchao_8bit"
     assert file["plugins"] == ["axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"]
     assert config.values["fused_loss"] == "cce" and "plugins" not in config.unmodelled
 

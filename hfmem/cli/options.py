@@ -31,7 +31,7 @@ from hfmem.memory.fields import (
     field_docs,
     setting_of,
 )
-from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.memory.settings import ALL_METHODS, METHOD_ALIASES, METHODS, TrainingSettings
 from hfmem.reporting.budget import budget_tokens, parse_prices
 
 
@@ -200,10 +200,11 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, fra
 
     layers = Layers.of(framework, config)
     given = {name: value for name, value in values.items() if value is not None}
-    chosen = tuple(m.lower() for m in split_list(method)) or layers.methods or METHODS
-    unknown = [m for m in chosen if m not in METHODS]
+    named = tuple(METHOD_ALIASES.get(m.lower(), m.lower()) for m in split_list(method))
+    chosen = named or layers.methods or METHODS
+    unknown = [m for m in chosen if m not in ALL_METHODS]
     if unknown:
-        raise InvalidInputError(f"--method must be one of {', '.join(METHODS)}; got {unknown[0]!r}.")
+        raise InvalidInputError(f"--method must be one of {', '.join(ALL_METHODS)}; got {unknown[0]!r}.")
     merged, sources = layers.merged(given)
     training = build_settings(TrainingSettings, merged | {"method": chosen[0]}).validated()
     notes = layers.notes

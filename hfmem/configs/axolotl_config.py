@@ -38,6 +38,7 @@ IGNORED = (
     "is_mistral_derived_model", "is_falcon_derived_model", "is_qwen_derived_model", "hf_use_auth_token",
     "experimental_skip_move_to_device", "low_cpu_mem_usage", "lora_model_dir", "lora_alpha", "lora_fan_in_fan_out",
     "peft_use_rslora", "peft_init_lora_weights", "loraplus_lr_ratio", "loraplus_lr_embedding", "merge_lora",
+    "peft_use_dora",
     "pad_to_sequence_len", "noisy_embedding_alpha", "neftune_noise_alpha", "fsdp_version", "adapter", "load_in_4bit",
     "bnb_config_kwargs", "sequence_len", "micro_batch_size", "lora_target_linear", "bf16", "fp16", "bfloat16",
     "float16", "load_in_8bit",
@@ -45,12 +46,12 @@ IGNORED = (
 """Axolotl keys that do not change training memory, or that are read below."""
 
 UNMODELLED = (
-    "sample_packing", "max_packed_sequence_len", "peft_use_dora", "lora_target_parameters",
+    "sample_packing", "max_packed_sequence_len", "lora_target_parameters",
     "peft_layers_to_transform", "peft_trainable_token_indices", "lora_rank_pattern", "gptq", "relora", "lora_on_cpu",
     "unfrozen_parameters", "liger_cross_entropy", "liger_rms_norm", "liger_glu_activation", "liger_rope",
     "liger_layer_norm", "flash_attn_cross_entropy", "flash_attn_rms_norm",
     "flash_attn_fuse_qkv", "flash_attn_fuse_mlp", "xformers_attention", "flex_attention", "s2_attention",
-    "model_quantization_config", "model_quantization_config_kwargs", "use_kernels", "optim_target_modules",
+    "model_quantization_config", "model_quantization_config_kwargs", "use_kernels",
     "auto_find_batch_size", "rl", "sequence_parallel_degree", "context_parallel_size", "tensor_parallel_size",
     "qat", "lora_qkv_kernel", "lora_o_kernel", "lora_mlp_kernel", "flex_attn_compile_kwargs",
     "use_sonicmoe", "nvfp4_merge_aware",
@@ -63,7 +64,7 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
     """Map an Axolotl config into `d`; return the framework and the model named."""
     d.know(*IGNORED)
     method = method_of(d)
-    if method in {"lora", "qlora"}:
+    if method in {"lora", "qlora", "dora"}:
         lora(d)
     seq = d.integer("sequence_len")
     if seq is None:
@@ -138,6 +139,11 @@ def method_of(d: Draft) -> str:
         method = "lora"
     else:
         method = "full"
+    if method != "full" and d.boolean("peft_use_dora"):  # axolotl passes use_dora to PEFT's LoraConfig
+        if method == "qlora":
+            d.set("base_quantization", "nf4", "adapter")
+        d.set("method", "dora", "peft_use_dora")
+        return "dora"
     d.set("method", method, "adapter" + ("" if adapter else " (not set)"))
     return method
 

@@ -28,7 +28,7 @@ TRAINING_IGNORED = (
     "include_for_metrics", "include_inputs_for_metrics", "bf16_full_eval", "fp16_full_eval", "predict_with_generate",
     "generation_max_length", "generation_num_beams", "generation_config", "sortish_sampler", "num_train_epochs",
     "max_steps", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio",
-    "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "optim_args", "max_grad_norm", "tf32",
+    "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "optim_target_modules", "max_grad_norm", "tf32",
     "gradient_checkpointing_kwargs", "logging_strategy", "logging_steps", "logging_first_step", "logging_dir",
     "logging_nan_inf_filter", "log_on_each_node", "log_level", "log_level_replica", "disable_tqdm", "report_to",
     "run_name", "project", "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id", "save_strategy",
@@ -49,7 +49,7 @@ TRAINING_IGNORED = (
 )
 """TrainingArguments keys (transformers 5.24, and older spellings) that do not change training memory on one GPU."""
 
-TRAINING_UNMODELLED = ("use_liger_kernel", "optim_target_modules", "use_cpu", "parallelism_config",
+TRAINING_UNMODELLED = ("use_liger_kernel", "use_cpu", "parallelism_config",
                        "auto_find_batch_size", "activation_checkpointing_kwargs.offload")
 """Keys that change memory in ways hfmem has no setting for (GaLore, ...), when turned on; use_liger_kernel also
 swaps RMSNorm, SwiGLU and RoPE for Liger's kernels, which hfmem does not model (its fused loss it does)."""
@@ -88,8 +88,20 @@ def choice(d: Draft, path: str, field: str) -> None:
 
 
 def optimizer(d: Draft, path: str) -> None:
-    """An optimizer name hfmem knows (transformers' `optim` spellings included); anything else is unmodelled."""
+    """An optimizer name hfmem knows (transformers' `optim` spellings included); anything else is unmodelled.
+    GaLore/APOLLO read their rank and update_proj_gap from `optim_args` ("rank=128, update_proj_gap=200",
+    transformers' Trainer defaults 128 and 200); optim_target_modules is taken as every decoder linear layer."""
     choice(d, path, "optimizer")
+    d.know("optim_args", "optim_target_modules")
+    text = d.text("optim_args")
+    if not text:
+        return
+    pairs = dict(part.split("=", 1) for part in text.replace(" ", "").split(",") if "=" in part)
+    for key, field in (("rank", "galore_rank"), ("update_proj_gap", "galore_update_proj_gap")):
+        if key in pairs:
+            if not pairs[key].isdigit():
+                raise d.fail("optim_args", f"an integer {key}", pairs[key])
+            d.set(field, int(pairs[key]), f"optim_args.{key}")
 
 
 def fsdp_config(d: Draft, path: str) -> None:

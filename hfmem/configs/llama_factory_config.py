@@ -14,8 +14,8 @@ from hfmem.configs.draft import Draft, Linked
 from hfmem.configs.hf import Run, training_arguments
 from hfmem.configs.trainer_precision import trainer_dtype
 
-METHODS = {"lora": "lora", "full": "full"}
-"""finetuning_type values hfmem models; freeze (the last layers only) and oft have no hfmem method."""
+METHODS = {"lora": "lora", "full": "full", "oft": "oft"}  # use_dora turns lora into dora
+"""finetuning_type values hfmem models; freeze (the last layers only) has no hfmem method."""
 FLASH_ATTN = {"auto": "sdpa", "sdpa": "sdpa", "disabled": "eager", "fa2": "flash_attention_2",
               "fa3": "flash_attention_2"}
 """flash_attn -> attention; auto leaves transformers to choose, which is SDPA (model_utils/attention.py)."""
@@ -39,10 +39,20 @@ IGNORED = (
 )
 """LLaMA-Factory keys that do not change training memory, or that are read below."""
 
-UNMODELLED = ("use_dora", "packing", "neat_packing", "use_unsloth", "use_unsloth_gc",
-              "enable_liger_kernel", "use_galore", "use_apollo", "use_adam_mini", "use_muon", "use_llama_pro",
-              "upcast_layernorm", "upcast_lmhead_output", "shift_attn", "moe_aux_loss_coef", "use_badam")
-"""Extra trained modules, DoRA, packing, Unsloth and Liger kernels, other optimizers, fp32 upcasts."""
+UNMODELLED = ("packing", "neat_packing", "use_unsloth", "use_unsloth_gc",
+              "enable_liger_kernel", "use_llama_pro",
+              "upcast_layernorm", "upcast_lmhead_output", "shift_attn", "moe_aux_loss_coef")
+"""Extra trained modules, packing, Unsloth and Liger kernels, fp32 upcasts."""
+OPTIMIZER_SWITCHES = (("use_galore", "galore_adamw"), ("use_apollo", "apollo_adamw"), ("use_adam_mini", "adam_mini"),
+                      ("use_muon", "muon"), ("use_badam", "badam"))
+"""LLaMA-Factory's optimizer switches (src/llamafactory/hparams/finetuning_args.py GaloreArguments, ApolloArguments,
+BAdamArgument, use_adam_mini, use_muon) and the optimizer each selects."""
+OPTIMIZER_KEYS = ("galore_target", "galore_scale", "galore_proj_type", "galore_layerwise", "galore_rank",
+                  "galore_update_interval", "apollo_target", "apollo_scale", "apollo_proj", "apollo_proj_type",
+                  "apollo_scale_type", "apollo_scale_front", "apollo_layerwise", "apollo_rank",
+                  "apollo_update_interval", "badam_mode", "badam_start_block", "badam_switch_mode",
+                  "badam_switch_interval", "badam_update_ratio", "badam_mask_mode", "badam_verbose")
+"""Their options: read below, or not changing memory (targets are every linear layer, scales and schedules)."""
 
 
 def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
@@ -66,10 +76,18 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
         d.unmodelled("finetuning_type")
     elif bits is not None:
         method = quantised(d, method, bits)
+    if method in {"lora", "qlora"} and d.boolean("use_dora"):  # PEFT LoraConfig(use_dora=True), on a 4-bit base too
+        if method == "qlora":
+            d.set("base_quantization", "nf4", "quantization_bit")
+        method = "dora"
     if method is not None:
-        d.set("method", method, "finetuning_type" if "finetuning_type" in d.data else "finetuning_type (default)")
-    if method in {"lora", "qlora"}:
+        d.set("method", method, "use_dora" if method == "dora" else
+              "finetuning_type" if "finetuning_type" in d.data else "finetuning_type (default)")
+    optimizers(d)
+    if method in {"lora", "qlora", "dora"}:
         lora(d)
+    if method == "oft":
+        oft(d)
     seq = d.integer("cutoff_len")
     if seq is None:
         d.default("seq_len", 2048, "cutoff_len")
@@ -86,6 +104,38 @@ def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
         d.unmodelled("flash_attn")
     precision(d, method, run, bits)
     return "llama-factory", d.text("model_name_or_path")
+
+
+def oft(d: Draft) -> None:
+    """OFTArguments (hparams/finetuning_args.py): oft_block_size (default 32) and oft_target ("all": every linear
+    layer but the head); an oft_rank instead of a block size is unmodelled."""
+    d.given_or("oft_block_size", d.integer("oft_block_size"), 32, "oft_block_size")
+    targets = d.names("oft_target") or ["all"]
+    d.set("lora_targets", ("all-linear",) if targets == ["all"] else tuple(targets),
+          "oft_target" if "oft_target" in d.data else "oft_target (default)")
+    d.unmodelled_unless("oft_rank", 0)
+    d.know("module_dropout")
+
+
+def optimizers(d: Draft) -> None:
+    """use_galore/use_apollo/use_adam_mini/use_muon/use_badam as the optimizer, with LLaMA-Factory's defaults:
+    galore_rank 16, galore_update_interval 200, apollo_rank 16, badam_mode layer (one decoder layer at a time)."""
+    d.know(*OPTIMIZER_KEYS)
+    for key, name in OPTIMIZER_SWITCHES:
+        if not d.boolean(key):
+            continue
+        if key == "use_galore" and d.boolean("galore_layerwise"):
+            name = "galore_adamw_layerwise"
+        d.set("optimizer", name, key)
+        if key in {"use_galore", "use_apollo"}:
+            prefix = key.removeprefix("use_")
+            d.given_or("galore_rank", d.integer(f"{prefix}_rank"), 16, f"{prefix}_rank")
+            d.given_or("galore_update_proj_gap", d.integer(f"{prefix}_update_interval"), 200,
+                       f"{prefix}_update_interval")
+        if key == "use_badam":
+            if (d.text("badam_mode") or "layer") != "layer":
+                d.unmodelled("badam_mode")  # ratio mode updates a share of every matrix
+            d.set("active_layers", 1, "badam_mode" if "badam_mode" in d.data else "badam_mode (default)")
 
 
 def quantised(d: Draft, method: str, bits: int) -> str | None:
@@ -123,7 +173,7 @@ def precision(d: Draft, method: str | None, run: Run, bits: int | None) -> None:
     """The dtype (and LoRA adapters' dtype) from bf16/fp16/pure_bf16 and LLaMA-Factory's fp32 upcast rule."""
     if d.boolean("pure_bf16"):
         d.set("dtype", "bf16-pure", "pure_bf16")
-        if method in {"lora", "qlora"}:
+        if method in {"lora", "qlora", "dora", "oft"}:
             d.set("adapter_dtype", "compute", "pure_bf16")
         return
     upcast = not (d.boolean("use_badam") or (run.zero3 and bits is None))
@@ -131,5 +181,5 @@ def precision(d: Draft, method: str | None, run: Run, bits: int | None) -> None:
     autocast = run.autocast
     source = "deepspeed" if d.values.get("sharding", "").startswith("zero") else "bf16" if "bf16" in d.data else "fp16"
     d.set("dtype", trainer_dtype(method, autocast, "fp32" if trained_fp32 else "16", run.engine), source)
-    if method in {"lora", "qlora"} and not upcast:
+    if method in {"lora", "qlora", "dora", "oft"} and not upcast:
         d.set("adapter_dtype", "compute", "deepspeed")

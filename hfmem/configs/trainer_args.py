@@ -46,7 +46,7 @@ IGNORED = (
 )
 """TRL and ModelConfig keys that do not change training memory (or that are read below)."""
 
-UNMODELLED = ("packing", "padding_free", "lora_modules_to_save", "use_dora", "lora_target_parameters",
+UNMODELLED = ("packing", "padding_free", "lora_modules_to_save", "lora_target_parameters",
               "load_in_8bit")
 """Packing, PEFT's trained extra modules, DoRA and 8-bit base weights: hfmem has no setting for them."""
 
@@ -126,7 +126,12 @@ def generation(d: Draft) -> None:
 
 def method_of(d: Draft) -> str:
     """full, lora (use_peft) or qlora (load_in_4bit, with TRL's nested-quantisation switch)."""
+    d.know("use_dora")
     if d.boolean("load_in_4bit"):
+        if d.boolean("use_peft") and d.boolean("use_dora"):  # DoRA on a 4-bit base
+            d.set("base_quantization", "nf4", "load_in_4bit")
+            d.set("method", "dora", "use_dora")
+            return "dora"
         d.set("method", "qlora", "load_in_4bit")
         nested = d.boolean("use_bnb_nested_quant")
         if nested is None:
@@ -135,6 +140,9 @@ def method_of(d: Draft) -> str:
             d.set("qlora_double_quant", nested, "use_bnb_nested_quant")
         return "qlora"
     if d.boolean("use_peft"):
+        if d.boolean("use_dora"):  # TRL's ModelConfig.use_dora -> LoraConfig(use_dora=True)
+            d.set("method", "dora", "use_dora")
+            return "dora"
         d.set("method", "lora", "use_peft")
         return "lora"
     d.default("method", "full", "use_peft")

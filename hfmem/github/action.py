@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from hfmem import __version__, errors
 from hfmem.constants import DEFAULT_SEQ_LEN
-from hfmem.memory.settings import METHODS
+from hfmem.memory.settings import ALL_METHODS, METHODS
 from hfmem.render.comment import Item, render
 
 MARKER = "<!-- hfmem-action: sticky fit table -->"
@@ -128,8 +128,8 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
     gpus = resolve_gpu_names(split_list(get_input(env, "gpus"))) or list(DEFAULT_GPUS)
     methods = [m.lower() for m in split_list(get_input(env, "methods"))] or list(METHODS)
     for method in methods:
-        if method not in METHODS:
-            raise errors.InvalidInputError(f"input methods: {method!r}; choose from {', '.join(METHODS)}.")
+        if method not in ALL_METHODS:
+            raise errors.InvalidInputError(f"input methods: {method!r}; choose from {', '.join(ALL_METHODS)}.")
     fail_on = []
     for condition in split_list(get_input(env, "fail-on") or "error"):
         condition = condition.lower()
@@ -191,8 +191,9 @@ def parse_fit_condition(condition: str, gpus: list[str]) -> tuple[str, str]:
     from hfmem.hardware.gpus import find_gpu
 
     method, _, gpu = (part.strip() for part in condition.partition(":"))
-    if method not in METHODS:
-        raise errors.InvalidInputError(f"input fail-on: {condition!r}: method must be one of {', '.join(METHODS)}.")
+    if method not in ALL_METHODS:
+        raise errors.InvalidInputError(f"input fail-on: {condition!r}: method must be one of "
+                                       f"{', '.join(ALL_METHODS)}.")
     custom = {spec.split("=", 1)[0].strip().lower(): spec for spec in gpus if "=" in spec}
     if gpu in custom:
         return method, custom[gpu]

@@ -54,6 +54,7 @@ from hfmem.memory.parallel import (
     rank_split,
     summed_states,
 )
+from hfmem.memory.peft_methods import ADAPTER_KINDS, METHOD_NOTES, PROMPT_METHODS, dora_workspace, is_feedforward
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import NO_MODEL_PARALLELISM, TrainingSettings
 from hfmem.model.architecture import Architecture
@@ -192,6 +193,12 @@ def trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
 def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
     if settings.method == "full":
         return Trainability()
+    if settings.method in PROMPT_METHODS:
+        copies = module_copies(ctx.arch, ctx.inventory, settings.modules_to_save)
+        prefix = settings.method == "prefix-tuning"
+        # prompt tuning: the trained prompt joins the input embeddings, so every layer's input needs a gradient
+        return Trainability(trainable=copies.names, prefix_tokens=settings.num_virtual_tokens if prefix else 0,
+                            input_requires_grad=not prefix or settings.gradient_checkpointing != "off")
     groups = lora_targets(ctx.inventory, settings.lora_targets)
     p = settings.precision.compute_bytes
     autocast = settings.precision.autocast
@@ -221,6 +228,9 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
         adapter_output_bytes=out,
         lora_dropout=settings.lora_dropout,
         input_requires_grad=settings.gradient_checkpointing != "off" or "embed_tokens" in copies.names,
+        adapter=ADAPTER_KINDS[settings.method],
+        oft_block_size=settings.oft_block_size if settings.method == "oft" else 0,
+        ia3_feedforward=frozenset(g.name for g in groups if is_feedforward(g) and settings.method == "ia3"),
     )
 
 
@@ -241,6 +251,12 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
     dequantizes = base is not None and not base.saves_dequantized_weight
     workspace = ctx.dequant_elements(quantizes_head(base, settings)) * p if dequantizes else 0
     trained = trainability(ctx, settings)
+    if settings.method == "dora":
+        adapter_bytes = round(trained.adapter_input_bytes or trained.adapter_output_bytes)
+        workspace += round(dora_workspace(lora_targets(ctx.inventory, settings.lora_targets), settings.lora_rank,
+                                          adapter_bytes, settings.precision.weight_bytes))
+    if settings.method == "prompt-tuning":  # the virtual tokens are prepended to every sequence
+        seq_len += settings.num_virtual_tokens
     return ActivationSettings(
         micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
         residual_bytes=settings.precision.residual_bytes,
@@ -251,7 +267,7 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
         compiled_layers=settings.compile_layers,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
         loss_upcast=settings.loss_upcast, repeat_kv=settings.repeat_kv, activation=settings.activation_fn,
-        padding_mask=settings.padding_mask,
+        padding_mask=settings.padding_mask or trained.prefix_tokens > 0,  # a prefix makes the causal mask explicit
     )
 
 
@@ -372,6 +388,8 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
                    else "on per-expert nn.Linear modules")
             notes.append(f"LoRA on MoE experts: each expert of the fused 3-D tensors gets its own r·(in+out) adapter "
                          f"({how})")
+    if s.method in METHOD_NOTES:
+        notes.append(METHOD_NOTES[s.method])
     base = ctx.base(s)
     if base is not None:
         notes.append(_base_note(ctx, s, base))

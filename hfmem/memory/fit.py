@@ -50,7 +50,7 @@ from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.layouts import Limits, layout_settings, search
 from hfmem.memory.mitigations import REGISTRY, candidates, describe
 from hfmem.memory.model_state import ModelState
-from hfmem.memory.settings import METHODS, NO_MODEL_PARALLELISM, Method, Sharding, TrainingSettings
+from hfmem.memory.settings import ALL_METHODS, METHODS, NO_MODEL_PARALLELISM, Method, Sharding, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
 from hfmem.units import GIB
@@ -290,7 +290,8 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
         return {"num_gpus": n_min, "sharding": "none" if n_min == 1 and fits_one_gpu else sharding,
                 "offload_optimizer": off_opt, "offload_params": off_par,
                 "gradient_checkpointing": single.gradient_checkpointing,
-                **({"model_loading": "rank0"} if rank0 else {}), "total_bytes": found_at.total, "required_bytes": found_at.required,
+                **({"model_loading": "rank0"} if rank0 else {}), "total_bytes": found_at.total,
+                "required_bytes": found_at.required,
                 "equivalent": EQUIVALENT.get(sharding)}
     if single.model_loading == "per-rank-cpu":  # every rank's whole copy in host RAM: rank 0 alone may fit
         return _multi_gpu(planner, replace(single, model_loading="rank0"), seq, limit, False, max_gpus, rank0=True)
@@ -460,8 +461,8 @@ def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSetti
     A setting left at its default that a GPU cannot run (bf16, FlashAttention-2) is replaced in that GPU's cells
     unless it is in `stated` (given by a flag or a config file)."""
     for m in methods:
-        if m not in METHODS:
-            raise InvalidInputError(f"method must be one of {', '.join(METHODS)}; got {m!r}.")
+        if m not in ALL_METHODS:
+            raise InvalidInputError(f"method must be one of {', '.join(ALL_METHODS)}; got {m!r}.")
     if not gpus:
         raise InvalidInputError("no GPUs to fit against.")
     planner = _Planner(Context(arch, inventory))

@@ -2,9 +2,9 @@
 
 At each GPU count (powers of two) the layouts are tried in the usual order of preference and the first whose
 most-loaded rank fits wins: fewer context-parallel ranks first, then fewer pipeline stages, then fewer tensor-parallel
-ranks; i.e. data parallelism with FSDP (ZeRO-3) sharding alone, then TP inside a node (at most the GPUs one link joins and the
-model's KV heads), then PP across nodes, and CP only for sequences the rest cannot hold, DP/FSDP over what is left.
-Pure: the per-rank bytes come from a function the caller passes (`best_layout` uses hfmem's estimate).
+ranks; i.e. data parallelism with FSDP (ZeRO-3) sharding alone, then TP inside a node (at most the GPUs one link
+joins and the model's KV heads), then PP across nodes, and CP only for sequences the rest cannot hold, DP/FSDP
+over what is left. Pure: the per-rank bytes come from a function the caller passes (memory.fit's `_layout`).
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hfmem.errors import InvalidInputError
+from hfmem.memory.optimizers import OptimizerState, optimizer_state as memory_optimizer_state
+from hfmem.memory.peft_methods import PROMPT_METHODS, adapters, prompt_adapters
 from hfmem.memory.quantization import BaseFormat
-from hfmem.memory.settings import TrainingSettings
+from hfmem.memory.settings import MEMORY_OPTIMIZERS, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory, LinearGroup
 
@@ -58,10 +60,16 @@ class ParameterSplit:
     last_trainable: int = 0
     """Trainable parameters whose gradients appear last in backward, during or after the first decoder layer's
     backward: that layer's own and an untied input embedding's."""
+    frozen_adapters: int = 0
+    """Frozen adapter parameters held in the adapter dtype (LoRA-FA's A, VeRA's shared projections); in `total`."""
+    hidden_matrices: tuple[tuple[int, int, int], ...] = ()
+    """(rows, cols, count) of the trained 2-D matrices inside the decoder (not embeddings or head): what GaLore
+    and APOLLO project and Muon orthogonalises (hfmem.memory.optimizers)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for internal in ("trainable_matrices", "trainable_copies", "quantized_bytes"):
+        for internal in ("trainable_matrices", "trainable_copies", "quantized_bytes", "frozen_adapters",
+                         "hidden_matrices"):
             data.pop(internal)
         return data
 
@@ -197,27 +205,36 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
         outside = sum(inventory.by_component.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
         last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
+        hidden = tuple((g.out_features, g.in_features, g.count) for g in inventory.linears if g.component != "head")
         return ParameterSplit(total, total, 0, 0, (*matrices, embed_rows), vectors, largest, matmul,
-                              last_trainable=last)
-    groups = lora_targets(inventory, settings.lora_targets)
+                              last_trainable=last, hidden_matrices=hidden)
     r = settings.lora_rank
-    adapters = lora_parameters(groups, r)
-    matrices = tuple(m for g in groups for m in ((r, g.in_features, g.count), (g.out_features, r, g.count)))
-    largest = max((max(r * g.in_features, r * g.out_features) for g in groups), default=0)
-    last = round(lora_parameters(tuple(g for g in groups if g.component != "head"), r) / _layer_count(arch))
+    if settings.method in PROMPT_METHODS:
+        added = prompt_adapters(settings.method, arch, settings.num_virtual_tokens)
+        last = 0
+    else:
+        groups = lora_targets(inventory, settings.lora_targets)
+        added = adapters(settings.method, groups, r, settings.oft_block_size)
+        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r,
+                           settings.oft_block_size)
+        last = round(decoder.trainable / _layer_count(arch))
     base = settings.base_format(arch.quantization)
     quantized = quantized_linears(inventory, quantizes_head(base, settings)) if base else ()
     copies = module_copies(arch, inventory, settings.modules_to_save, frozenset(g.name for g in quantized))
-    trainable = adapters + copies.parameters
-    matrices += copies.matrices
-    largest = max(largest, copies.largest)
+    trainable = added.trainable + copies.parameters
+    matrices = added.matrices + copies.matrices
+    vectors = added.vectors + copies.vectors
+    largest = max(added.largest, copies.largest)
+    whole = total + trainable + added.frozen
+    hidden = () if settings.method in PROMPT_METHODS else added.matrices
     if base is None:
-        return ParameterSplit(total + trainable, trainable, total, 0, matrices, copies.vectors, largest,
-                              matmul + adapters + copies.matmul, copies.parameters, last_trainable=last)
+        return ParameterSplit(whole, trainable, total, 0, matrices, vectors, largest,
+                              matmul + added.matmul + copies.matmul, copies.parameters, last_trainable=last,
+                              frozen_adapters=added.frozen, hidden_matrices=hidden)
     n_quantized = sum(g.count * g.in_features * g.out_features for g in quantized)
-    return ParameterSplit(total + trainable, trainable, total - n_quantized, n_quantized, matrices, copies.vectors,
-                          largest, adapters + copies.matmul, copies.parameters, quantized_bytes(base, quantized),
-                          last_trainable=last)
+    return ParameterSplit(whole, trainable, total - n_quantized, n_quantized, matrices, vectors,
+                          largest, added.matmul + copies.matmul, copies.parameters, quantized_bytes(base, quantized),
+                          last_trainable=last, frozen_adapters=added.frozen, hidden_matrices=hidden)
 
 
 def _layer_count(arch: Architecture) -> int:
@@ -282,6 +299,45 @@ def optimizer_state_bytes(optimizer: str, split: ParameterSplit, groups: tuple[t
         factored = sum((rows + cols) * count for rows, cols, count in split.trainable_matrices)
         return 4 * (factored + split.trainable_vectors)
     return sum(_states(optimizer, n, state_bytes) for n, state_bytes in groups)
+
+
+BLOCK_OPTIMIZERS = {"badam": 1, "lisa": 2}
+"""Block-wise optimizers and their active decoder layers by default: BAdam's block of one layer (LLaMA-Factory
+badam_mode layer), LISA's lisa_activated_layers (2 in LMFlow's finetuner arguments)."""
+
+
+def optimizer_state(optimizer: str, split: ParameterSplit, groups: tuple[tuple[int, int], ...],
+                    settings: TrainingSettings) -> OptimizerState:
+    """A memory-saving optimizer's state (hfmem.memory.optimizers) at the groups' mean bytes per state value;
+    BAdam and LISA keep AdamW's two moments for the parameters they train at a time (`_active_block`)."""
+    n = sum(count for count, _ in groups)
+    e = sum(count * bytes_ for count, bytes_ in groups) / n if n else 4.0
+    if optimizer in BLOCK_OPTIMIZERS:
+        return OptimizerState(2 * e * n)
+    return memory_optimizer_state(optimizer, split.trainable, split.hidden_matrices, e, settings.galore_rank,
+                                  matrices=split.trainable_matrices, largest=split.largest_trainable)
+
+
+def _active_block(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _ElementBytes,
+                  layer_parameters: int, root_parameters: int) -> None:
+    """BAdam/LISA: gradients, master weights and optimizer states only for the active layers (and, for LISA, the
+    embeddings and head it always trains); the other weights stay frozen in the compute dtype."""
+    optimizer = settings.resolved_optimizer
+    layers = settings.active_layers or BLOCK_OPTIMIZERS[optimizer]
+    active = min(split.trainable, layers * layer_parameters + (root_parameters if optimizer == "lisa" else 0))
+    share = active / split.trainable if split.trainable else 0.0
+    t.grads *= share
+    t.masters *= share
+    t.states *= share
+    if optimizer == "badam" and not b.master and b.train_w < 4:
+        # BAdam's BlockOptimizer keeps an fp32 copy of the active block and steps it (badam/block_optim.py
+        # param_idx2hp), whatever the model's 16-bit dtype: fp32 master weights and AdamW states for `active`
+        t.masters = 4.0 * active
+        t.states = 8.0 * active
+    t.notes.append(f"{'BAdam' if optimizer == 'badam' else 'LISA'}: {layers} decoder layer(s) trained at a time"
+                   + (" with the embeddings and head" if optimizer == "lisa" else "")
+                   + f" ({active / 1e6:,.0f}M parameters): only they hold gradients, fp32 master weights and AdamW "
+                   "states; activations are counted as a full fine-tune's (an upper bound)")
 
 
 def _states(optimizer: str, n: int, state_bytes: int) -> float:
@@ -369,10 +425,22 @@ def model_state_bytes(
     optimizer = settings.resolved_optimizer
     copies = split.trainable_copies
     adapters = split.trainable - copies
-    t = _Terms(weights=(adapters * b.train_w + copies * c.train_w + split.frozen_16bit * b.stored
-                        + split.quantized_bytes),
+    groups = ((adapters, b.state), (copies, c.state))
+    memory_saving = optimizer_state(optimizer, split, groups, settings) if optimizer in MEMORY_OPTIMIZERS else None
+    t = _Terms(weights=((adapters + split.frozen_adapters) * b.train_w + copies * c.train_w
+                        + split.frozen_16bit * b.stored + split.quantized_bytes),
                grads=adapters * b.train_g + copies * c.train_g, masters=adapters * b.master + copies * c.master,
-               states=optimizer_state_bytes(optimizer, split, ((adapters, b.state), (copies, c.state))))
+               states=memory_saving.states if memory_saving else optimizer_state_bytes(optimizer, split, groups))
+    if memory_saving is not None:
+        t.step += memory_saving.step
+        t.notes += [memory_saving.note] if memory_saving.note else []
+        if memory_saving.one_gradient:
+            t.grads = split.largest_trainable * b.train_g
+            t.notes.append("layer-wise optimizer: each parameter steps in its post-accumulate-grad hook and frees "
+                           "its gradient (one tensor's gradient alive); transformers' Trainer allows it on one GPU "
+                           "without gradient accumulation only")
+    if optimizer in BLOCK_OPTIMIZERS and settings.method == "full":
+        _active_block(t, settings, split, b, layer_parameters, root_parameters)
     per_param = {
         "weights": _per_param(split, b.train_w, c.train_w), "gradients": _per_param(split, b.train_g, c.train_g),
         "master_weights": _per_param(split, b.master, c.master),

@@ -40,8 +40,14 @@ from hfmem.memory.quantization import BaseFormat, base_format
 from hfmem.model.architecture import StoredQuantization
 
 # The choice fields' values, each with its table of aliases (other spellings of those values, nothing else).
-Method = Literal["full", "lora", "qlora"]
-METHODS: tuple[Method, ...] = get_args(Method)
+Method = Literal["full", "lora", "qlora", "dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning"]
+METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
+"""The methods estimated when none is named."""
+PEFT_METHODS: tuple[Method, ...] = ("dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning")
+"""PEFT methods beyond LoRA, estimated when named (--method dora); hfmem.memory.peft_methods counts them."""
+ALL_METHODS: tuple[Method, ...] = get_args(Method)
+METHOD_ALIASES = {"lora_fa": "lora-fa", "lorafa": "lora-fa", "prompt_tuning": "prompt-tuning",
+                  "prefix_tuning": "prefix-tuning", "prompt": "prompt-tuning", "prefix": "prefix-tuning"}
 DTYPES = tuple(PRECISIONS)
 DTYPE_ALIASES = {
     "bfloat16": "bf16", "mixed-bf16": "bf16", "mixed_bf16": "bf16",
@@ -50,14 +56,27 @@ DTYPE_ALIASES = {
     "float32": "fp32", "32": "fp32", "amp_bf16": "amp-bf16", "amp_fp16": "amp-fp16",
 }
 Optimizer = Literal["adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum",
-                    "adafactor", "lion"]
-OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+                    "adafactor", "lion", "galore_adamw", "galore_adamw_8bit", "galore_adamw_layerwise",
+                    "galore_adamw_8bit_layerwise", "apollo_adamw", "apollo_mini", "adam_mini", "muon",
+                    "schedulefree_adamw", "came", "adamw_torchao_8bit", "adamw_torchao_4bit", "lion_8bit", "ademamix",
+                    "ademamix_8bit", "rmsprop", "rmsprop_8bit", "badam", "lisa"]
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)[:9]
+MEMORY_OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)[9:]
+"""The memory-saving optimizers (hfmem.memory.optimizers: their states, step buffers and gradients alive)."""
 OPTIMIZER_ALIASES = {
     "adamw_torch_fused": "adamw", "adamw_fused": "adamw",
     "adamw_torch": "adamw_foreach", "adam": "adamw_foreach", "torch_adamw": "adamw_foreach",
     "adamw8bit": "adamw_8bit", "adamw_bnb_8bit": "adamw_8bit", "adam8bit": "adamw_8bit",
     "paged_adamw8bit": "paged_adamw_8bit", "paged_adamw_32bit": "paged_adamw", "paged_adamw32bit": "paged_adamw",
     "sgd-momentum": "sgd_momentum", "momentum": "sgd_momentum", "lion_32bit": "lion",
+    "apollo": "apollo_adamw", "adam-mini": "adam_mini", "adammini": "adam_mini",
+    "schedule_free_adamw": "schedulefree_adamw", "schedulefree": "schedulefree_adamw", "came_pytorch": "came",
+    "adamw_torch_8bit": "adamw_torchao_8bit", "ao_adamw_8bit": "adamw_torchao_8bit",
+    "adamw_torch_4bit": "adamw_torchao_4bit", "adamw4bit": "adamw_torchao_4bit", "ao_adamw_4bit": "adamw_torchao_4bit",
+    "paged_lion_8bit": "lion_8bit", "lion8bit": "lion_8bit", "paged_lion_32bit": "lion", "paged_lion": "lion",
+    "paged_ademamix_8bit": "ademamix_8bit", "paged_ademamix_32bit": "ademamix", "ademamix_32bit": "ademamix",
+    "rmsprop_bnb": "rmsprop", "rmsprop_bnb_32bit": "rmsprop", "rmsprop_bnb_8bit": "rmsprop_8bit",
+    "galore": "galore_adamw", "galore_adamw8bit": "galore_adamw_8bit", "apollo-mini": "apollo_mini",
 }
 Sharding = Literal["none", "ddp", "zero1", "zero2", "zero3", "fsdp_full_shard", "fsdp_shard_grad_op"]
 SHARDINGS: tuple[Sharding, ...] = get_args(Sharding)
@@ -175,10 +194,15 @@ class Overhead:
 class TrainingSettings:
     """One training configuration; each field's metadata names its CLI flag (`--seq-len` -> seq_len)."""
 
-    method: Method = setting("full", Choice(METHODS), flags=("--method", "-m"), many=True, shown="full, lora, qlora",
-                             panel=TRAINING)
+    method: Method = setting("full", Choice(ALL_METHODS, METHOD_ALIASES), flags=("--method", "-m"), many=True,
+                             shown="full, lora, qlora", panel=TRAINING)
     """What is trained: full (every weight), lora (adapters on a frozen 16-bit base), qlora (adapters on a 4-bit
-    NF4 base). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
+    NF4 base); PEFT's other methods on a frozen base (4-bit with base_quantization nf4): dora (LoRA plus a
+    magnitude vector; each forward builds W + B·A to take its column norm), lora-fa (LoRA with A frozen), vera
+    (shared frozen random A/B, two trained vectors per layer, rank lora_rank), ia3 (one trained vector per
+    adapted layer), oft (a block-diagonal rotation of each adapted layer's input, blocks of oft_block_size),
+    prompt-tuning and prefix-tuning (num_virtual_tokens trained embeddings; prefix: per layer
+    K/V). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
     seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
                                   shown=f"{DEFAULT_SEQ_LEN}, or the model's maximum if smaller", panel=TRAINING)
     """Tokens per sequence."""
@@ -207,14 +231,20 @@ class TrainingSettings:
     optimizer states; ZeRO/DeepSpeed, FSDP MixedPrecision); bf16-pure (bf16 weights, gradients and states, no
     master copy: torchtune, LitGPT bf16-true); fp32; amp-bf16/amp-fp16 (torch autocast over fp32 weights, as HF
     Trainer --bf16/--fp16 on an fp32-loaded model: 16-bit copies of the matmul weights, an fp32 residual)."""
-    optimizer: Optimizer | None = setting(None, OrNone(Choice(OPTIMIZERS, OPTIMIZER_ALIASES)), affects=("state",),
-                                          shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
+    optimizer: Optimizer | None = setting(None, OrNone(Choice(OPTIMIZERS + MEMORY_OPTIMIZERS, OPTIMIZER_ALIASES)),
+                                          affects=("state",), shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
     torch.optim.AdamW's default multi-tensor path, whose step briefly allocates one more state-sized buffer;
     adamw_8bit: bitsandbytes' blockwise 8-bit states; paged_adamw_8bit and paged_adamw (32-bit states): bitsandbytes
     paged optimizers, whose states live in CUDA managed memory outside PyTorch's allocator (they can page out to
     the CPU instead of failing); sgd: no state; sgd_momentum and lion: one state per weight; adafactor: HF
-    Adafactor's factored second moment (a row and a column vector per matrix)."""
+    Adafactor's factored second moment (a row and a column vector per matrix). Memory-saving ones
+    (hfmem.memory.optimizers): galore_adamw[_8bit][_layerwise] (moments of the gradient projected to
+    galore_rank, plus the projection; layerwise: one parameter's gradient alive), apollo_adamw/apollo_mini
+    (moments projected by a random projection, which is kept), adam_mini (one second moment per block),
+    muon (momentum for the decoder's matrices, AdamW for the rest), schedulefree_adamw (z and the second moment),
+    came, adamw_torchao_8bit/4bit, lion_8bit, ademamix[_8bit], rmsprop[_8bit], badam and lisa (only
+    active_layers decoder layers trained at a time)."""
     sharding: Sharding | None = setting(None, OrNone(Choice(SHARDINGS, SHARDING_ALIASES)), flags=("--zero",),
                                         affects=("state",), shown="none on one GPU, ddp on several", panel=SHARDING)
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
@@ -417,6 +447,26 @@ class TrainingSettings:
     ep: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Expert parallel ranks of an MoE: each holds num_experts/ep routed experts (their weights, gradients and
     states) and the dispatch and combine buffers of the tokens routed to them; carved out of DP x CP."""
+    # PEFT methods beyond LoRA and the memory-saving optimizers (hfmem.memory.peft_methods, memory.optimizers)
+    num_virtual_tokens: int = setting(20, COUNT, affects=("split", "trainability", "activations"), panel=TRAINING)
+    """prompt-tuning and prefix-tuning: trained virtual tokens (PEFT num_virtual_tokens). Prompt tuning prepends
+    them to every sequence (n x hidden trained); prefix tuning adds them to every layer's keys and values
+    (n x layers x 2 x kv width trained)."""
+    oft_block_size: int = setting(32, COUNT, affects=("split", "trainability"), panel=TRAINING)
+    """oft: the size of each rotation block (PEFT OFTConfig oft_block_size, default 32; it must divide each adapted
+    layer's input width): bs·(bs - 1)/2 trained values per block, in/bs blocks per adapted layer."""
+    galore_rank: int = setting(128, COUNT, affects=("state",), panel=TRAINING)
+    """GaLore/APOLLO projection rank (transformers' optim_args rank, default 128; LLaMA-Factory galore_rank):
+    each decoder matrix keeps its moments at rank x its longer side, plus the projection."""
+    galore_update_proj_gap: int = setting(200, COUNT, affects=(), panel=TRAINING)
+    """Steps between GaLore's projection updates (transformers' update_proj_gap, default 200): that step runs a
+    truncated SVD of each gradient (fp32 workspace of one matrix at a time, in the step's peak); it changes the
+    step time, not the memory."""
+    active_layers: int | None = setting(None, OrNone(COUNT), affects=("state",), shown="badam 1, lisa 2",
+                                        panel=TRAINING)
+    """badam/lisa: decoder layers trained at a time (BAdam's block of one layer, LLaMA-Factory badam_mode layer;
+    LISA's lisa_activated_layers, 2 in LMFlow); only they hold gradients, fp32 master weights and optimizer states
+    (LISA also trains the embeddings and the head throughout)."""
     overhead: Overhead = setting(None, Group(Overhead), affects=())
     """Memory outside PyTorch's tensors: the CUDA context and the allocator's fragmentation."""
 

@@ -17,7 +17,9 @@ ARCH_ROWS = [
     ("num_experts", "experts"), ("experts_per_token", "experts / token"), ("moe_intermediate_size", "expert width"),
     ("max_position_embeddings", "max positions"), ("sliding_window", "sliding window"), ("dtype", "stored dtype"),
 ]
-METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA"}
+METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA", "dora": "DoRA", "lora-fa": "LoRA-FA",
+                 "vera": "VeRA", "ia3": "IA3", "oft": "OFT", "prompt-tuning": "prompt tuning",
+                 "prefix-tuning": "prefix tuning"}
 MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
 """A verdict's mark in the terminal and in markdown (memory.fit.VERDICTS)."""
 EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}

@@ -48,8 +48,12 @@ def matmul_dtype(settings: TrainingSettings) -> str | None:
 def flops_of(arch: Architecture, inventory: Inventory, est: Estimate) -> TrainingFlops:
     """Matmul FLOPs per token of the estimate's training step (GPU-independent: one per setup)."""
     s = est.settings
-    adapters = lora_targets(inventory, s.lora_targets) if s.method != "full" else ()
-    return training_flops(arch, forward_flops(arch, inventory, est.seq_len), method=s.method, adapters=adapters,
+    # PEFT's other methods are counted as LoRA: DoRA, LoRA-FA and VeRA with LoRA's adapter matmuls, IA3 and the
+    # prompt methods with none (their vectors and virtual tokens are no matmuls of note)
+    low_rank = s.method in {"lora", "qlora", "dora", "lora-fa", "vera"}
+    adapters = lora_targets(inventory, s.lora_targets) if low_rank else ()
+    method = s.method if s.method in {"full", "qlora"} else "lora"
+    return training_flops(arch, forward_flops(arch, inventory, est.seq_len), method=method, adapters=adapters,
                           rank=s.lora_rank, checkpointing=s.gradient_checkpointing)
 
 

@@ -159,9 +159,10 @@ def _fused(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_needed: 
         k_heads = a  # expanded and reshaped into a copy per query head (MQA's single head stays broadcast)
     saved.add("attn.q", p * a * dq)
     saved.add("attn.k", p * k_heads * dq)
-    if k_heads == kv and _fused_qkv_rotated(spec, mods):
+    if k_heads == kv and _fused_qkv_rotated(spec, mods) and not spec.trained.prefix_tokens:
         # V is a view of the one q/k/v projection's output (q and k were rotated into copies), so the kernel's
         # saved V keeps that whole output alive: measured on GPT-NeoX and Falcon's query_key_value under SDPA
+        # (a prefix-tuning cache concatenates V into a copy instead)
         saved.add("attn.v_in_qkv_output", p * (a * dq + kv * (dq + dv)))
     else:
         saved.add("attn.v", p * k_heads * dv)

@@ -8,6 +8,7 @@ from hfmem.memory.activations.ops import mask_bytes
 from hfmem.memory.activations.saved import Saved
 from hfmem.memory.activations.spec import ActivationSpec
 from hfmem.memory.activations.structure import LayerModules, Module
+from hfmem.memory.peft_methods import oft_rotation_bytes
 
 
 def linear_inputs(saved: Saved, name: str, spec: ActivationSpec, width: float, modules: tuple[Module, ...], *,
@@ -34,10 +35,15 @@ def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[
     input that lora_A's weight gradient reads.
     """
     trained = spec.trained
+    if trained.adapter not in {"lora", "dora"}:
+        _frozen_projection_adapters(saved, role, spec, modules, input_grad=input_grad)
+        return
     for m in modules:
         if m.name not in trained.lora:
             continue
         n = m.per_layer
+        if trained.adapter == "dora":  # dora.py: (mag_norm_scale - 1) * base_result, mag_norm_scale * lora_result
+            saved.add(f"{role}.dora_outputs", n * m.out_features * (spec.p + trained.adapter_output_bytes))
         copy = trained.adapter_input_bytes if trained.adapter_input_bytes else 0.0
         if trained.lora_dropout > 0:
             element = copy or spec.p
@@ -46,6 +52,42 @@ def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[
         elif copy:
             saved.add(f"{role}.lora_input_copy", n * m.in_features * copy)
         saved.add(f"{role}.lora_rank_out", n * trained.lora_rank * trained.adapter_output_bytes)
+
+
+def _frozen_projection_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[Module, ...], *,
+                                input_grad: bool) -> None:
+    """LoRA-FA, VeRA, IA3 and OFT, whose trained tensors never multiply the layer's input for a weight gradient
+    through the frozen layer. OFT keeps its input cast to the adapter dtype for the rotation's gradient;
+    LoRA-FA keeps lora_A's rank-r output for B's gradient; VeRA its rank-r middle (for lambda_d's) and the
+    out-wide product (for lambda_b's) in the adapter dtype (peft/tuners/vera/layer.py Linear.forward); IA3 the base
+    output it scales, or a feedforward layer's input cast to the adapter dtype (peft/tuners/ia3/layer.py)."""
+    trained = spec.trained
+    adapter_bytes = trained.adapter_output_bytes
+    for m in modules:
+        if m.name not in trained.lora:
+            continue
+        n = m.per_layer
+        if trained.lora_dropout > 0 and input_grad and trained.adapter != "ia3":
+            saved.add(f"{role}.lora_dropout", n * m.in_features * mask_bytes(spec.mask_bytes, adapter_bytes))
+        if trained.adapter == "oft":  # the einsum keeps the input cast to the rotation's dtype
+            saved.add(f"{role}.oft_input", n * m.in_features * adapter_bytes)
+        elif trained.adapter == "lora-fa":
+            saved.add(f"{role}.lora_rank_out", n * trained.lora_rank * adapter_bytes)
+        elif trained.adapter == "vera":
+            saved.add(f"{role}.vera_outputs", n * (trained.lora_rank + m.out_features) * adapter_bytes)
+        elif m.name in trained.ia3_feedforward and not role.startswith("attn"):
+            saved.add(f"{role}.ia3_input", n * m.in_features * (trained.adapter_input_bytes or spec.p))
+        else:
+            saved.add(f"{role}.ia3_output", n * m.out_features * spec.p)
+
+
+def oft_rotations(spec: ActivationSpec, mods: LayerModules) -> float:
+    """Bytes one layer's OFT rotations keep whatever the token count (hfmem.memory.peft_methods.oft_rotation_bytes)."""
+    trained = spec.trained
+    if trained.adapter != "oft":
+        return 0.0
+    return sum(m.per_layer * oft_rotation_bytes(m.in_features, trained.oft_block_size, trained.adapter_output_bytes)
+               for role in fields(mods) for m in getattr(mods, role.name) if m.name in trained.lora)
 
 
 def dequantized_weights(spec: ActivationSpec, mods: LayerModules, *, input_grad: bool = True) -> float:

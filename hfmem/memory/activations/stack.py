@@ -7,7 +7,7 @@ from dataclasses import replace
 from hfmem.memory.activations.attention import attention
 from hfmem.memory.activations.backward import backward_working
 from hfmem.memory.activations.layer import layer_at
-from hfmem.memory.activations.linears import dequantized_weights, merged_weights
+from hfmem.memory.activations.linears import dequantized_weights, merged_weights, oft_rotations
 from hfmem.memory.activations.norms import norm
 from hfmem.memory.activations.result import LayerActivation
 from hfmem.memory.activations.saved import Saved
@@ -25,6 +25,9 @@ def stack(spec: ActivationSpec, s: int, tokens: int, cache: dict, notes: list[st
         weights = {} if kind == "mamba" else {"dequantized_weights": dequantized_weights(spec, mods)}
         merged, largest = merged_weights(spec, mods)
         weights["lora_merged_experts"] = merged
+        weights["oft_rotations"] = oft_rotations(spec, mods)
+        if spec.trained.prefix_tokens and "attention" in kind:
+            weights["prefix_kv"] = prefix_kv_bytes(spec, tokens // max(1, s), s)
         layers.append(_layer_activation(_label(kind, mlp_kind), count, saved, tokens, working, weights, largest))
     if spec.trained.merged:
         notes.append("LoRA on fused MoE expert tensors (PEFT's ParamWrapper): each layer's forward builds W + B·A, a "
@@ -43,6 +46,24 @@ def stack(spec: ActivationSpec, s: int, tokens: int, cache: dict, notes: list[st
         notes.append("mamba layers: approximate (projections, conv and gated output; the scan's own state is "
                      "not modelled)")
     return layers
+
+
+def prefix_kv_bytes(spec: ActivationSpec, b: int, s: int) -> float:
+    """What prefix tuning's n virtual keys and values add to one layer's saved attention, beyond its s tokens:
+    under SDPA transformers passes an explicit (b, 1, s, s + n) mask, with grouped K/V repeated to every query head
+    (MQA's one head stays a broadcast view; measured: tests/test_peft_methods.py), so n more keys and values per
+    head and n more mask columns; FlashAttention keeps them grouped and unmasked; eager also keeps the n more
+    columns of its attention probabilities."""
+    arch, n = spec.arch, spec.trained.prefix_tokens
+    kv_heads = arch.num_key_value_heads or arch.num_attention_heads
+    # MQA's single head stays a broadcast view (attention.attention's k_heads rule)
+    grouped = spec.kernel == "flash_attention_2" or kv_heads == 1
+    heads = kv_heads if grouped else arch.num_attention_heads
+    kv = 2 * b * n * heads * arch.head_dim * spec.p
+    if spec.kernel == "flash_attention_2":
+        return kv
+    probabilities = b * arch.num_attention_heads * s * n * spec.p if spec.kernel in {"eager", "sdpa_math"} else 0
+    return kv + b * s * n * spec.p + probabilities
 
 
 def _label(kind: str, mlp_kind: str) -> str:

@@ -32,6 +32,15 @@ class Trainability:
     new copy of the tensor (W + B·A, one baddbmm), which the expert matmuls save for the input's gradient and whose
     full-size gradient backward builds before reducing it to A's and B's; their inputs are kept for that gradient,
     as a trained weight's are. No adapter sees the tokens."""
+    adapter: str = "lora"
+    """The adapter on the `lora` layers (hfmem.memory.peft_methods.ADAPTER_KINDS): lora and dora read their own
+    input for lora_A's gradient; lora-fa (A frozen), vera (frozen shared A/B) and ia3 (a scaling vector) do not."""
+    ia3_feedforward: frozenset[str] = frozenset()
+    """IA3 layers scaled on their input (the MLP's output projection); the others are scaled on their output."""
+    oft_block_size: int = 0
+    """OFT: the rotation's block size (its per-layer tensors are in/bs x bs x bs)."""
+    prefix_tokens: int = 0
+    """Prefix tuning: virtual tokens prepended to every layer's keys and values."""
     input_requires_grad: bool = True
     """Whether the embedding output requires grad (full FT, or LoRA with checkpointing, where HF calls
     enable_input_require_grads). When False, layer 0 saves nothing before its first adapter."""
@@ -50,7 +59,8 @@ class Trainability:
         kernel keeps it anyway, which it does only for an input that needs a gradient: `input_grad`)."""
         if self.full or name in self.trainable or name in self.merged or (input_grad and name in self.kept_inputs):
             return True
-        return name in self.lora and self.adapter_input_bytes == 0 and self.lora_dropout == 0
+        reads_input = self.adapter in {"lora", "dora"}
+        return name in self.lora and reads_input and self.adapter_input_bytes == 0 and self.lora_dropout == 0
 
 
 FULL = Trainability()
