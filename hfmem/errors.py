@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from enum import IntEnum
-from typing import Self
+from typing import NoReturn, Self
 
 DEBUG_ENV = "HFMEM_DEBUG"
 """Set (to anything) to get a traceback instead of the one-line internal error."""
@@ -138,11 +138,30 @@ class OutputError(HfmemError):
     exit_code = ExitCode.OUTPUT
 
 
+_ctrl_c: list[int] = []
+"""The SIGINTs `note_interrupt` has seen in this process."""
+
+
+def note_interrupt(signum: int, frame: object) -> NoReturn:
+    """The programs' SIGINT handler (hfmem/entry.py): remember the Ctrl-C, then raise KeyboardInterrupt as Python does.
+
+    Remembered because a library may swallow the exception (an import it interrupts can fail later in another way, a
+    RecursionError in a half-imported numpy, say): once Ctrl-C was pressed, `classify` calls any failure an interrupt.
+    """
+    _ctrl_c.append(signum)
+    raise KeyboardInterrupt
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C was pressed in this process (as seen by `note_interrupt`)."""
+    return bool(_ctrl_c)
+
+
 def classify(exc: BaseException) -> tuple[ExitCode, str]:
     """The exit code and one-line message for a failure: hfmem's own errors as raised, Ctrl-C, or a bug."""
-    if isinstance(exc, HfmemError):
+    if isinstance(exc, HfmemError) and (exc.exit_code == ExitCode.INTERRUPTED or not interrupted()):
         return ExitCode(exc.exit_code), str(exc)
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, KeyboardInterrupt) or interrupted():  # after Ctrl-C, whatever failed failed because of it
         return ExitCode.INTERRUPTED, "interrupted."
     detail = " ".join(f"{type(exc).__name__}: {exc}".split())
     return ExitCode.INTERNAL, f"internal error ({detail}); rerun with {DEBUG_ENV}=1 and report it."

@@ -16,6 +16,7 @@ LAYERS = {
     "render": 4, "scan": 4, "configs": 4, "frameworks": 4, "reporting": 4,
     "cli": 5, "github": 5,
     "_readme": 6, "api": 6,  # README sections generated from any layer's tables
+    "entry": 6,  # the programs' entry points: Ctrl-C caught before the cli and github layers load
 }
 TOP_LEVEL = {"__init__", "__main__"}
 

@@ -20,6 +20,14 @@ gpus_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, ric
                   cls=PlainHelpCommand)
 def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
          ) -> None:
+    from hfmem.cli.files import standard_output
+
+    with standard_output():  # a full disk or closed stdout is exit 14
+        show(output)
+
+
+def show(output: OutputFormat) -> None:
+    """Print the catalogue on stdout in the chosen format."""
     from hfmem.hardware.capabilities import capabilities
     from hfmem.hardware.gpus import catalogue, catalogue_units
     from hfmem.hardware.prices import as_of, default_price, price_data, source
