@@ -13,9 +13,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from hfmem import errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def write_output(path: Path, text: str) -> None:
@@ -40,6 +43,17 @@ def standard_output() -> Iterator[TextIO]:
         message = stdout_failure(err)
         if message is not None:
             raise errors.OutputError(message) from None
+
+
+def stdout_console(out: TextIO) -> Console:
+    """A rich Console on `out` that leaves a broken pipe to `standard_output` (rich's own answer is exit 1)."""
+    from rich.console import Console
+
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    return StdoutConsole(file=out)
 
 
 def stdout_failure(err: OSError) -> str | None:

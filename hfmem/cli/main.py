@@ -105,7 +105,7 @@ def model(
 
 def emit(report: dict, output: OutputFormat, details: bool) -> None:
     """Print the report on stdout in the chosen format (a failed write is exit 14, see cli/files.py)."""
-    from hfmem.cli.files import standard_output
+    from hfmem.cli.files import standard_output, stdout_console
 
     with standard_output() as out:
         if output is OutputFormat.json:
@@ -115,11 +115,9 @@ def emit(report: dict, output: OutputFormat, details: bool) -> None:
 
             out.write(render(report))
         else:
-            from rich.console import Console
-
             from hfmem.render.table import render
 
-            render(report, Console(file=out), details=details)
+            render(report, stdout_console(out), details=details)
 
 
 def _fail(message: str, code: int) -> int:
