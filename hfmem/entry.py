@@ -5,8 +5,8 @@ at any moment (the ~100 ms of importing typer, rich and huggingface_hub included
 exit 130 (`ExitCode.INTERRUPTED`), never a traceback and never 0, even where a library swallows the
 KeyboardInterrupt (`errors.note_interrupt`). A signal during Python's own start, before hfmem's first line runs,
 is still Python's. After an interrupt the process ends at once: a scan's records are flushed one by one as models
-finish, and the models still in flight would go unrecorded anyway. What the run left in stdout's buffer is written
-before exiting, so a failure to write it (a full disk) is still one line and exit 14 (`ExitCode.OUTPUT`), as the
+finish, and the models still in flight would go unrecorded anyway. Otherwise what the run left in stdout's buffer
+is written before exiting, so a failure to write it (a full disk) is still one line and exit 14 (`ExitCode.OUTPUT`), as the
 commands' own writes are (cli/files.py).
 """
 
@@ -59,14 +59,15 @@ def _interruptible(body: Callable[[], int]) -> int:
 
 
 def _finish(code: int) -> NoReturn:
-    """Write out what stdout holds, then exit with `code`: at once after an interrupt, else through Python's exit."""
-    try:
-        code = _flush_stdout(code)
-    except KeyboardInterrupt:
-        _say("interrupted.")
-        code = ExitCode.INTERRUPTED
-    if code == ExitCode.INTERRUPTED:
-        os._exit(code)  # not joining the threads still in flight: their models are not recorded anyway
+    """Exit with `code`: after an interrupt at once, else once stdout's buffer is written, through Python's exit."""
+    if code != ExitCode.INTERRUPTED:
+        try:
+            code = _flush_stdout(code)
+        except KeyboardInterrupt:
+            _say("interrupted.")
+            code = ExitCode.INTERRUPTED
+    if code == ExitCode.INTERRUPTED:  # not writing stdout (its reader may have stopped), nor joining threads in
+        os._exit(code)  # flight: their models would go unrecorded anyway
     if signal.getsignal(signal.SIGINT) is errors.note_interrupt:  # Ctrl-C while Python joins threads and exits
         signal.signal(signal.SIGINT, _interrupted_at_exit)
     sys.exit(code)
