@@ -32,7 +32,8 @@ class ExitCode(IntEnum):
     REPO_NOT_FOUND = 3, "repository not found (or private without a token)"
     GATED_REPO = 4, "gated repository: accept the licence on the Hub and set `HF_TOKEN`"
     REVISION_NOT_FOUND = 5, "revision not found"
-    NETWORK = 6, "network failure, timeout or repeated 429/5xx after retries"
+    NETWORK = 6, ("network failure, timeout or repeated 429/5xx after retries, or a link-local or cloud metadata "
+                  "host refused")
     MALFORMED_CONFIG = 7, "malformed `config.json`"
     MALFORMED_CHECKPOINT = 8, "malformed or oversized safetensors header or index"
     ABSURD_CONFIG = 9, "absurd config (refused before building anything)"
@@ -40,7 +41,8 @@ class ExitCode(IntEnum):
     UNSUPPORTED_ARCHITECTURE = 11, "unsupported architecture with nothing to count from"
     DOES_NOT_FIT = 12, "the Action's `fail-on` condition holds (the comment is still posted)"
     GITHUB_API = 13, "the GitHub API refused or kept failing a request (the Action)"
-    OUTPUT = 14, "an output file cannot be written (disk full, no permission); a scan keeps every finished record"
+    OUTPUT = 14, ("an output file or stdout cannot be written (disk full, no permission, closed); a scan keeps every "
+                  "finished record; a reader of stdout that stops early (as head does) is no failure: exit 0")
     INTERNAL = 70, "internal error (a bug: please report it)"  # EX_SOFTWARE in BSD's sysexits.h
     INTERRUPTED = 130, "interrupted (Ctrl-C); a scan keeps every finished record"  # 128 + SIGINT, as shells report it
 
