@@ -6,8 +6,8 @@ exit 130 (`ExitCode.INTERRUPTED`), never a traceback and never 0, even where a l
 KeyboardInterrupt (`errors.note_interrupt`). A signal during Python's own start, before hfmem's first line runs,
 is still Python's. After an interrupt the process ends at once: a scan's records are flushed one by one as models
 finish, and the models still in flight would go unrecorded anyway. Otherwise what the run left in stdout's buffer
-is written before exiting, so a failure to write it (a full disk) is still one line and exit 14 (`ExitCode.OUTPUT`), as the
-commands' own writes are (cli/files.py).
+is written before exiting, so a failure to write it (a full disk) is still one line and exit 14
+(`ExitCode.OUTPUT`), as the commands' own writes are (cli/files.py).
 """
 
 from __future__ import annotations

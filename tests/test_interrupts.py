@@ -11,6 +11,7 @@ import fcntl
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -199,3 +200,31 @@ def test_action_while_the_hub_holds_a_request(hub, tmp_path):
     assert code == 130 and "Traceback" not in out + "".join(lines), (out, lines)
     assert [line for line in out.splitlines() if "::error::" in line] == ["::error::hfmem: interrupted."], out
     assert seconds < HELD_S / 2
+
+
+# ---------------------------------------------------------------------------------------------- swallowed
+
+SWALLOWED = """
+import json, os, signal, time
+from hfmem import errors
+signal.signal(signal.SIGINT, errors.note_interrupt)  # as hfmem.entry does
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+except KeyboardInterrupt:
+    pass  # swallowed, as a library interrupted in an import may do, failing later in another way
+failures = [RecursionError("maximum recursion depth exceeded"), errors.NetworkError("x: cannot reach the Hub."),
+            errors.ScanInterruptedError("interrupted; finished models are recorded in out.jsonl.")]
+print(json.dumps([[int(code), message] for code, message in map(errors.classify, failures)]))
+"""
+
+
+def test_a_swallowed_interrupt_still_decides_the_exit(tmp_path):
+    """Once Ctrl-C was pressed, whatever fails after it is the interrupt (a half-imported numpy's RecursionError)."""
+    from programs import environment
+
+    done = subprocess.run([sys.executable, "-c", SWALLOWED], capture_output=True, text=True, env=environment(),
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[130, "interrupted."], [130, "interrupted."],
+                                       [130, "interrupted; finished models are recorded in out.jsonl."]]
