@@ -46,6 +46,7 @@ def action() -> NoReturn:
 
 def _interruptible(body: Callable[[], int]) -> int:
     """body's exit status, 130 once Ctrl-C was pressed; the one line when body did not say it."""
+    _hold_closed_descriptors()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started with SIGINT ignored
         signal.signal(signal.SIGINT, errors.note_interrupt)
     try:
@@ -56,6 +57,22 @@ def _interruptible(body: Callable[[], int]) -> int:
         _say("interrupted.")
         return ExitCode.INTERRUPTED
     return code
+
+
+def _hold_closed_descriptors() -> None:
+    """Put /dev/null on a standard descriptor the program started without (`>&-`), so no file or socket takes it.
+
+    Else the next file or socket opened gets its number, and a child process (Chromium, for --plot-format png) would
+    write into that. sys.stdout stays None, so a command that prints still says that stdout is closed.
+    """
+    for number in (0, 1, 2):
+        try:
+            os.fstat(number)
+        except OSError:
+            held = os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one, as the lower ones are open
+            if held != number:
+                os.dup2(held, number)
+                os.close(held)
 
 
 def _finish(code: int) -> NoReturn:

@@ -80,3 +80,19 @@ def test_the_same_commands_write_normally(hfmem):
     for name, args in COMMANDS.items():
         done = hfmem(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert done.returncode == 0 and done.stderr == "" and done.stdout, (name, done.stderr)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc/PID/fd")
+def test_a_closed_stdout_is_not_reused(hub, tmp_path):
+    """While `hfmem MODEL >&-` waits for the Hub, descriptor 1 is /dev/null, not the socket or a file opened since."""
+    hub.inject("/api/models/*", latency=30, times=None)
+    command = [sys.executable, str(script(tmp_path, "hfmem")), "openai-community/gpt2", "--timeout", "60"]
+    process = subprocess.Popen(["sh", "-c", 'exec "$@" >&-', "sh", *command], env=environment(),
+                               stderr=subprocess.DEVNULL)
+    try:
+        assert hub.wait_for_request("/api/models/*", timeout=120)
+        held = os.readlink(f"/proc/{process.pid}/fd/1")
+    finally:
+        process.kill()
+        process.wait()
+    assert held == os.devnull
