@@ -1,5 +1,5 @@
-"""`python -m hfmem` runs the CLI."""
+"""`python -m hfmem` runs the CLI, through the entry point that catches Ctrl-C from the start."""
 
-from hfmem.cli.main import main
+from hfmem.entry import hfmem
 
-main()
+hfmem()

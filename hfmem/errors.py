@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from enum import IntEnum
-from typing import Self
+from typing import NoReturn, Self
 
 DEBUG_ENV = "HFMEM_DEBUG"
 """Set (to anything) to get a traceback instead of the one-line internal error."""
@@ -32,7 +32,8 @@ class ExitCode(IntEnum):
     REPO_NOT_FOUND = 3, "repository not found (or private without a token)"
     GATED_REPO = 4, "gated repository: accept the licence on the Hub and set `HF_TOKEN`"
     REVISION_NOT_FOUND = 5, "revision not found"
-    NETWORK = 6, "network failure, timeout or repeated 429/5xx after retries"
+    NETWORK = 6, ("network failure, timeout or repeated 429/5xx after retries, or a link-local or cloud metadata "
+                  "host refused")
     MALFORMED_CONFIG = 7, "malformed `config.json`"
     MALFORMED_CHECKPOINT = 8, ("malformed or oversized safetensors header or index, or more shards or Hub requests "
                                "than any real model needs")
@@ -41,7 +42,8 @@ class ExitCode(IntEnum):
     UNSUPPORTED_ARCHITECTURE = 11, "unsupported architecture with nothing to count from"
     DOES_NOT_FIT = 12, "the Action's `fail-on` condition holds (the comment is still posted)"
     GITHUB_API = 13, "the GitHub API refused or kept failing a request (the Action)"
-    OUTPUT = 14, "an output file cannot be written (disk full, no permission); a scan keeps every finished record"
+    OUTPUT = 14, ("an output file or stdout cannot be written (disk full, no permission, closed); a scan keeps every "
+                  "finished record; a reader of stdout that stops early (as head does) is no failure: exit 0")
     INTERNAL = 70, "internal error (a bug: please report it)"  # EX_SOFTWARE in BSD's sysexits.h
     INTERRUPTED = 130, "interrupted (Ctrl-C); a scan keeps every finished record"  # 128 + SIGINT, as shells report it
 
@@ -139,11 +141,30 @@ class OutputError(HfmemError):
     exit_code = ExitCode.OUTPUT
 
 
+_ctrl_c: list[int] = []
+"""The SIGINTs `note_interrupt` has seen in this process."""
+
+
+def note_interrupt(signum: int, frame: object) -> NoReturn:
+    """The programs' SIGINT handler (hfmem/entry.py): remember the Ctrl-C, then raise KeyboardInterrupt as Python does.
+
+    Remembered because a library may swallow the exception (an import it interrupts can fail later in another way, a
+    RecursionError in a half-imported numpy, say): once Ctrl-C was pressed, `classify` calls any failure an interrupt.
+    """
+    _ctrl_c.append(signum)
+    raise KeyboardInterrupt
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C was pressed in this process (as seen by `note_interrupt`)."""
+    return bool(_ctrl_c)
+
+
 def classify(exc: BaseException) -> tuple[ExitCode, str]:
     """The exit code and one-line message for a failure: hfmem's own errors as raised, Ctrl-C, or a bug."""
-    if isinstance(exc, HfmemError):
+    if isinstance(exc, HfmemError) and (exc.exit_code == ExitCode.INTERRUPTED or not interrupted()):
         return exc.exit_code, str(exc)
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, KeyboardInterrupt) or interrupted():  # after Ctrl-C, whatever failed failed because of it
         return ExitCode.INTERRUPTED, "interrupted."
     detail = " ".join(f"{type(exc).__name__}: {exc}".split())
     return ExitCode.INTERNAL, f"internal error ({detail}); rerun with {DEBUG_ENV}=1 and report it."

@@ -339,6 +339,7 @@ class HubServer:
         self._extra: dict[str, Repo] = {}
         self._faults: list[Fault] = []
         self._log: list[LogEntry] = []
+        self._arrived: list[tuple[str, str]] = []  # (host, path) of every request as it comes in
         self._stopping = threading.Event()
         self._servers: list[ThreadingHTTPServer] = []
         self._threads: list[threading.Thread] = []
@@ -469,16 +470,29 @@ class HubServer:
             self._in_flight += delta
             self._settled.notify_all()
 
+    def arrived(self, host: str, path: str) -> None:
+        with self._settled:
+            self._arrived.append((host, path))
+            self._settled.notify_all()
+
+    def wait_for_request(self, pattern: str, host: str | None = None, timeout: float = 60.0) -> bool:
+        """Wait until a request whose path matches ``pattern`` (on ``host``) has come in, answered or not."""
+        with self._settled:
+            return self._settled.wait_for(lambda: any(fnmatch.fnmatchcase(p, pattern) and host in (None, h)
+                                                      for h, p in self._arrived), timeout=timeout)
+
     def reset_log(self) -> None:
         with self._settled:
             self._settle()
             self._log.clear()
+            self._arrived.clear()
 
     def reset(self) -> None:
         """Forget the log, the faults and the repos added at run time."""
         with self._settled:
             self._settle()
             self._log.clear()
+            self._arrived.clear()
             self._faults.clear()
             self._extra.clear()
 
@@ -557,6 +571,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.url_path, self.raw_query, self.query = split.path, split.query, parse_qs(split.query)
         auth = self.headers.get("Authorization", "")
         self.token = auth[7:] if auth.startswith("Bearer ") else None
+        self.hub.arrived(self.role, self.url_path)
         self.fault = self.hub.take_fault(method, self.role, self.url_path)
         try:
             if self.fault is None or not self._apply_fault():

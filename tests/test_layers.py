@@ -17,6 +17,7 @@ LAYERS = {
     "serving": 4,  # serving memory: an engine's reserve and KV capacity, over memory/'s KV cache per token
     "cli": 5, "github": 5,
     "_readme": 6, "api": 6,  # docs/ tables generated from any layer's tables
+    "entry": 6,  # the programs' entry points: Ctrl-C caught before the cli and github layers load
 }
 TOP_LEVEL = {"__init__", "__main__"}
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from hfmem.cli.main import run
 from hfmem.memory.record import cells
 from hfmem.scan.runner import iter_records
 from hubserver import sha_of
+from programs import script, start
 from scan_repos import ORG, add_scan_repos
 
 SECRET = "hf_scan_test_secret_token"
@@ -121,10 +121,8 @@ def test_refuses_to_append_without_resume_and_bad_options(hub, tmp_path, capsys)
 
 
 def _start_scan(list_path: Path, out: Path, *extra: str) -> subprocess.Popen:
-    """`hfmem scan` in a real subprocess (it inherits the environment pointing at the fake Hub)."""
-    code = "import sys; from hfmem.cli.main import run; sys.exit(run(sys.argv[1:]))"
-    return subprocess.Popen([sys.executable, "-c", code, "scan", str(list_path), "-o", str(out), "--concurrency", "4",
-                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """The installed `hfmem scan` in a process of its own (it inherits the environment pointing at the fake Hub)."""
+    return start(script(out.parent, "hfmem"), "scan", str(list_path), "-o", str(out), "--concurrency", "4", *extra)
 
 
 def _wait_for_records(process: subprocess.Popen, out: Path, count: int, timeout: float = 60.0) -> None:

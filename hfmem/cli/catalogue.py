@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import typer
 
@@ -20,6 +19,14 @@ gpus_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, ric
                   cls=PlainHelpCommand)
 def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
          ) -> None:
+    from hfmem.cli.output_files import standard_output
+
+    with standard_output() as out:  # a full disk or closed stdout is exit 14
+        show(output, out)
+
+
+def show(output: OutputFormat, out: TextIO) -> None:
+    """Print the catalogue on `out` in the chosen format."""
     from hfmem.hardware.capabilities import capabilities
     from hfmem.hardware.gpus import catalogue, catalogue_units
     from hfmem.hardware.prices import as_of, default_price, price_data, source
@@ -53,7 +60,7 @@ def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Ou
                    + "; ".join(f"{source(k)['title']}, {source(k)['url']}, read {source(k)['read']}" for k in used)
                    + "); – : none published there. --price GPU=USD replaces it; every cost names its price's origin.")
     if output is OutputFormat.json:
-        sys.stdout.write(json.dumps({"units": catalogue_units(), "prices": {
+        out.write(json.dumps({"units": catalogue_units(), "prices": {
             k: price_data()[k] for k in ("description", "as_of", "sources")}, "gpus": [
             g.to_dict() | {"specs": gpu_specs(g).to_dict(), "capabilities": capabilities(g).to_dict(),
                            "price": price_data()["prices"].get(g.name), "node": node_specs(g).to_dict()}
@@ -61,15 +68,16 @@ def gpus(output: Annotated[OutputFormat, typer.Option("--format", "-f", help="Ou
     elif output is OutputFormat.markdown:
         from hfmem.render.markdown import escape, table
 
-        sys.stdout.write(table(list(header), [[escape(c) for c in row] for row in rows]) + "\n\n"
-                         + escape(catalogue_units()) + "\n\n" + escape(node_note) + "\n\n" + escape(prices_note)
-                         + "\n")
+        out.write(table(list(header), [[escape(c) for c in row] for row in rows]) + "\n\n"
+                  + escape(catalogue_units()) + "\n\n" + escape(node_note) + "\n\n" + escape(prices_note)
+                  + "\n")
     else:
         from rich import box
-        from rich.console import Console
         from rich.table import Table
 
-        console = Console()
+        from hfmem.cli.output_files import stdout_console
+
+        console = stdout_console(out)
         wide = console.width >= 120
         hidden = {"server"} | (set() if wide else {"vendor", "--gpu aliases", "network Gb/s", "host GiB"})
         hidden |= set() if console.width >= 100 else {"memory (vendor)"}

@@ -6,6 +6,8 @@ hfmem's help texts are plain text (`org/name[@revision]`, `[0, 64)`), so they ar
 
 from __future__ import annotations
 
+import errno
+import os
 from typing import Any, Literal
 
 import typer.core
@@ -18,7 +20,7 @@ class PlainHelpCommand(typer.core.TyperCommand):
     """A typer command whose help, epilog and parameter help are escaped, not read as rich markup."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        """Escape the texts (once per command object), then draw the page as typer does."""
+        """Escape the texts (once per command object), then draw the page on stdout as typer does."""
         if not getattr(self, "_escaped", False):
             from rich.markup import escape
 
@@ -27,4 +29,10 @@ class PlainHelpCommand(typer.core.TyperCommand):
                 if getattr(param, "help", None):
                     param.help = escape(param.help)  # type: ignore[attr-defined]  # Options and typer's Arguments have it
             self._escaped = True
-        super().format_help(ctx, formatter)
+        from hfmem.cli.output_files import standard_output
+
+        with standard_output():  # typer prints the page here: a full disk or closed stdout is exit 14
+            try:
+                super().format_help(ctx, formatter)
+            except SystemExit:  # how typer's rich console ends a broken pipe (exit 1): quietly here, as elsewhere
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE)) from None

@@ -30,7 +30,10 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_mar
 def _print_version(value: bool) -> None:
     """`--version`: print `hfmem <version>` and stop, before MODEL is required or anything is imported."""
     if value:
-        sys.stdout.write(f"hfmem {__version__}\n")
+        from hfmem.cli.output_files import standard_output
+
+        with standard_output() as out:
+            out.write(f"hfmem {__version__}\n")
         raise typer.Exit()
 
 
@@ -102,30 +105,37 @@ def model(
 
 
 def emit(report: dict, output: OutputFormat, details: bool) -> None:
-    if output is OutputFormat.json:
-        sys.stdout.write(json.dumps(report, separators=(",", ":"), ensure_ascii=False) + "\n")
-    elif output is OutputFormat.markdown:
-        from hfmem.render.markdown import render as markdown
+    """Print the report on stdout in the chosen format (a failed write is exit 14, see cli/output_files.py)."""
+    from hfmem.cli.output_files import standard_output, stdout_console
 
-        sys.stdout.write(markdown(report))
-    else:
-        from rich.console import Console
+    with standard_output() as out:
+        if output is OutputFormat.json:
+            out.write(json.dumps(report, separators=(",", ":"), ensure_ascii=False) + "\n")
+        elif output is OutputFormat.markdown:
+            from hfmem.render.markdown import render as markdown
 
-        from hfmem.render.table import render as table
+            out.write(markdown(report))
+        else:
+            from hfmem.render.table import render as table
 
-        table(report, Console(), details=details)
+            table(report, stdout_console(out), details=details)
 
 
 def _fail(message: str, code: int) -> int:
-    """Print `hfmem: error: MESSAGE` on stderr and return the exit code."""
-    from rich.console import Console
-
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"hfmem: error: {message}", markup=False)
+    """Print `hfmem: error: MESSAGE` on stderr (when there is one) and return the exit code."""
+    if sys.stderr is not None:  # closed (`2>&-`): the exit code still says it
+        sys.stderr.write(f"hfmem: error: {message}\n")
+        sys.stderr.flush()
     return code
 
 
 def run(argv: list[str]) -> int:
-    """Run the CLI on argv and return the exit status instead of raising."""
+    """Run the CLI on argv and return the exit status instead of raising.
+
+    Ctrl-C is exit 130 and one line wherever it lands: typer turns a KeyboardInterrupt inside a command into
+    `Exit(130)`, which `standalone_mode=False` returns as the status; outside a command it is classified here.
+    (`hfmem.entry` covers the moments before this module is imported.)
+    """
     if argv[:1] == ["scan"]:
         from hfmem.cli.scan import scan_app
 
@@ -141,22 +151,16 @@ def run(argv: list[str]) -> int:
     else:
         command, prog = typer.main.get_command(app), "hfmem"
     try:
-        command.main(args=argv, prog_name=prog, standalone_mode=False)
-        return errors.ExitCode.OK
-    except typer.Exit as done:
-        return done.exit_code
+        status = command.main(args=argv, prog_name=prog, standalone_mode=False)
     except _CLICK_ERROR as err:  # click's own status: 2 (ExitCode.INVALID_INPUT) for a bad command line
         return _fail(err.format_message().splitlines()[0] if err.format_message() else str(err), err.exit_code)
     except typer.Abort:
         return _fail("aborted.", errors.ExitCode.INTERRUPTED)
-    except BrokenPipeError:  # the reader of stdout went away (`| head`): not a failure
-        return errors.ExitCode.OK
     except (Exception, KeyboardInterrupt) as err:  # hfmem's errors, Ctrl-C, and bugs: still one line
         code, message = errors.classify(err)
         if code is errors.ExitCode.INTERNAL and errors.debugging():
             raise
         return _fail(message, code)
-
-
-def main() -> None:
-    sys.exit(run(sys.argv[1:]))
+    if status == errors.ExitCode.INTERRUPTED:  # typer's Exit(130) for a KeyboardInterrupt inside the command
+        return _fail(errors.classify(KeyboardInterrupt())[1], errors.ExitCode.INTERRUPTED)
+    return status if isinstance(status, int) else errors.ExitCode.OK  # a command returns None; --version's Exit 0

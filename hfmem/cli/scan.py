@@ -8,7 +8,6 @@ Plan; `scan_settings` puts that Plan into the settings digest that `--resume` ma
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -83,7 +82,10 @@ def scan(
         _check_filters(filters, plan)
         models = engine.select_shard(engine.collect_models(file, hub, author, search, limit), shard_k_n)
         if list_only:
-            sys.stdout.write("".join(f"{m}\n" for m in models))
+            from hfmem.cli.output_files import standard_output
+
+            with standard_output() as listed:
+                listed.write("".join(f"{m}\n" for m in models))
             return
         digest = engine.settings_digest(settings)
         wanted = {(m, digest) for m in models}

@@ -1,4 +1,4 @@
-"""The GitHub Action's entry point (`python -m hfmem.action`, or the `hfmem-action` script).
+"""The GitHub Action: `run`, which the `hfmem-action` script runs (hfmem/entry.py; action.yml runs it too).
 
 It reports on the listed Hub models and on the pull request's changed config.json files (base vs
 head), writes the table to `$GITHUB_STEP_SUMMARY`, the markdown, JSON and HTML files to the step outputs
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -445,7 +444,7 @@ def run(env: Mapping[str, str], report_fn: ReportFn | None = None, log: Log | No
                 raise failed
             log.error(str(failed))  # still said, but a GitHub failure's code wins: the comment is missing
         return status
-    except Exception as err:  # hfmem's errors, and bugs: still one line
+    except (Exception, KeyboardInterrupt) as err:  # hfmem's errors, Ctrl-C (130), and bugs: still one line
         code, message = errors.classify(err)
         if code is errors.ExitCode.INTERNAL and errors.debugging():
             raise
@@ -466,11 +465,3 @@ def default_report_fn(inputs: Inputs) -> ReportFn:
     plan = Plan(training=training.validated(), methods=tuple(inputs.methods), gpus=resolve_gpus(inputs.gpus),
                 tokens=inputs.tokens, prices=inputs.prices)
     return lambda ref: build_report(ref, hub, plan, curves=True)  # the HTML page's curves
-
-
-def main() -> None:
-    sys.exit(run(os.environ))
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,8 @@ PIECE_BYTES, and end after MAX_BODY_BYTES decoded bytes (a gzip bomb or an endle
 A request made inside `bounded(...)` must be complete by its deadline: checked before it is sent, once its
 headers are in and after every chunk, so a server that trickles a byte per read is cut off at the deadline
 (plus at most one read timeout). Either failure is an `errors.NetworkError` naming the host. Each request is
-listed in hub.inflight while it runs, for a status line while the Hub is slow.
+listed in hub.inflight while it runs, for a status line while the Hub is slow. Every request, the first and each
+redirect's, is checked against hub.hosts before it connects: link-local and cloud metadata hosts are refused.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from huggingface_hub import set_client_factory
 from huggingface_hub.utils._http import default_client_factory
 
 from hfmem import errors
-from hfmem.hub import inflight
+from hfmem.hub import hosts, inflight
 from hfmem.hub.files import MAX_JSON_BYTES
 
 MAX_BODY_BYTES = MAX_JSON_BYTES + 1  # one byte past the largest JSON file, so a reader can tell it is larger
@@ -78,6 +79,10 @@ class BoundedTransport(httpx2.BaseTransport):
             raise
 
     def _send(self, request: httpx2.Request, clock: _Clock) -> httpx2.Response:
+        reason = hosts.refusal(request.url.host)
+        if reason:  # before connecting, and not retried (hub/hosts.py)
+            raise errors.NetworkError(f"refused to connect: {reason}, where hfmem never connects (a Hub, mirror or "
+                                      "redirect that points there is not followed).")
         clock.check()
         request.headers["Accept-Encoding"] = ", ".join(ENCODINGS)
         response = self._inner.handle_request(request)
