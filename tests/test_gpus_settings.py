@@ -69,7 +69,7 @@ def test_aliases_normalise() -> None:
 
 
 @pytest.mark.parametrize("changes", [
-    {"method": "dpo"}, {"dtype": "int8"}, {"optimizer": "rmsprop"}, {"micro_batch_size": 0}, {"seq_len": -5},
+    {"method": "dpo"}, {"dtype": "int8"}, {"optimizer": "rmsprop_16bit"}, {"micro_batch_size": 0}, {"seq_len": -5},
     {"attention": "ring"}, {"num_gpus": 2, "sharding": "none"}, {"offload_params": True},
     {"offload_optimizer": True}, {"lora_dropout": 1.5}, {"lora_rank": True}, {"lora_dropout": "high"},
     {"qlora_kernel": "bnb"}, {"overhead": Overhead(fragmentation=-0.1)}, {"overhead": 0.5},

@@ -67,7 +67,8 @@ def test_offload_beyond_the_servers_host_ram_does_not_fit(capsys) -> None:
     assert (short["mitigation"], short["host_ram_gib"]) == ("zero3_offload_params", 384)
     assert 1024 < short["needed_gib"] < 1300
     assert run(["example:Llama-2-70b-hf", "-m", "full", "-g", "t4"]) == 0
-    assert "ZeRO-Inf.: 1,156 GiB host RAM > 384" in " ".join(capsys.readouterr().out.split())
+    assert "host RAM short for offload: full ZeRO-Inf. 1,156 GiB/machine (T4 384)" in " ".join(
+        capsys.readouterr().out.split())
     offload = ("--zero", "3", "--offload-optimizer", "--offload-params")
     asked = cells(_report(capsys, "example:gpt2", "-m", "full", "-g", "t4", *offload, "--host-ram-gib", "1"))[0]
     assert asked["short_of"].startswith("host RAM: ")

@@ -31,6 +31,8 @@ TINY_EXTRA: dict[str, dict[str, Any]] = {
     "bigscience/T0_3B": {"d_model": 256, "d_ff": 640, "d_kv": 32, "num_heads": 4},
     "bigscience/mt0-xxl": {"d_model": 256, "d_ff": 640, "d_kv": 32, "num_heads": 8},
     "bigscience/bloomz-7b1": {"hidden_size": 256, "n_head": 4},
+    "megatron-lm/gpt3-functional-7b-gqa": {"hidden_size": 256, "intermediate_size": 1024, "num_attention_heads": 8,
+                                           "num_key_value_heads": 2},
 }
 VOCAB = 1024
 

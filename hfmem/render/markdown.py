@@ -56,6 +56,6 @@ def fit_markdown(report: dict[str, Any]) -> str:
     body = [[f"{escape(name)} ({usable:g} GiB)"]
             + [f"{MARKS[verdict]} {total} " + escape(rest) for verdict, total, rest in
                (verdict_parts(by_method[m]) for m in methods)] for name, usable, by_method in rows]
-    hints = "".join(f"\n\n{escape(h)}" for h in (paged_hint(report), host_ram_line(report), rank0_line(report))
-                    if h)
+    named = (host_ram_line(report), rank0_line(report))  # they name GPUs, which a user may have named
+    hints = "".join(f"\n\n{h}" for h in (paged_hint(report), *(escape(n) for n in named if n)) if h)
     return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body) + "\n" + legend() + hints
