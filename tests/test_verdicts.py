@@ -22,7 +22,10 @@ from hfmem.render.labels import advice_text, multi_gpu_text
 from hfmem.render.markdown import render as render_markdown
 from hfmem.render.table import fit_cell, render as render_table
 
-EXAMPLES = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "hfmem" / "examples").iterdir())
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = [f"example:{p.name}" for p in sorted((ROOT / "hfmem" / "examples").iterdir())] + [
+    str(p) for p in sorted((ROOT / "fixtures" / "configs").glob("*/*/config.json"))]
+"""Every built-in example and every fixture model's config.json."""
 GPUS = ("rtx4090", "t4", "a100-40gb", "h100", "h200")
 
 
@@ -43,12 +46,12 @@ def _markdown_cells(markdown: str, methods: list[str]) -> dict[tuple[str, str], 
     return out
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
-def test_the_json_verdict_is_the_tables_the_markdowns_and_the_apis(example, capsys, tmp_path, monkeypatch):
-    report = _report(capsys, tmp_path, monkeypatch, f"example:{example}")
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.removeprefix(str(ROOT) + "/"))
+def test_the_json_verdict_is_the_tables_the_markdowns_and_the_apis(model, capsys, tmp_path, monkeypatch):
+    report = _report(capsys, tmp_path, monkeypatch, model)
     found = cells(report)
     methods = list(dict.fromkeys(c["method"] for c in found))
-    api = {(f.method, f.gpu.name): f for f in hfmem.fit(f"example:{example}", list(methods), gpus=list(GPUS))}
+    api = {(f.method, f.gpu.name): f for f in hfmem.fit(model, list(methods), gpus=list(GPUS))}
     markdown = _markdown_cells(render_markdown(report), methods)
     assert len(api) == len(found) == len(markdown)
     for cell in report["fit"]:
