@@ -4,6 +4,7 @@ run in processes of their own, and CPU load beside them."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -40,9 +41,18 @@ def environment(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **extra}
 
 
+def interruptible() -> None:
+    """In the child before it runs: SIGINT at its default, as a terminal starts a program. A runner that started
+    the tests in the background (`cmd &`, nohup) handed them SIGINT ignored, and the programs rightly keep an
+    ignored SIGINT ignored (hfmem/entry.py), so a test's Ctrl-C would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(path: Path, *args: str, **popen: object) -> subprocess.Popen:
-    """Run a script written by `script` in a process of its own (text stderr; stdout as `popen` says, else a pipe)."""
-    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "env": environment(), "text": True} | popen
+    """Run a script written by `script` in a process of its own (text stderr; stdout as `popen` says, else a pipe),
+    SIGINT at its default (`interruptible`)."""
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "env": environment(), "text": True,
+             "preexec_fn": interruptible} | popen
     return subprocess.Popen([sys.executable, str(path), *args], **popen)  # type: ignore[call-overload]
 
 
