@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from hfmem import errors
 from hfmem.errors import ExitCode
@@ -49,6 +49,7 @@ def _interruptible(body: Callable[[], int]) -> int:
     _hold_closed_descriptors()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started with SIGINT ignored
         signal.signal(signal.SIGINT, errors.note_interrupt)
+        sys.unraisablehook = _quiet_interrupts
     try:
         code = body()
     except KeyboardInterrupt:  # while importing, or in the handling of another error
@@ -57,6 +58,14 @@ def _interruptible(body: Callable[[], int]) -> int:
         _say("interrupted.")
         return ExitCode.INTERRUPTED
     return code
+
+
+def _quiet_interrupts(unraisable: Any) -> None:
+    """sys.unraisablehook: a Ctrl-C that lands where Python can only ignore it (an import lock's weakref callback)
+    prints no 'Exception ignored' traceback; it is remembered all the same (errors.note_interrupt), so the run still
+    ends in exit 130 and one line. Anything else is reported as Python would."""
+    if not issubclass(unraisable.exc_type, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
 
 
 def _hold_closed_descriptors() -> None:
