@@ -13,7 +13,7 @@ import pytest
 # tests/ is a package.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hubserver import HubServer  # noqa: E402
+from hubserver import GRANTED_TOKEN, HubServer  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
@@ -85,3 +85,10 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
 
     for line in summary_lines():
         terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def granted(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> HubServer:
+    """The fake Hub with a token that may read its gated repos (meta-llama/...)."""
+    monkeypatch.setenv("HF_TOKEN", GRANTED_TOKEN)
+    return hub

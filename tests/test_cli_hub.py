@@ -33,12 +33,6 @@ def report(capsys, *args: str) -> dict:
     return json.loads(out)
 
 
-@pytest.fixture
-def granted(hub, monkeypatch):
-    monkeypatch.setenv("HF_TOKEN", GRANTED_TOKEN)
-    return hub
-
-
 def test_llama_2_70b(granted, capsys):
     data = report(capsys, "meta-llama/Llama-2-70b-hf")
     assert data["parameters"]["total"] == 68_976_648_192

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from hubserver import GRANTED_TOKEN
 
 from hfmem.cli.main import run
 from hfmem.errors import ExitCode
@@ -27,12 +26,6 @@ def serve(capsys, *args: str) -> dict:
     code, out, err = hfmem(capsys, "serve", *args, "--format", "json")
     assert code == 0, err
     return json.loads(out)
-
-
-@pytest.fixture
-def granted(hub, monkeypatch):
-    monkeypatch.setenv("HF_TOKEN", GRANTED_TOKEN)
-    return hub
 
 
 def test_llama_3_8b_on_h100_and_l4(granted, capsys):
