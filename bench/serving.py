@@ -5,7 +5,9 @@ arithmetic (hfmem.serving.report.gpu_estimate), on the model's fixture config an
     python bench/serving.py --json   # the rows as JSON
 
 The published figure is the engine's KV capacity in tokens (or its KV memory where only that is printed, or
-llama.cpp's 'KV self size' at the row's n_ctx); the error is (predicted - published) / published. Weights are compared where the log prints what loading took.
+llama.cpp's 'KV self size' at the row's n_ctx); the error is (predicted - published) / published. Weights are
+compared where the log prints what loading took (vLLM's 'Model loading took', SGLang's 'mem usage'), against the
+sum of hfmem's weights terms (the checkpoint's share and, for vLLM, its RoPE table).
 Nothing here is fitted: each row's settings are the ones its source states, the rest the engine's defaults.
 """
 
@@ -70,7 +72,7 @@ def score(row: dict[str, Any], model: ModelReport) -> dict[str, Any]:
     else:  # llama.cpp allocates n_ctx cells of every layer: its 'KV self size'
         cells = KvLayout(**sizes["kv"]).sequence_bytes(settings.context * settings.concurrency)
         metric, want, got = "kv_self_mib", published["kv_self_mib"], cells / MIB
-    weights = next(t.bytes for t in result.terms if t.kind == "weights") / GIB
+    weights = sum(t.bytes for t in result.terms if t.kind == "weights") / GIB
     out = {"id": row["id"], "engine": row["engine"], "gpu": row["gpu"], "model": row["model"], "tp": settings.tp,
            "split": row["split"], "source": row["provenance"]["url"], "metric": metric, "published": want,
            "predicted": round(got, 2), "error": (got - want) / want, "weights_gib": round(weights, 3)}

@@ -32,7 +32,7 @@ def gpu_estimate(model: ModelReport, gpu: Gpu, settings: ServingSettings) -> tup
         weights, layout = offloaded(weights, layout, settings.gpu_layers / arch.num_layers)
     sizes = {"dtype": dtype, "weights_total_bytes": weights.total_bytes, "weights_source": weights.source,
              "kv_element_bytes": element, "kv": asdict(layout)}
-    return estimate(arch, weights.per_gpu_bytes, layout, gpu.usable_bytes, settings), sizes
+    return estimate(arch, weights.per_gpu_bytes, layout, gpu.usable_bytes, settings, gpu.name), sizes
 
 
 def offloaded(weights: Weights, layout: KvLayout, share: float) -> tuple[Weights, KvLayout]:
