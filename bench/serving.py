@@ -18,6 +18,7 @@ import json
 import statistics
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,11 @@ def score(row: dict[str, Any], model: ModelReport) -> dict[str, Any]:
         metric, want, got = "kv_tokens", published["kv_tokens"], result.kv_tokens
     elif "kv_gib" in published:
         metric, want, got = "kv_gib", published["kv_gib"], result.kv_bytes / GIB
-    else:  # llama.cpp allocates n_ctx cells of every layer: its 'KV self size'
-        cells = KvLayout(**sizes["kv"]).sequence_bytes(settings.context * settings.concurrency)
+    else:  # llama.cpp's 'KV self size': n_ctx cells of every full layer, its SWA cells of the windowed ones
+        layout = KvLayout(**sizes["kv"])
+        if result.window_kept:
+            layout = replace(layout, window=result.window_kept)
+        cells = layout.sequence_bytes(settings.context) * settings.concurrency
         metric, want, got = "kv_self_mib", published["kv_self_mib"], cells / MIB
     weights = sum(t.bytes for t in result.terms if t.kind == "weights") / GIB
     out = {"id": row["id"], "engine": row["engine"], "gpu": row["gpu"], "model": row["model"], "tp": settings.tp,

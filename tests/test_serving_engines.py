@@ -11,7 +11,13 @@ import pytest
 
 from hfmem.hardware.gpus import resolve_gpus
 from hfmem.model.architecture import read_architecture
-from hfmem.serving.capacity import ServingSettings, estimate, rope_cache_bytes, vllm_large_batch_defaults
+from hfmem.serving.capacity import (
+    ServingSettings,
+    estimate,
+    llama_cpp_swa_cells,
+    rope_cache_bytes,
+    vllm_large_batch_defaults,
+)
 from hfmem.serving.kv import kv_layout
 
 HUB = Path(__file__).resolve().parent.parent / "fixtures" / "hub"
@@ -58,3 +64,13 @@ def test_the_rope_table_is_a_weights_term_of_vllm_only() -> None:
         result = estimate(llama, 15 << 30, layout, 80 << 30, ServingSettings(engine=engine), "H100 80GB")
         weights = [t.bytes for t in result.terms if t.kind == "weights"]
         assert weights == ([15 << 30, 131072 * 128 * 2] if has else [15 << 30])
+
+
+@pytest.mark.parametrize(("window", "n_ctx", "ubatch", "cells"), [
+    (128, 131072, 1024, 1152),     # gpt-oss: 128 + 1,024, already a multiple of 32
+    (4096, 8192, 512, 4608),       # Gemma-2's 4,096 window and a 512-token ubatch
+    (4096, 2048, 512, 2048),       # never more than the context
+    (1000, 65536, 100, 1120),      # 1,100 padded to 32
+])
+def test_llama_cpp_keeps_a_padded_window_and_an_ubatch_per_sliding_layer(window, n_ctx, ubatch, cells) -> None:
+    assert llama_cpp_swa_cells(window, n_ctx, ubatch) == cells

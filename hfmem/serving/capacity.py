@@ -232,8 +232,8 @@ def _llama_cpp(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: 
     ctx = s.context * s.concurrency
     compute = ubatch * arch.vocab_size * 4 + ubatch * ctx * arch.num_attention_heads * 4 / s.tp
     result = ServingEstimate(gpu_bytes=gpu, budget_bytes=gpu)
-    if layout.window:  # the SWA cache: n_swa + n_ubatch cells unless --swa-full (src/llama-kv-cache-unified-iswa.cpp)
-        result.window_kept = layout.window + ubatch
+    if layout.window:
+        result.window_kept = llama_cpp_swa_cells(layout.window, s.context, ubatch)
     result.terms = [
         _weights(weights),
         Term("compute buffer", compute, f"one ubatch of {ubatch} tokens: fp32 logits and the attention scores "
@@ -241,6 +241,15 @@ def _llama_cpp(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: 
         Term("outside torch", s.cuda_context_gib * GIB, "CUDA context (--cuda-context-gib)"),
     ]
     return result
+
+
+def llama_cpp_swa_cells(window: int, n_ctx_seq: int, ubatch: int) -> int:
+    """Cells a sliding-window layer keeps per sequence in llama.cpp: `std::min(size_base, GGML_PAD(hparams.n_swa *
+    (unified ? n_seq_max : 1) + n_ubatch, n_pad))` (src/llama-kv-cache-iswa.cpp, one stream per sequence as
+    kv_unified = false builds it), n_pad = 32 without flash attention (llama_kv_cache::get_padding: `flash_attn ?
+    256u : 32u`), unless --swa-full."""
+    pad = int(LLAMA_CPP.default("n_pad"))
+    return min(n_ctx_seq, math.ceil((window + ubatch) / pad) * pad)
 
 
 def _transformers(arch: Architecture, weights: int, layout: KvLayout, gpu: int,

@@ -83,13 +83,15 @@ LLAMA_CPP = Engine(
     name="llama.cpp", version="b5000-b6000",
     rule=("KV = n_ctx x layers x (n_embd_k_gqa + n_embd_v_gqa) x the cache type's bytes, for the layers offloaded "
           "by -ngl (src/llama-kv-cache.cpp, logged as 'KV self size' / 'llama_kv_cache: size'); a sliding-window "
-          "layer keeps window + n_ubatch cells unless --swa-full; the compute buffer holds one ubatch's logits and "
-          "attention scores."),
+          "layer keeps min(n_ctx, window + n_ubatch padded to n_pad) cells per sequence unless --swa-full "
+          "(src/llama-kv-cache-iswa.cpp); the compute buffer holds one ubatch's logits and attention scores."),
     defaults={
         "n_ctx": Default(4096, "common/common.h common_params.n_ctx = 4096 (llama.cpp PR #10136, November 2024; "
                                "builds from 2025 on default to 0, the trained context)"),
         "n_ubatch": Default(512, "common/common.h common_params.n_ubatch = 512 (commit de93b991)"),
         "cache_type": Default(2, "common/common.h cache_type_k = cache_type_v = GGML_TYPE_F16"),
+        "n_pad": Default(32, "src/llama-kv-cache.cpp llama_kv_cache::get_padding: `return cparams.flash_attn ? 256u : "
+                             "32u;` (flash attention off; 256 with -fa)"),
     },
     not_modelled=("the CUDA backend's own pools beyond the compute buffer estimate",),
 )
