@@ -18,6 +18,7 @@ from hfmem.serving.capacity import (
     rope_cache_bytes,
     vllm_large_batch_defaults,
 )
+from hfmem.serving.engines import ENGINES
 from hfmem.serving.kv import kv_layout
 
 HUB = Path(__file__).resolve().parent.parent / "fixtures" / "hub"
@@ -74,3 +75,13 @@ def test_the_rope_table_is_a_weights_term_of_vllm_only() -> None:
 ])
 def test_llama_cpp_keeps_a_padded_window_and_an_ubatch_per_sliding_layer(window, n_ctx, ubatch, cells) -> None:
     assert llama_cpp_swa_cells(window, n_ctx, ubatch) == cells
+
+
+@pytest.mark.parametrize("profile", [p for p in ENGINES.values() if p.defaults], ids=lambda p: p.name)
+def test_the_serving_doc_states_each_profiles_defaults(profile) -> None:
+    """docs/serving.md's profile table gives every default the profile takes: one value, stated once per row."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "serving.md").read_text()
+    (row,) = [line for line in doc.splitlines() if line.startswith(f"| **{profile.name}**")]
+    for key, default in profile.defaults.items():
+        value = f"{default.value:g}"
+        assert value in row, (key, value)

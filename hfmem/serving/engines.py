@@ -35,8 +35,9 @@ class Engine:
 
 VLLM = Engine(
     name="vllm", version="0.9-0.11 (V1 engine)",
-    rule=("KV memory = total x gpu_memory_utilization - (weights + the peak of the profiling forward over "
-          "max_num_batched_tokens and the sampler's dummy run over max_num_seqs + memory outside torch); "
+    rule=("KV memory = total x gpu_memory_utilization - (weights + the RoPE cos/sin table built with them + the peak "
+          "of the profiling forward over max_num_batched_tokens and the sampler's dummy run over max_num_seqs + "
+          "memory outside torch); "
           "blocks = KV memory // (block_size x bytes per token of every layer); "
           "'GPU KV cache size' = blocks x block_size (vllm/v1/worker/gpu_worker.py Worker.determine_available_memory "
           "at commit 0012cf69; vllm/v1/core/kv_cache_utils.py get_num_blocks, get_max_concurrency_for_kv_cache_config "
@@ -57,7 +58,12 @@ VLLM = Engine(
                   "gpu_memory_utilization headroom (0.11+ can count it first: "
                   "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)",
                   "NCCL and custom all-reduce buffers under TP (inside 'outside torch' only as --cuda-context-gib "
-                  "says)"),
+                  "says)",
+                  "the MXFP4 MoE Marlin backend's padding on GPUs without FP4 (intermediate size to 128, hidden size "
+                  "to 256, vllm/model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights): gpt-oss "
+                  "weights 6-12% over the checkpoint's share",
+                  "the total torch.cuda.mem_get_info reports, which gpu_memory_utilization multiplies, is below the "
+                  "catalogue's (nvidia-smi's) figure by up to 0.8 GiB; name the card as NAME=GiB to give it"),
 )
 
 SGLANG = Engine(
@@ -76,7 +82,9 @@ SGLANG = Engine(
         "block_size": Default(1, "server_args.py page_size = 1 (token-granular pool)"),
     },
     not_modelled=("the multimodal adjustment adjust_mem_fraction_for_vlm", "DP attention and speculative decoding "
-                  "reserves"),
+                  "reserves", "the free memory at start is the card less the CUDA context and, under TP, the NCCL "
+                  "communicators: 0.8-1.2 GiB under the catalogue's figure on the bench's logs that print it, where "
+                  "--cuda-context-gib assumes 0.5"),
 )
 
 LLAMA_CPP = Engine(
