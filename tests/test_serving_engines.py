@@ -20,6 +20,7 @@ from hfmem.serving.capacity import (
 )
 from hfmem.serving.engines import ENGINES
 from hfmem.serving.kv import kv_layout
+from hfmem.serving.weights import MXFP4_MARLIN_ARCHS, mxfp4_marlin_padding
 
 HUB = Path(__file__).resolve().parent.parent / "fixtures" / "hub"
 
@@ -85,3 +86,15 @@ def test_the_serving_doc_states_each_profiles_defaults(profile) -> None:
     for key, default in profile.defaults.items():
         value = f"{default.value:g}"
         assert value in row, (key, value)
+
+
+def test_vllm_pads_mxfp4_experts_for_marlin_on_ampere_and_ada_only() -> None:
+    """gpt-oss-20b's 32 experts x 24 layers as Marlin allocates them: 2,880 -> 2,944 (a multiple of 128) and
+    2,880 -> 3,072 (of 256), 4.25 bits per weight and bf16 biases; a 16-bit checkpoint is not padded."""
+    oss = arch("openai/gpt-oss-20b")
+    config = json.loads((HUB / "openai/gpt-oss-20b" / "config.json").read_text())
+    per_expert = 3 * (2944 * 3072 - 2880 * 2880) * 17 / 32 + 2 * (2 * (2944 - 2880) + (3072 - 2880))
+    assert mxfp4_marlin_padding(oss, config) == 24 * 32 * per_expert
+    assert mxfp4_marlin_padding(oss, {**config, "quantization_config": None}) == 0
+    assert {card.arch for card in resolve_gpus(["a100", "l4", "rtx4090"])} <= MXFP4_MARLIN_ARCHS
+    assert not {card.arch for card in resolve_gpus(["h100", "b200"])} & MXFP4_MARLIN_ARCHS

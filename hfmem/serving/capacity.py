@@ -98,11 +98,11 @@ class ServingEstimate:
 
 
 def estimate(arch: Architecture, weights_per_gpu: int, layout: KvLayout, gpu_bytes: int,
-             settings: ServingSettings, gpu_name: str = "") -> ServingEstimate:
+             settings: ServingSettings, gpu_name: str = "", marlin_padding: int = 0) -> ServingEstimate:
     """The engine's arithmetic for one GPU with `gpu_bytes` of memory (`gpu_name`: the device name, which vLLM's
-    batch defaults read)."""
+    batch defaults read; `marlin_padding`: what vLLM's MXFP4 Marlin experts add there, weights.mxfp4_marlin_padding)."""
     rule: dict[str, Callable[..., ServingEstimate]] = {
-        "vllm": partial(_vllm, name=gpu_name), "sglang": _sglang, "llama.cpp": _llama_cpp,
+        "vllm": partial(_vllm, name=gpu_name, marlin=marlin_padding), "sglang": _sglang, "llama.cpp": _llama_cpp,
         "transformers": _transformers}
     result = rule[settings.engine](arch, weights_per_gpu, layout, gpu_bytes, settings)
     result.kv_bytes = max(0.0, result.budget_bytes - sum(t.bytes for t in result.terms))
@@ -147,7 +147,7 @@ def _weights(weights: int) -> Term:
 
 
 def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: ServingSettings,
-          name: str = "") -> ServingEstimate:
+          name: str = "", marlin: int = 0) -> ServingEstimate:
     """vLLM's determine_available_memory: a fraction of the card, less the weights and the RoPE cache loaded beside
     them, the profiling run's peak and memory outside torch."""
     large = vllm_large_batch_defaults(gpu, name)
@@ -162,6 +162,10 @@ def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: Servi
     sampler = seqs * arch.vocab_size * (p + 4 * SAMPLER_FP32_COPIES) + tokens * arch.hidden_size * p
     result = ServingEstimate(gpu_bytes=gpu, budget_bytes=gpu * fraction)
     result.terms = [_weights(weights)]
+    if marlin:
+        result.terms.append(Term("MXFP4 Marlin padding", marlin, "the experts as vLLM's Marlin kernel allocates them "
+                                 "on this chip: intermediate size per rank to a multiple of 128, hidden to 256",
+                                 "weights"))
     if rope := rope_cache_bytes(arch):
         result.terms.append(Term("RoPE cache", rope, f"the cos/sin table of {arch.max_position_embeddings:,} "
                                                      "positions every layer shares, built with the model",

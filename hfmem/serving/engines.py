@@ -59,9 +59,8 @@ VLLM = Engine(
                   "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)",
                   "NCCL and custom all-reduce buffers under TP (inside 'outside torch' only as --cuda-context-gib "
                   "says)",
-                  "the MXFP4 MoE Marlin backend's padding on GPUs without FP4 (intermediate size to 128, hidden size "
-                  "to 256, vllm/model_executor/layers/quantization/mxfp4.py Mxfp4MoEMethod.create_weights): gpt-oss "
-                  "weights 6-12% over the checkpoint's share",
+                  "which MXFP4 MoE backend a Hopper or Blackwell card takes (FlashInfer or Triton, as installed) "
+                  "and its padding; Ampere and Ada take Marlin, whose padding is modelled",
                   "the total torch.cuda.mem_get_info reports, which gpu_memory_utilization multiplies, is below the "
                   "catalogue's (nvidia-smi's) figure by up to 0.8 GiB; name the card as NAME=GiB to give it"),
 )

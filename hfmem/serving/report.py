@@ -13,7 +13,7 @@ from hfmem.model.load import ModelReport
 from hfmem.serving.capacity import ServingEstimate, ServingSettings, estimate
 from hfmem.serving.engines import engine
 from hfmem.serving.kv import KV_DTYPE_BYTES, KvLayout, kv_element_bytes, kv_layout, serving_dtype
-from hfmem.serving.weights import Weights, weight_bytes
+from hfmem.serving.weights import MXFP4_MARLIN_ARCHS, Weights, mxfp4_marlin_padding, weight_bytes
 from hfmem.units import GIB
 
 TP_STEPS = (2, 4, 8, 16)
@@ -32,7 +32,10 @@ def gpu_estimate(model: ModelReport, gpu: Gpu, settings: ServingSettings) -> tup
         weights, layout = offloaded(weights, layout, settings.gpu_layers / arch.num_layers)
     sizes = {"dtype": dtype, "weights_total_bytes": weights.total_bytes, "weights_source": weights.source,
              "kv_element_bytes": element, "kv": asdict(layout)}
-    return estimate(arch, weights.per_gpu_bytes, layout, gpu.usable_bytes, settings, gpu.name), sizes
+    marlin = 0
+    if settings.engine == "vllm" and not settings.quantization and gpu.arch in MXFP4_MARLIN_ARCHS:
+        marlin = mxfp4_marlin_padding(arch, model.config, settings.tp, settings.pp)
+    return estimate(arch, weights.per_gpu_bytes, layout, gpu.usable_bytes, settings, gpu.name, marlin), sizes
 
 
 def offloaded(weights: Weights, layout: KvLayout, share: float) -> tuple[Weights, KvLayout]:
