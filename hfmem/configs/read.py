@@ -13,6 +13,9 @@ from hfmem.configs import (
     deepspeed_config,
     file_io,
     llama_factory_config,
+    megatron_args,
+    nemo_config,
+    torchtitan_config,
     torchtune_config,
     trainer_args,
 )
@@ -30,9 +33,10 @@ class ConfigFile:
     path: str
     """The path as given."""
     format: str
-    """torchtune, axolotl, llama-factory, deepspeed, accelerate or trainer-args."""
+    """torchtune, axolotl, llama-factory, deepspeed, accelerate, trainer-args, megatron, torchtitan or nemo."""
     framework: str | None
-    """The framework the format implies: torchtune, axolotl, llama-factory, deepspeed, accelerate, hf-trainer or trl."""
+    """The framework the format implies: torchtune, axolotl, llama-factory, deepspeed, accelerate, hf-trainer, trl,
+    megatron, torchtitan or nemo."""
     model: str | None
     """The model id or path the file names (torchtune's checkpoint_dir or builder, base_model, model_name_or_path)."""
     values: dict[str, Any]
@@ -45,6 +49,13 @@ class ConfigFile:
     unmodelled: tuple[str, ...]
     """Known key paths that change memory in a way hfmem cannot model."""
 
+
+STANDALONE_READERS: dict[str, Callable[[Draft], tuple[str, str | None]]] = {
+    "megatron": megatron_args.read,
+    "torchtitan": torchtitan_config.read,
+    "nemo": nemo_config.read,
+}
+"""The formats that name no other file: Megatron-LM's argument lists, torchtitan's TOML, NeMo 2's recipe YAML."""
 
 LinkedReader = Callable[[Draft, Linked | None], tuple[str, str | None]]
 LINKED_READERS: dict[str, tuple[LinkedReader, str]] = {
@@ -68,6 +79,8 @@ def read_config(path: str | Path) -> ConfigFile:
     elif kind == "deepspeed":
         deepspeed_config.read_file(draft)
         framework, model = "deepspeed", None
+    elif kind in STANDALONE_READERS:
+        framework, model = STANDALONE_READERS[kind](draft)
     else:
         reader, key = LINKED_READERS[kind]
         framework, model = reader(draft, linked_deepspeed(file, data, key, label))
