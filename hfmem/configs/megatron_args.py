@@ -60,6 +60,7 @@ multi-token prediction."""
 
 def read(d: Draft) -> tuple[str, str | None]:
     """Map a Megatron-LM argument list into `d`; return the framework and the model it names (none: flags only)."""
+    d.set("method", "full", "(pretrain_gpt.py trains every weight)")
     layout(d)
     gpus = world_size(d)
     precision(d)

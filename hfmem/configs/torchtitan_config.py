@@ -36,6 +36,7 @@ through model.converters)."""
 
 def read(d: Draft) -> tuple[str, str | None]:
     """Map a torchtitan TOML into `d`; return the framework and the model's assets path (its config.json)."""
+    d.set("method", "full", "(torchtitan's train.py trains every weight)")
     gpus = parallelism(d)
     training(d, gpus)
     checkpointing(d)
