@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from hfmem.configs import ConfigFile, read_config
 from hfmem.errors import ExitCode, InvalidInputError, classify
@@ -813,3 +814,29 @@ def test_nemo_run_serialised_recipe(tmp_path):
     assert v["num_gpus"] == 32 and v["gradient_accumulation_steps"] == 128 // (1 * 32 // 16)
     assert (v["sharding"], v["grad_dtype"], v["grad_bucket_view"]) == ("zero1", "param", True)
     assert v["sequence_parallel"] == "megatron" and v["gradient_checkpointing"] == "selective"
+
+
+def test_hostile_toml_and_argument_lists(tmp_path):
+    (tmp_path / "bad.toml").write_text("[parallelism\ntensor_parallel_degree = 2\n")
+    refused(tmp_path / "bad.toml", "not valid TOML")
+    (tmp_path / "deep.toml").write_text("x = " + "[" * 100 + "]" * 100 + "\n")
+    refused(tmp_path / "deep.toml", "nests deeper")
+    (tmp_path / "wrong.toml").write_text('[parallelism]\ntensor_parallel_degree = "eight"\n')
+    refused(tmp_path / "wrong.toml", "parallelism.tensor_parallel_degree", "an integer")
+    (tmp_path / "quote.sh").write_text('echo "unbalanced\n--tensor-model-parallel-size two\n')
+    refused(tmp_path / "quote.sh", "--tensor-model-parallel-size", "an integer")
+    (tmp_path / "odd.sh").write_text("--micro-batch-size 2 --global-batch-size 3 --nproc_per_node 2\n")
+    refused(tmp_path / "odd.sh", "--global-batch-size", "a multiple")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("-$={}()\\\"' \n#ab12.:")), max_size=200))
+def test_argument_lists_parse_or_refuse_with_one_line(text):
+    from hfmem.configs import argument_list
+
+    try:
+        flags = argument_list.parse(text, "fuzzed.sh")
+    except InvalidInputError as err:
+        assert "\n" not in str(err)
+    else:
+        assert flags and all(key.startswith("--") for key in flags)

@@ -310,4 +310,5 @@ class Layers:
             return None
         f = self.file
         return {"path": f.path, "format": f.format, "framework": f.framework, "model": f.model,
-                "values": f.values, "sources": f.sources, "unknown": list(f.unknown), "unmodelled": list(f.unmodelled)}
+                "values": f.values, "sources": f.sources, "unknown": list(f.unknown), "unmodelled": list(f.unmodelled),
+                "architecture": f.architecture}

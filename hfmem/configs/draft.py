@@ -63,6 +63,9 @@ class Draft:
         self.seen: set[str] = set()
         self.flagged: list[str] = []
         self.extra_unknown: list[str] = []
+        self.architecture: dict[str, int] = {}
+        """The model's dimensions as the file states them (Architecture field -> value), checked against the model's
+        once it is known."""
 
     # -- reading -------------------------------------------------------------------------------------------
     def fail(self, path: str, expected: str, value: Any) -> InvalidInputError:

@@ -4,8 +4,8 @@ Argument names and defaults are Megatron-LM's (megatron/training/arguments.py at
 trains in fp32; --bf16 accumulates and reduces gradients in an fp32 buffer unless --grad-reduce-in-bf16 (L1204-L1217);
 the output layer is tied to the embedding unless --untie-embeddings-and-output-weights. torchrun's --nproc_per_node
 and --nnodes give the GPUs, and with them --global-batch-size gives the micro-batches per step. The model's own
-dimensions (--num-layers, --hidden-size, ...) are read for the virtual pipeline's layers only: the model is the
-one hfmem is given.
+dimensions (--num-layers, --hidden-size, ...) set nothing but the virtual stages per rank: the model is the one
+hfmem is given, and a dimension the file states that the model does not have is a warning.
 """
 
 from __future__ import annotations
@@ -19,6 +19,11 @@ ATTENTION = {"auto": "flash_attention_2", "flash": "flash_attention_2", "fused":
              "unfused": "eager", "local": "eager"}
 """--attention-backend: Transformer Engine's flash or cuDNN fused attention keep no attention matrix; unfused and
 Megatron's local core attention keep the softmax probabilities, as eager attention does."""
+DIMENSIONS = {"--num-layers": "num_layers", "--hidden-size": "hidden_size",
+              "--num-attention-heads": "num_attention_heads", "--ffn-hidden-size": "intermediate_size",
+              "--num-experts": "num_experts", "--moe-router-topk": "experts_per_token"}
+"""Model dimensions the arguments state, by the Architecture field they are (checked against the model's); with
+--group-query-attention, --num-query-groups is num_key_value_heads."""
 OPTIMIZERS = {"adam": "adamw", "sgd": "sgd_momentum", "lion": "lion"}
 """--optimizer: FusedAdam with decoupled weight decay; SGD with --sgd-momentum (0.9 by default); Lion."""
 
@@ -90,6 +95,7 @@ def read(d: Draft) -> tuple[str, str | None]:
     d.set("tie_word_embeddings", d.raw("--untie-embeddings-and-output-weights") is None,
           "--untie-embeddings-and-output-weights" + ("" if d.raw("--untie-embeddings-and-output-weights") else
                                                       " (absent: tied)"))
+    dimensions(d)
     d.unmodelled_if_active(*UNMODELLED)
     d.know(*ARCHITECTURE, *(flag for flag in d.data if flag.startswith(IGNORED_PREFIXES)))
     return "megatron", None
@@ -222,3 +228,14 @@ def recompute(d: Draft) -> None:
         d.know("--recompute-num-layers")
     else:
         raise d.fail("--recompute-granularity", "full or selective", granularity)
+
+
+def dimensions(d: Draft) -> None:
+    """The model's dimensions where the file states them literally, to check against the model's."""
+    for flag, name in DIMENSIONS.items():
+        if isinstance(d.raw(flag), int) and not isinstance(d.raw(flag), bool):
+            d.architecture[name] = d.raw(flag)
+    heads = d.raw("--num-attention-heads")
+    groups = d.raw("--num-query-groups") if d.raw("--group-query-attention") else heads
+    if isinstance(groups, int) and not isinstance(groups, bool):
+        d.architecture["num_key_value_heads"] = groups

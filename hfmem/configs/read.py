@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,9 @@ class ConfigFile:
     """Key paths the reader does not know at all."""
     unmodelled: tuple[str, ...]
     """Known key paths that change memory in a way hfmem cannot model."""
+    architecture: dict[str, int] = field(default_factory=dict)
+    """The model's dimensions the file states (Architecture field -> value: Megatron's --num-layers, ...); the
+    model's own are counted, and a disagreement is a warning (hfmem.memory.warnings.shape_disagreements)."""
 
 
 STANDALONE_READERS: dict[str, Callable[[Draft], tuple[str, str | None]]] = {
@@ -87,7 +90,7 @@ def read_config(path: str | Path) -> ConfigFile:
     checked(draft, label)
     return ConfigFile(path=label, format=kind, framework=framework, model=model, values=dict(draft.values),
                       sources=dict(draft.sources), unknown=tuple(dict.fromkeys(draft.unknown())),
-                      unmodelled=tuple(draft.flagged))
+                      unmodelled=tuple(draft.flagged), architecture=dict(draft.architecture))
 
 
 def linked_deepspeed(file: Path, data: dict, key: str, label: str) -> Linked | None:
