@@ -687,7 +687,8 @@ def test_megatron_llama3_8b_script():
     v = config.values
     assert (v["tp"], v["cp"], v["num_gpus"], v["gpus_per_node"], v["seq_len"]) == (1, 1, 8, 8, 8192)
     assert v["gradient_accumulation_steps"] == 128 // (1 * 8)  # global batch / (micro-batch x DP)
-    assert v["sequence_parallel"] == "megatron" and v["sharding"] == "zero1"  # --use-distributed-optimizer
+    assert v["sharding"] == "zero1"  # --use-distributed-optimizer
+    assert "--sequence-parallel" in tokens and "sequence_parallel" not in v  # Megatron turns it off without TP
     assert "--grad-reduce-in-bf16" in tokens and v["dtype"] == "bf16" and v["grad_dtype"] == "param"
     assert v["tie_word_embeddings"] is False and v["attention"] == "flash_attention_2"  # --attention-backend fused
     assert {"--fp8-format", "--fp8-param-gather", "--cross-entropy-loss-fusion"} <= set(config.unmodelled)
@@ -703,6 +704,21 @@ def test_megatron_gpt3_175b_script_whose_launch_is_smaller_than_its_layout():
     assert "num_gpus" not in v and "gradient_accumulation_steps" not in v
     assert {"--nnodes", "--global-batch-size"} <= set(config.unmodelled)
     assert v["tie_word_embeddings"] is True  # no --untie-embeddings-and-output-weights: Megatron ties them
+
+
+def test_megatron_mixtral_script_pipeline_and_experts():
+    """PP 4 x EP 8 with the distributed optimizer; --sequence-parallel without TP is off, as Megatron turns it off
+    (arguments.py#L1433); one node of 8 GPUs cannot hold EP 8 over DP 2, so the GPUs are left to the flags."""
+    config = read("megatron/train_mixtral_8x7b_distributed.sh")
+    tokens = script_flags("megatron/train_mixtral_8x7b_distributed.sh")
+    v = config.values
+    assert "--sequence-parallel" in tokens and "sequence_parallel" not in v
+    assert (v["tp"], v["pp"], v["ep"], v["sharding"], v["grad_dtype"]) == (1, 4, 8, "zero1", "fp32")
+    assert "num_gpus" not in v and "--nnodes" in config.unmodelled
+    assert "--moe-token-dispatcher-type" in config.unmodelled and config.unknown == ()
+    assert config.architecture == {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                                   "intermediate_size": 14336, "num_experts": 8, "experts_per_token": 2,
+                                   "num_key_value_heads": 8}
 
 
 def test_megatron_argument_file_with_continuations_and_variables(tmp_path):

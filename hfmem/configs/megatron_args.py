@@ -48,7 +48,8 @@ IGNORED_PREFIXES = ("--lr", "--min-lr", "--decoupled-", "--weight-decay", "--ada
                     "--finetune", "--timing-log", "--check-for-nan", "--async-save", "--dist-ckpt",
                     "--attention-softmax-in-fp32", "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16",
                     "--nproc_per_node", "--nnodes", "--bf16", "--fp16", "--use-flash-attn", "--cross-entropy-fusion",
-                    "--fp8-amax-", "--fp8-margin", "--fp8-interval")
+                    "--fp8-amax-", "--fp8-margin", "--fp8-interval", "--moe-router-", "--moe-aux-loss-coeff",
+                    "--moe-z-loss-coeff", "--moe-grouped-gemm")
 """Flags that do not change training memory, or that are read below."""
 UNMODELLED = ("--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--fp4-format", "--use-precision-aware-optimizer",
               "--exp-avg-dtype", "--exp-avg-sq-dtype", "--main-params-dtype", "--cpu-offloading",
@@ -125,7 +126,8 @@ def world_size(d: Draft) -> int | None:
     else:
         nodes = d.integer("--nnodes") or 1
     v = d.values
-    if (per_node * nodes) % (v.get("tp", 1) * v.get("pp", 1) * v.get("cp", 1)):
+    model_parallel = v.get("tp", 1) * v.get("pp", 1) * v.get("cp", 1)
+    if (per_node * nodes) % model_parallel or (per_node * nodes // model_parallel * v.get("cp", 1)) % v.get("ep", 1):
         d.unmodelled("--nnodes")  # as written the launch has fewer GPUs than its layout (examples say "change me")
         return None
     d.set("num_gpus", per_node * nodes, "--nproc_per_node x --nnodes")
@@ -138,7 +140,7 @@ def layout(d: Draft) -> None:
                         ("--context-parallel-size", "cp"), ("--expert-model-parallel-size", "ep")):
         if literal(d, flag) is not None:
             d.set(field, d.integer(flag), flag)
-    if d.boolean("--sequence-parallel"):
+    if d.boolean("--sequence-parallel") and d.values.get("tp", 1) > 1:  # arguments.py#L1433: off without TP
         d.set("sequence_parallel", "megatron", "--sequence-parallel")
     kinds = literal(d, "--cp-comm-type")
     if kinds is not None:
