@@ -177,6 +177,7 @@ def test_megatron_fp32_gradient_buffer(sharding: str, per_param: float) -> None:
     fp32 master weights and moments; the buffer is no extra DDP copy or reduce bucket and ZeRO-1 keeps it whole."""
     b = _state(num_gpus=8, sharding=sharding, grad_dtype="fp32", grad_bucket_view=True)
     assert b["gradients"] == 4 * N and b["sharding_buffers"] == 0 and b["optimizer_step_transient"] == 0
+    assert b["gradient_activation_overlap"] == 0  # the buffer is allocated once: alive beside the activations
     assert b["weights"] + b["gradients"] + b["optimizer"] == pytest.approx(per_param * N, rel=1e-6)
     torch_ddp = _state(num_gpus=8, sharding=sharding, grad_dtype="fp32")  # the same gradients in torch's buckets
     assert torch_ddp["sharding_buffers"] == (4 * N if sharding == "ddp" else 4 * 4096 ** 2)

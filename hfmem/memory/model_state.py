@@ -466,6 +466,10 @@ def model_state_bytes(
         _zero(t, settings, split, b, units)
     elif sharding in {"fsdp_full_shard", "fsdp_shard_grad_op"}:
         _fsdp(t, settings, split, b, units)
+    if sharding in {"ddp", "zero1", "zero2"} and settings.grad_bucket_view:
+        t.persist = True  # the buckets are allocated once: the gradients they hold exist through the forward too
+        t.notes.append("gradients are views of the data-parallel buckets, allocated once and alive through the forward "
+                       "(Megatron's gradient buffer, gradient_as_bucket_view=True)")
     if optimizer == "adamw_foreach":
         t.step += t.states / 2  # torch._foreach_sqrt(exp_avg_sq): one more buffer the size of a moment
     _offload(t, settings, b, units)

@@ -262,7 +262,8 @@ class TrainingSettings:
     grad_bucket_view: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """Gradients live in the data-parallel reduction's own buckets (torch DDP gradient_as_bucket_view=True;
     Megatron-LM's contiguous gradient buffer, of which each param.main_grad is a view): no second gradient copy
-    under ddp, and no separate reduce bucket under ZeRO-1/2 (Megatron's distributed optimizer)."""
+    under ddp, and no separate reduce bucket under ZeRO-1/2 (Megatron's distributed optimizer); the buckets are
+    allocated once, so the gradients they hold exist through the forward as well."""
     num_gpus: int = setting(1, COUNT, affects=("state",), panel=SHARDING)
     """GPUs the estimate shards over."""
     offload_optimizer: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
