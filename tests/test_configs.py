@@ -702,7 +702,8 @@ def test_megatron_gpt3_175b_script_whose_launch_is_smaller_than_its_layout():
     v = config.values
     assert (v["tp"], v["pp"], v["dtype"], v["grad_dtype"]) == (8, 16, "fp16", "param")
     assert "num_gpus" not in v and "gradient_accumulation_steps" not in v
-    assert {"--nnodes", "--global-batch-size"} <= set(config.unmodelled)
+    assert set(config.unresolved) == {"--nnodes", "--global-batch-size"} and not config.unmodelled
+    assert "torchrun's 8 GPUs cannot hold the layout (TP x PP x CP 128" in config.unresolved["--nnodes"]
     assert v["tie_word_embeddings"] is True  # no --untie-embeddings-and-output-weights: Megatron ties them
 
 
@@ -714,7 +715,7 @@ def test_megatron_mixtral_script_pipeline_and_experts():
     v = config.values
     assert "--sequence-parallel" in tokens and "sequence_parallel" not in v
     assert (v["tp"], v["pp"], v["ep"], v["sharding"], v["grad_dtype"]) == (1, 4, 8, "zero1", "fp32")
-    assert "num_gpus" not in v and "--nnodes" in config.unmodelled
+    assert "num_gpus" not in v and "--nnodes" in config.unresolved
     assert "--moe-token-dispatcher-type" in config.unmodelled and config.unknown == ()
     assert config.architecture == {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
                                    "intermediate_size": 14336, "num_experts": 8, "experts_per_token": 2,
@@ -740,7 +741,9 @@ def test_megatron_argument_file_with_continuations_and_variables(tmp_path):
     unresolved = tmp_path / "unresolved.sh"
     unresolved.write_text("python pretrain_gpt.py --tensor-model-parallel-size $TP --micro-batch-size 1\n")
     config = read_config(unresolved)
-    assert "tp" not in config.values and config.unmodelled == ("--tensor-model-parallel-size",)
+    assert "tp" not in config.values and not config.unmodelled
+    assert config.unresolved == {"--tensor-model-parallel-size": "$TP is a variable the file does not assign a "
+                                                                 "literal to"}
 
 
 def test_an_argument_list_without_megatron_flags_is_refused(tmp_path):

@@ -104,10 +104,10 @@ def read(d: Draft) -> tuple[str, str | None]:
 
 def literal(d: Draft, flag: str) -> Any:
     """The flag's value; None when absent or not literal (a variable the file does not assign), which is then
-    reported as unmodelled."""
+    reported."""
     value = d.raw(flag)
     if isinstance(value, str) and "$" in value:
-        d.unmodelled(flag)
+        d.unresolved_value(flag, f"{value} is a variable the file does not assign a literal to")
         return None
     return value
 
@@ -128,7 +128,8 @@ def world_size(d: Draft) -> int | None:
     v = d.values
     model_parallel = v.get("tp", 1) * v.get("pp", 1) * v.get("cp", 1)
     if (per_node * nodes) % model_parallel or (per_node * nodes // model_parallel * v.get("cp", 1)) % v.get("ep", 1):
-        d.unmodelled("--nnodes")  # as written the launch has fewer GPUs than its layout (examples say "change me")
+        d.unresolved_value("--nnodes", f"torchrun's {per_node * nodes} GPUs cannot hold the layout (TP x PP x CP "
+                           f"{model_parallel}, EP {v.get('ep', 1)}); give them with --num-gpus")
         return None
     d.set("num_gpus", per_node * nodes, "--nproc_per_node x --nnodes")
     return per_node * nodes
@@ -197,7 +198,8 @@ def batches(d: Draft, gpus: int | None) -> None:
     if total is None:
         return
     if gpus is None:
-        d.unmodelled("--global-batch-size")  # the micro-batches per step need the GPUs, which the file does not give
+        d.unresolved_value("--global-batch-size", "the micro-batches per step need the GPUs, which the launch does "
+                           "not settle; give them with --grad-accum")
         return
     v = d.values
     dp = gpus // max(1, v.get("tp", 1) * v.get("pp", 1) * v.get("cp", 1))

@@ -1,8 +1,8 @@
 """A NeMo 2 recipe as YAML data: MegatronStrategy, the precision plugin, Megatron's OptimizerConfig, the data module.
 
 The strategy and plugins sit under `trainer` (NeMo-Run's serialised recipe) or at the top level (NeMo's example
-YAML configs); a value written as an OmegaConf interpolation (`${...}`) is not followed and is reported as not
-modelled. Absent keys take MegatronStrategy's and OptimizerConfig's defaults: TP, PP, CP 1, no sequence parallelism,
+YAML configs); a value written as an OmegaConf interpolation (`${...}`) is not followed and is reported. Absent keys
+take MegatronStrategy's and OptimizerConfig's defaults: TP, PP, CP 1, no sequence parallelism,
 Megatron's DDP without the distributed optimizer (OptimizerConfig.use_distributed_optimizer False), gradients reduced
 in fp32 (MegatronMixedPrecision's grad_reduce_in_fp32 True, nemo/lightning/pytorch/plugins/mixed_precision.py at
 8cfedd7, L109).
@@ -90,10 +90,10 @@ def section(d: Draft, name: str) -> str:
 
 
 def plain(d: Draft, path: str) -> Any:
-    """The value at `path`; None when absent or an interpolation (`${...}`), which is reported as not modelled."""
+    """The value at `path`; None when absent or an interpolation (`${...}`), which is reported."""
     value = d.raw(path)
     if isinstance(value, str) and "${" in value:
-        d.unmodelled(path)
+        d.unresolved_value(path, f"{value} is an OmegaConf interpolation, not followed")
         return None
     return value
 

@@ -48,6 +48,9 @@ class ConfigFile:
     """Key paths the reader does not know at all."""
     unmodelled: tuple[str, ...]
     """Known key paths that change memory in a way hfmem cannot model."""
+    unresolved: dict[str, str] = field(default_factory=dict)
+    """Key paths whose value the file does not settle (a shell variable it never assigns, an OmegaConf
+    interpolation, a launch with fewer GPUs than its layout), each with why; nothing is set from them."""
     architecture: dict[str, int] = field(default_factory=dict)
     """The model's dimensions the file states (Architecture field -> value: Megatron's --num-layers, ...); the
     model's own are counted, and a disagreement is a warning (hfmem.memory.warnings.shape_disagreements)."""
@@ -90,7 +93,8 @@ def read_config(path: str | Path) -> ConfigFile:
     checked(draft, label)
     return ConfigFile(path=label, format=kind, framework=framework, model=model, values=dict(draft.values),
                       sources=dict(draft.sources), unknown=tuple(dict.fromkeys(draft.unknown())),
-                      unmodelled=tuple(draft.flagged), architecture=dict(draft.architecture))
+                      unmodelled=tuple(draft.flagged), unresolved=dict(draft.unresolved),
+                      architecture=dict(draft.architecture))
 
 
 def linked_deepspeed(file: Path, data: dict, key: str, label: str) -> Linked | None:

@@ -125,7 +125,8 @@ def training(d: Draft, gpus: int | None) -> None:
     total = d.integer("training.global_batch_size")
     if total is not None and total > 0 and d.values.get("pp", 1) == 1:
         if gpus is None:
-            d.unmodelled("training.global_batch_size")  # data_parallel_shard_degree -1: the GPUs are not given
+            d.unresolved_value("training.global_batch_size", "data_parallel_shard_degree -1 leaves the GPUs, and with "
+                               "them the micro-batches per step, to the launch; give them with --grad-accum")
         else:
             dp = gpus // (d.values.get("tp", 1) * d.values.get("cp", 1))
             steps, rest = divmod(total, (local or 8) * dp)
