@@ -133,8 +133,8 @@ SEQUENCE_PARALLEL_ALIASES = {"false": "off", "no": "off", "none": "off", "true":
                              "yes": "megatron", "torch": "dtensor", "torchtitan": "dtensor"}
 GradDtype = Literal["param", "fp32"]
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
-GRAD_DTYPE_ALIASES = {"params": "param", "weights": "param", "bf16": "param", "fp16": "param", "float32": "fp32",
-                      "main_grad": "fp32", "main-grad": "fp32"}
+GRAD_DTYPE_ALIASES = {"params": "param", "weights": "param", "float32": "fp32", "main_grad": "fp32",
+                      "main-grad": "fp32"}
 CpKind = Literal["ring", "all-gather", "all-to-all"]
 CP_KINDS: tuple[CpKind, ...] = get_args(CpKind)
 CP_KIND_ALIASES = {"p2p": "ring", "ring-attention": "ring", "allgather": "all-gather", "all_gather": "all-gather",
