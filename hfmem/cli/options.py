@@ -269,6 +269,8 @@ class Layers:
         if self.file.unknown:
             out.append(f"{self.file.path}: keys not read (unknown to hfmem): {', '.join(self.file.unknown)}")
         out += [f"{self.file.path}: {key} changes memory but hfmem does not model it" for key in self.file.unmodelled]
+        out += [f"{self.file.path}: {key} is not taken from the file: {why}"
+                for key, why in self.file.unresolved.items()]
         return tuple(out)
 
     def merged(self, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -310,4 +312,5 @@ class Layers:
             return None
         f = self.file
         return {"path": f.path, "format": f.format, "framework": f.framework, "model": f.model,
-                "values": f.values, "sources": f.sources, "unknown": list(f.unknown), "unmodelled": list(f.unmodelled)}
+                "values": f.values, "sources": f.sources, "unknown": list(f.unknown), "unmodelled": list(f.unmodelled),
+                "unresolved": f.unresolved, "architecture": f.architecture}

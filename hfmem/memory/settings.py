@@ -131,6 +131,10 @@ SequenceParallel = Literal["off", "megatron", "dtensor"]
 SEQUENCE_PARALLEL: tuple[SequenceParallel, ...] = get_args(SequenceParallel)
 SEQUENCE_PARALLEL_ALIASES = {"false": "off", "no": "off", "none": "off", "true": "megatron", "on": "megatron",
                              "yes": "megatron", "torch": "dtensor", "torchtitan": "dtensor"}
+GradDtype = Literal["param", "fp32"]
+GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
+GRAD_DTYPE_ALIASES = {"params": "param", "weights": "param", "float32": "fp32", "main_grad": "fp32",
+                      "main-grad": "fp32"}
 CpKind = Literal["ring", "all-gather", "all-to-all"]
 CP_KINDS: tuple[CpKind, ...] = get_args(CpKind)
 CP_KIND_ALIASES = {"p2p": "ring", "ring-attention": "ring", "allgather": "all-gather", "all_gather": "all-gather",
@@ -249,6 +253,17 @@ class TrainingSettings:
                                         affects=("state",), shown="none on one GPU, ddp on several", panel=SHARDING)
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
     (= ZeRO-2); each adds its all-gather and bucket buffers."""
+    grad_dtype: GradDtype = setting("param", Choice(GRAD_DTYPES, GRAD_DTYPE_ALIASES), affects=("state",),
+                                    panel=SHARDING)
+    """The dtype trained weights' gradients accumulate and are reduced in: param (param.grad in the trained weights'
+    dtype, as autograd leaves it) or fp32 (Megatron-LM's main_grad buffer: accumulate_allreduce_grads_in_fp32, which
+    its bf16 training turns on unless grad_reduce_in_bf16): 4 bytes per trained parameter, kept whole by ZeRO-1 and
+    the distributed optimizer, sharded by ZeRO-2/3 and FSDP."""
+    grad_bucket_view: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
+    """Gradients live in the data-parallel reduction's own buckets (torch DDP gradient_as_bucket_view=True;
+    Megatron-LM's contiguous gradient buffer, of which each param.main_grad is a view): no second gradient copy
+    under ddp, and no separate reduce bucket under ZeRO-1/2 (Megatron's distributed optimizer); the buckets are
+    allocated once, so the gradients they hold exist through the forward as well."""
     num_gpus: int = setting(1, COUNT, affects=("state",), panel=SHARDING)
     """GPUs the estimate shards over."""
     offload_optimizer: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)

@@ -85,12 +85,14 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     The plan's part is computed once per model shape (`shape_key`) and shared by the reports of that shape:
     treat a report as read-only."""
     from hfmem.memory.gpu_defaults import unsupported
-    from hfmem.memory.warnings import warnings_for
+    from hfmem.memory.warnings import shape_disagreements, warnings_for
 
     arch, inventory = result.architecture, result.inventory
     training = plan.training.validated()
     part = BY_SHAPE.get(shape_key(arch, inventory, plan), lambda: plan_part(arch, inventory, plan))
-    warnings = [*plan.notes, *warnings_for(arch, result.config, training, part.fits),
+    config = plan.config or {}
+    warnings = [*plan.notes, *shape_disagreements(arch, config.get("architecture", {}), config.get("path", "")),
+                *warnings_for(arch, result.config, training, part.fits),
                 *unsupported(training, part.gpus, plan.stated)]
     report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
                                  "estimates": part.estimates, "fit": part.fit,
