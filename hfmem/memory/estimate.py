@@ -266,7 +266,8 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
         compiled_loss=settings.compile_loss, activation_offloading=settings.activation_offloading,
         compiled_layers=settings.compile_layers,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
-        loss_upcast=settings.loss_upcast, repeat_kv=settings.repeat_kv, activation=settings.activation_fn,
+        loss_upcast=settings.loss_upcast, loss_in_place=settings.loss_in_place, repeat_kv=settings.repeat_kv,
+        activation=settings.activation_fn,
         padding_mask=settings.padding_mask or trained.prefix_tokens > 0,  # a prefix makes the causal mask explicit
     )
 
@@ -344,7 +345,7 @@ def rank_estimate(ctx: Context, s: TrainingSettings, seq: int, layout: Layout, s
     staged = s if gradients_at_peak(layout, stage) else replace(s, gradient_accumulation_steps=1)
     if rank.experts and layout.ep > 1:
         dense, experts = dense_and_experts(rank)
-        expert_ranks = replace(staged, num_gpus=s.num_gpus // s.ep)
+        expert_ranks = replace(staged, num_gpus=s.num_gpus * s.tp // (s.ep * s.resolved_expert_tp))
         state = summed_states(_rank_state(ctx, whole_split, staged, dense, rank),
                               _rank_state(ctx, whole_split, expert_ranks, experts, rank))
     else:

@@ -55,6 +55,10 @@ class ActivationSettings:
     """Linears whose inputs the previous step still holds at the end of this forward (ctx attributes of a
     graph the training loop has not dropped yet); without full checkpointing every layer's forward recorded
     them, so their distinct inputs count once more, over all layers."""
+    loss_in_place: bool = False
+    """The cross-entropy works in the upcast logits' own fp32 buffer (Megatron-core's vocab_parallel_cross_entropy):
+    it keeps the fp32 softmax and writes the gradient into it, so backward allocates only the compute-dtype
+    logits' gradient."""
     loss_upcast: bool = True
     """The cross-entropy runs on fp32 logits (transformers' loss). False: on the compute-dtype logits, which
     the training loop holds (nn.CrossEntropyLoss on model(...).logits, LitGPT): log_softmax keeps its output
