@@ -203,6 +203,7 @@ ARCH, INVENTORY = read_architecture(TINY), build_inventory(TINY)
     ({"ep": 2, "tp": 2, "num_gpus": 2}, "ep 2 x expert_tp 2 must divide TP x DP x CP = 2"),
     ({"ep": 4, "tp": 2, "expert_tp": 1, "num_gpus": 2}, "ep 4 x expert_tp 1 must divide TP x DP x CP = 2"),
     ({"vpp": 2, "pp": 2}, "needs pp_schedule interleaved or zero-bubble"),
+    ({"pp": 2, "pp_stage": 2}, "pp_stage 2 is not a stage of pp 2"),
     ({"pp_schedule": "interleaved", "pp": 2}, "needs pp >= 2 and vpp >= 2"),
 ])
 def test_a_layout_the_model_cannot_take_is_a_one_line_error(settings: dict, message: str) -> None:
@@ -230,6 +231,15 @@ def test_each_dimension_lowers_the_most_loaded_rank() -> None:
     tp = estimate(ARCH, INVENTORY, replace(base, tp=2)).per_gpu_bytes
     sp = estimate(ARCH, INVENTORY, replace(base, tp=2, sequence_parallel="megatron")).per_gpu_bytes
     assert sp.activations < tp.activations and sp.weights == tp.weights
+
+
+def test_pp_stage_names_the_rank_the_estimate_is_for() -> None:
+    base = TrainingSettings(seq_len=512, pp=2, gradient_accumulation_steps=8)
+    most = estimate(ARCH, INVENTORY, base)
+    stages = [estimate(ARCH, INVENTORY, replace(base, pp_stage=k)) for k in (0, 1)]
+    assert [e.assumptions["parallel"]["most_loaded_stage"] for e in stages] == [0, 1]
+    assert most.per_gpu_bytes.total == max(e.per_gpu_bytes.total for e in stages)
+    assert stages[0].per_gpu_bytes.total != stages[1].per_gpu_bytes.total
 
 
 def test_gpipe_holds_every_micro_batch_and_1f1b_pp_of_them() -> None:

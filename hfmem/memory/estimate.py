@@ -331,7 +331,10 @@ RankEstimate = tuple[ParameterSplit, ModelState, ActivationEstimate, MemoryBreak
 
 
 def most_loaded_rank(ctx: Context, s: TrainingSettings, seq: int, layout: Layout) -> RankEstimate:
-    """The estimate of the layout's most-loaded rank: the first pipeline stage or the last, whichever needs more."""
+    """The estimate of the layout's most-loaded rank: the first pipeline stage or the last, whichever needs more
+    (or the stage the settings name, pp_stage)."""
+    if s.pp_stage is not None:
+        return rank_estimate(ctx, s, seq, layout, s.pp_stage)
     return max((rank_estimate(ctx, s, seq, layout, stage) for stage in layout.stages), key=lambda r: r[3].total)
 
 

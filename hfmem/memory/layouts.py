@@ -160,7 +160,7 @@ def layout_settings(s: TrainingSettings, layout: Candidate) -> TrainingSettings:
     return replace(s, tp=layout.tp, pp=layout.pp, cp=layout.cp, num_gpus=layout.num_gpus,
                    sharding="fsdp_full_shard" if sharded else None,
                    sequence_parallel="megatron" if layout.tp > 1 else "off",
-                   pp_schedule="1f1b" if layout.pp > 1 else s.pp_schedule, vpp=1)
+                   pp_schedule="1f1b" if layout.pp > 1 else s.pp_schedule, vpp=1, pp_stage=None)
 
 
 def per_rank_required(required: Callable[[TrainingSettings], int], s: TrainingSettings

@@ -447,6 +447,10 @@ class TrainingSettings:
     vpp: int = setting(1, COUNT, affects=("activations",), panel=SHARDING)
     """Virtual pipeline stages (model chunks) per rank of the interleaved schedule (and of interleaved
     zero-bubble, torch's ScheduleInterleavedZeroBubble)."""
+    pp_stage: int | None = setting(None, OrNone(Integer(0)), affects=("state", "activations"),
+                                   shown="the most loaded", panel=SHARDING)
+    """The pipeline stage (0: the first) whose rank the estimate is for, instead of the most-loaded one: what a
+    figure logged by one rank measures (Megatron-LM logs its memory on the last rank only)."""
     pp_buffers: PpBuffers = setting("step", Choice(PP_BUFFERS, PP_BUFFER_ALIASES), affects=("activations",),
                                     panel=SHARDING)
     """How a pipeline stage allocates its boundary tensors. step: torch.distributed.pipelining's PipelineStage
@@ -583,7 +587,7 @@ class TrainingSettings:
 
 
 NO_MODEL_PARALLELISM: dict[str, Any] = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sequence_parallel": "off",
-                                         "pp_schedule": "1f1b", "vpp": 1}
+                                         "pp_schedule": "1f1b", "vpp": 1, "expert_tp": None, "pp_stage": None}
 """The parallelism fields of a run without model parallelism (one GPU per replica)."""
 
 
@@ -602,6 +606,8 @@ def _layout_checked(s: TrainingSettings) -> TrainingSettings:
     if (s.tp * s.data_parallel * s.cp) % (s.ep * etp):
         raise InvalidInputError(f"ep {s.ep} x expert_tp {etp} must divide TP x DP x CP = "
                                 f"{s.tp * s.data_parallel * s.cp} (the ranks that hold the same layers' experts).")
+    if s.pp_stage is not None and s.pp_stage >= s.pp:
+        raise InvalidInputError(f"pp_stage {s.pp_stage} is not a stage of pp {s.pp} (stages count from 0).")
     if s.vpp > 1 and s.pp_schedule not in ("interleaved", "zero-bubble"):
         raise InvalidInputError(f"vpp {s.vpp} needs pp_schedule interleaved or zero-bubble (virtual stages are "
                                 "their model chunks).")
