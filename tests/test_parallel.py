@@ -159,6 +159,18 @@ def test_expert_tensor_parallel_splits_experts_and_shards_their_states_over_its_
     assert etp1.optimizer_states == pytest.approx(etp2.optimizer_states, rel=1e-3)
 
 
+def test_expert_token_copies_are_whole_on_each_expert_tp_rank() -> None:
+    """Megatron's dispatcher gathers the sequence-parallel tokens over the expert-TP ranks: each rank keeps its
+    tp/expert_tp share of the top-k copies at the hidden width, and 1/tp of the experts' inner tensors."""
+    config = tiny_config("mistralai/Mixtral-8x7B-v0.1", 2)
+    arch, inventory = read_architecture(config), build_inventory(config)
+    layer = estimate_activations(arch, inventory, ActivationSettings(micro_batch_size=1, seq_len=256)).layers[0]
+    for etp, share in ((8, 1), (2, 4), (1, 8)):
+        rank = rank_layer(layer, Layout(tp=8, expert_tp=etp, sequence_parallel="megatron"), 1)
+        assert rank.terms["experts.gathered_input"] == round(layer.terms["experts.gathered_input"] / share)
+        assert rank.terms["experts.down_input"] == round(layer.terms["experts.down_input"] / 8)
+
+
 @pytest.mark.parametrize(("micro", "vpp", "megatron"), [(None, 1, 10_292_838_400.0), (4, 1, 5_146_419_200.0),
                                                         (None, 3, 13_294_916_266.666668)])
 def test_megatron_activation_memory_of_the_first_stage(micro: int | None, vpp: int, megatron: float) -> None:

@@ -37,6 +37,12 @@ LINEAR_INPUT_SUFFIX = "norm.out"
 rank without SP; under Megatron's SP saved sharded (gathered again in backward); under torch's DTensor SP the
 all-gathered input is what the linears save, whole."""
 LINEAR_INPUT_PREFIXES = ("attn_in.", "mlp_in.")
+EXPERT_TOKEN_TERMS = ("experts.gathered_input", "experts.weighted_output", "experts.routing")
+"""The routed experts' tensors of the hidden width, one per token copy: Megatron's token dispatcher gathers the
+sequence-parallel tokens over the expert-TP ranks before the experts (MoEAlltoAllTokenDispatcher.dispatch_postprocess,
+megatron/core/transformer/moe/token_dispatcher.py:741-751 at d98e8a6; core_v0.6.0's MoEAllGatherTokenDispatcher over
+TP x EP, token_dispatcher.py:110-166), so a rank holds tp/expert_tp of the copies a TP rank's tokens would make,
+each whole; the experts' inner tensors split over expert-TP as well, which nets 1/tp."""
 
 
 @dataclass(frozen=True)
@@ -219,11 +225,14 @@ def rank_split(split: ParameterSplit, whole: int, rank: RankParameters) -> Param
         quantized_bytes=split.quantized_bytes * f, last_trainable=scaled(split.last_trainable))
 
 
-def term_divisor(name: str, layout: Layout) -> int:
+def term_divisor(name: str, layout: Layout) -> float:
     """What TP divides one saved tensor of a layer by (Korthikanti Table 2): the attention and MLP insides always;
     the norms, dropouts and residual stream only with sequence parallelism; the column-parallel linears' input
-    only with Megatron's (torch's DTensor plan saves the all-gathered input)."""
+    only with Megatron's (torch's DTensor plan saves the all-gathered input); the routed experts' token copies by
+    tp / expert_tp (EXPERT_TOKEN_TERMS)."""
     sp = layout.sequence_parallel
+    if name in EXPERT_TOKEN_TERMS:
+        return layout.tp / layout.expert_tp
     if name.startswith(TP_SPLIT_PREFIXES) and RESIDUAL_DROPOUT not in name:
         return layout.tp
     if name.endswith(LINEAR_INPUT_SUFFIX) or name.startswith(LINEAR_INPUT_PREFIXES):
