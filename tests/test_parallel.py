@@ -143,6 +143,22 @@ def test_in_place_cross_entropy_keeps_the_fp32_softmax_and_allocates_the_logits_
     assert eager.loss_peak == 8 * tokens * v
 
 
+def test_a_fused_softmax_keeps_only_its_compute_dtype_output() -> None:
+    """Megatron's ScaledUpperTriangMaskedSoftmax saves its bf16 output; transformers' Llama upcasts and keeps the
+    fp32 softmax and the bf16 probabilities."""
+    config = tiny_config("meta-llama/Meta-Llama-3-8B", 2)
+    arch, inventory = read_architecture(config), build_inventory(config)
+
+    def terms(fused: bool) -> dict[str, int]:
+        return estimate_activations(arch, inventory, ActivationSettings(
+            micro_batch_size=1, seq_len=256, attention="eager", fused_softmax=fused)).layers[0].terms
+
+    eager, fused = terms(False), terms(True)
+    a, s = arch.num_attention_heads, 256
+    assert "attn.softmax_fp32" in eager and "attn.softmax_fp32" not in fused
+    assert fused["attn.softmax"] == 2 * a * s * s and "attn.probs" not in fused
+
+
 def test_expert_tensor_parallel_splits_experts_and_shards_their_states_over_its_own_ranks() -> None:
     """Megatron's --expert-tensor-parallel-size: experts split over ep x expert_tp; their gradients and states
     sharded over the num_gpus / (pp x ep x expert_tp) expert-data-parallel ranks."""

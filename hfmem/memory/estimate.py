@@ -264,7 +264,7 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
         trained=trained, dequant_workspace=workspace, loss_chunks=settings.loss_chunks,
         fused_loss=settings.fused_loss, weight_bytes=settings.precision.weight_bytes,
         compiled_loss=settings.compile_loss, activation_offloading=settings.activation_offloading,
-        compiled_layers=settings.compile_layers,
+        compiled_layers=settings.compile_layers, fused_softmax=settings.fused_softmax,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
         loss_upcast=settings.loss_upcast, loss_in_place=settings.loss_in_place, repeat_kv=settings.repeat_kv,
         activation=settings.activation_fn,

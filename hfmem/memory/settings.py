@@ -403,6 +403,12 @@ class TrainingSettings:
     only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward. The
     same tensors Megatron's fused layers keep (TransformerEngine's LayerNormLinear, fused bias-GeLU/SwiGLU and
     bias-dropout-add; with eager attention Korthikanti et al. 2022's 34·sbh + 5·as²b per layer)."""
+    fused_softmax: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
+    """Eager attention's scale, causal mask and softmax as one kernel that keeps only its compute-dtype output for
+    backward (Megatron's FusedScaleMaskSoftmax, on unless --no-masked-softmax-fusion: ScaledUpperTriangMaskedSoftmax
+    saves softmax_results, megatron/core/fusions/fused_softmax.py:20-36, for half inputs and key lengths
+    16 < sk <= 4096, fused_softmax.py:238-263); off: the model code's softmax (in fp32 where it upcasts). Only eager
+    attention reads it."""
     loss_in_place: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """The cross-entropy computes its fp32 softmax in the upcast logits' own buffer, keeps it and writes the
     gradient into it (Megatron-core's vocab_parallel_cross_entropy, megatron/core/tensor_parallel/
