@@ -303,7 +303,7 @@ def _layout(planner: _Planner, single: TrainingSettings, seq: int, gpu: Gpu, max
     Infinity Fabric joins, PP, CP), with checkpointing as asked, else full; None where none fits within max_gpus.
     Each layout's per-rank bytes are GPU-independent, so memoised for the whole matrix."""
     limit = gpu.usable_bytes
-    limits = Limits.of(planner.ctx.arch, seq, tp_domain(gpu, single.gpus_per_node))
+    limits = Limits.of(planner.ctx.arch, seq, tp_domain(gpu, single.gpus_per_node), planner.ctx.inventory)
     for s in dict.fromkeys((single, replace(single, gradient_checkpointing="full"))):
         base = planner.base(s, seq)
 

@@ -135,6 +135,9 @@ GradDtype = Literal["param", "fp32"]
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 GRAD_DTYPE_ALIASES = {"params": "param", "weights": "param", "float32": "fp32", "main_grad": "fp32",
                       "main-grad": "fp32"}
+PpBuffers = Literal["step", "transfer"]
+PP_BUFFERS: tuple[PpBuffers, ...] = get_args(PpBuffers)
+PP_BUFFER_ALIASES = {"torch": "step", "torchtitan": "step", "megatron": "transfer", "p2p": "transfer"}
 CpKind = Literal["ring", "all-gather", "all-to-all"]
 CP_KINDS: tuple[CpKind, ...] = get_args(CpKind)
 CP_KIND_ALIASES = {"p2p": "ring", "ring-attention": "ring", "allgather": "all-gather", "all_gather": "all-gather",
@@ -412,7 +415,20 @@ class TrainingSettings:
     gradient (and a trained head's weight gradient) until backward. none: transformers' lm_head and loss."""
     compile_layers: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """Each decoder layer under torch.compile (torchtune compile=True; inductor's min-cut partitioner): norms keep
-    only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward."""
+    only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward. The
+    same tensors Megatron's fused layers keep (TransformerEngine's LayerNormLinear, fused bias-GeLU/SwiGLU and
+    bias-dropout-add; with eager attention Korthikanti et al. 2022's 34·sbh + 5·as²b per layer)."""
+    fused_softmax: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
+    """Eager attention's scale, causal mask and softmax as one kernel that keeps only its compute-dtype output for
+    backward (Megatron's FusedScaleMaskSoftmax, on unless --no-masked-softmax-fusion: ScaledUpperTriangMaskedSoftmax
+    saves softmax_results, megatron/core/fusions/fused_softmax.py:20-36, for half inputs and key lengths
+    16 < sk <= 4096, fused_softmax.py:238-263); off: the model code's softmax (in fp32 where it upcasts). Only eager
+    attention reads it."""
+    loss_in_place: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
+    """The cross-entropy computes its fp32 softmax in the upcast logits' own buffer, keeps it and writes the
+    gradient into it (Megatron-core's vocab_parallel_cross_entropy, megatron/core/tensor_parallel/
+    cross_entropy.py:25-116): backward allocates only the logits' gradient in the compute dtype, where eager
+    cross-entropy (off) allocates two fp32 buffers of the logits' size."""
     quantize_head: bool = setting(False, SWITCH, affects=("split", "trainability", "activations"), panel=TRAINING)
     """QLoRA quantises the output head too (LitGPT: lightning's BitsandbytesPrecision replaces every nn.Linear);
     transformers' bitsandbytes integration keeps lm_head in the compute dtype (off)."""
@@ -450,7 +466,20 @@ class TrainingSettings:
     stage holds at once: 1f1b (min(pp, micro-batches)), interleaved (pp·(1 + (pp-1)/(pp·vpp)), Megatron's
     penalty), gpipe (every micro-batch), zero-bubble (ZB-H1: as 1f1b)."""
     vpp: int = setting(1, COUNT, affects=("activations",), panel=SHARDING)
-    """Virtual pipeline stages (model chunks) per rank of the interleaved schedule."""
+    """Virtual pipeline stages (model chunks) per rank of the interleaved schedule (and of interleaved
+    zero-bubble, torch's ScheduleInterleavedZeroBubble)."""
+    pp_stage: int | None = setting(None, OrNone(Integer(0)), affects=("state", "activations"),
+                                   shown="the most loaded", panel=SHARDING)
+    """The pipeline stage (0: the first) whose rank the estimate is for, instead of the most-loaded one: what a
+    figure logged by one rank measures (Megatron-LM logs its memory on the last rank only)."""
+    pp_buffers: PpBuffers = setting("step", Choice(PP_BUFFERS, PP_BUFFER_ALIASES), affects=("activations",),
+                                    panel=SHARDING)
+    """How a pipeline stage allocates its boundary tensors. step: torch.distributed.pipelining's PipelineStage
+    allocates a receive buffer for every micro-batch of the step up front (stage.py _prepare_forward_infra) and
+    keeps each output for its backward (torchtitan); transfer: Megatron-core allocates each receive when it comes
+    (p2p_communication.py:336-344), the received tensor being the stage's input that its first layer keeps, and
+    frees each output's data once sent (deallocate_pipeline_outputs, set by megatron/training/argument_utils.py:305;
+    schedules.py:171-195)."""
     cp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Context parallel ranks: each holds 1/cp of every sequence's tokens and their activations; the optimizer
     states shard over DP x CP, as Megatron's distributed optimizer and torchtitan's FSDP do."""
@@ -462,6 +491,11 @@ class TrainingSettings:
     ep: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Expert parallel ranks of an MoE: each holds num_experts/ep routed experts (their weights, gradients and
     states) and the dispatch and combine buffers of the tokens routed to them; carved out of DP x CP."""
+    expert_tp: int | None = setting(None, OrNone(COUNT), affects=("state", "activations"), shown="tp",
+                                    panel=SHARDING)
+    """Tensor parallel ranks of each routed expert (Megatron's --expert-tensor-parallel-size, which defaults to
+    --tp: megatron/training/arguments.py:587-588): each rank holds 1/(ep x expert_tp) of the routed experts, and
+    their gradients and states shard over the num_gpus / (pp x ep x expert_tp) expert-data-parallel ranks."""
     # PEFT methods beyond LoRA and the memory-saving optimizers (hfmem.memory.peft_methods, memory.optimizers)
     num_virtual_tokens: int = setting(20, COUNT, affects=("split", "trainability", "activations"), panel=TRAINING)
     """prompt-tuning and prefix-tuning: trained virtual tokens (PEFT num_virtual_tokens). Prompt tuning prepends
@@ -511,6 +545,11 @@ class TrainingSettings:
     def data_parallel(self) -> int:
         """Model replicas: num_gpus / (tp x pp x cp)."""
         return max(1, self.num_gpus // self.model_parallel)
+
+    @property
+    def resolved_expert_tp(self) -> int:
+        """Tensor parallel ranks of each routed expert: expert_tp, or tp when unset (Megatron's default)."""
+        return self.expert_tp or self.tp
 
     @property
     def shard_ranks(self) -> int:
@@ -569,7 +608,7 @@ class TrainingSettings:
 
 
 NO_MODEL_PARALLELISM: dict[str, Any] = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sequence_parallel": "off",
-                                         "pp_schedule": "1f1b", "vpp": 1}
+                                         "pp_schedule": "1f1b", "vpp": 1, "expert_tp": None, "pp_stage": None}
 """The parallelism fields of a run without model parallelism (one GPU per replica)."""
 
 
@@ -584,11 +623,15 @@ def _layout_checked(s: TrainingSettings) -> TrainingSettings:
     if s.num_gpus % product:
         raise InvalidInputError(f"num_gpus {s.num_gpus} is not a multiple of tp x pp x cp = {s.tp} x {s.pp} x {s.cp} "
                                 f"= {product}.")
-    if (s.data_parallel * s.cp) % s.ep:
-        raise InvalidInputError(f"ep {s.ep} must divide DP x CP = {s.data_parallel * s.cp} (the ranks that hold "
-                                "the same layers' experts).")
-    if s.vpp > 1 and s.pp_schedule != "interleaved":
-        raise InvalidInputError(f"vpp {s.vpp} needs pp_schedule interleaved (virtual stages are its model chunks).")
+    etp = s.resolved_expert_tp
+    if (s.tp * s.data_parallel * s.cp) % (s.ep * etp):
+        raise InvalidInputError(f"ep {s.ep} x expert_tp {etp} must divide TP x DP x CP = "
+                                f"{s.tp * s.data_parallel * s.cp} (the ranks that hold the same layers' experts).")
+    if s.pp_stage is not None and s.pp_stage >= s.pp:
+        raise InvalidInputError(f"pp_stage {s.pp_stage} is not a stage of pp {s.pp} (stages count from 0).")
+    if s.vpp > 1 and s.pp_schedule not in ("interleaved", "zero-bubble"):
+        raise InvalidInputError(f"vpp {s.vpp} needs pp_schedule interleaved or zero-bubble (virtual stages are "
+                                "their model chunks).")
     if s.pp_schedule == "interleaved" and (s.vpp < 2 or s.pp < 2):
         raise InvalidInputError("pp_schedule interleaved needs pp >= 2 and vpp >= 2 (model chunks per rank).")
     return s
