@@ -44,6 +44,15 @@ PROFILE = Profile(
                 "keep no attention matrix"),
         Default("loss_upcast", True, CORE + "tensor_parallel/cross_entropy.py#L25",
                 "the vocabulary-parallel cross-entropy casts the logits to fp32 (fp16_lm_cross_entropy is off)"),
+        Default("loss_in_place", True, CORE + "tensor_parallel/cross_entropy.py#L25",
+                "the fp32 softmax is computed in place in the logits and the gradient written into it"),
+        Default("compile_layers", True, CORE + "fusions/fused_bias_swiglu.py#L1",
+                "Transformer Engine's and Megatron's fused layers keep what fused kernels keep (the norm's input and "
+                "statistics, each linear's input, the activation's input), which compile_layers counts"),
+        Default("fused_softmax", True, CORE + "fusions/fused_softmax.py#L20",
+                "the masked-softmax fusion is on unless --no-masked-softmax-fusion and keeps only its output"),
+        Default("pp_buffers", "transfer", CORE + "pipeline_parallel/p2p_communication.py#L336",
+                "each receive is allocated when it arrives and each sent output freed (deallocate_pipeline_outputs)"),
         Default("pp_schedule", "1f1b", CORE + "pipeline_parallel/schedules.py#L165",
                 "with pipeline parallelism and no virtual stages, forward_backward_pipelining_without_interleaving: "
                 "1F1B (interleaved when --num-layers-per-virtual-pipeline-stage is given, L163)"),
@@ -56,7 +65,4 @@ PROFILE = Profile(
 NOT_MODELLED: tuple[str, ...] = (
     "Megatron ties the output layer to the embedding unless --untie-embeddings-and-output-weights; the profile keeps "
     "the model's config (a Megatron argument file read by --config sets it): " + ARGUMENTS + "#L2460",
-    "Transformer Engine's fused layers (LayerNormLinear, fused SwiGLU, fused RoPE) save different tensors from "
-    "transformers' modules, whose saves the activation model counts: "
-    + CORE + "transformer/transformer_config.py#L151",
 )
