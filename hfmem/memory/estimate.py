@@ -431,7 +431,8 @@ def _base_note(ctx: Context, s: TrainingSettings, base: BaseFormat) -> str:
 
 # Settings shown inside the "lora" and "quantization" entries of the assumptions, not under their own names.
 _GROUPED = frozenset({"lora_rank", "lora_targets", "lora_dropout", "adapter_dtype", "qlora_double_quant",
-                      "qlora_kernel", "quantize_head", "previous_step_alive"})
+                      "qlora_kernel", "quantize_head", "previous_step_alive",
+                      "serving"})  # the serving column's deployment: its assumptions are the report's `serving`
 
 
 def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEstimate) -> dict[str, Any]:
