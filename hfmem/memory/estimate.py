@@ -431,8 +431,7 @@ def _base_note(ctx: Context, s: TrainingSettings, base: BaseFormat) -> str:
 
 # Settings shown inside the "lora" and "quantization" entries of the assumptions, not under their own names.
 _GROUPED = frozenset({"lora_rank", "lora_targets", "lora_dropout", "adapter_dtype", "qlora_double_quant",
-                      "qlora_kernel", "quantize_head", "previous_step_alive",
-                      "serving"})  # the serving column's deployment: its assumptions are the report's `serving`
+                      "qlora_kernel", "quantize_head", "previous_step_alive"})
 
 
 def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEstimate) -> dict[str, Any]:
@@ -456,6 +455,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
         },
         "quantization": _quantization(ctx, s),
         "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation},
+        "serving": s.serving.to_dict(),  # the serving column's deployment (--method serve); no training term reads it
         "dropout_masks": "1 byte per element (CUDA bool masks)",
         "padding": ("padded to the longest sample, with an attention mask (seq_len is the padded length)"
                     if s.padding_mask else "none (full-length or packed sequences; no padding mask)"),

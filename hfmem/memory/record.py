@@ -139,7 +139,8 @@ def compact_report(report: dict[str, Any]) -> dict[str, Any]:
         "architecture": {k: arch[k] for k in ("model_type", "model_class")},
         "parameters": {k: params[k] for k in ("total", "approximate", "checkpoint_total", "checkpoint_bytes")},
         "crosscheck": {"status": report["crosscheck"]["status"]},
-        **compact_tables(rows, {name: g["usable_gib"] for name, g in (report.get("gpus") or {}).items()})}
+        **compact_tables(rows, {name: g["usable_gib"] for name, g in (report.get("gpus") or {}).items()})} | (
+        {"serving": report["serving"]} if "serving" in report else {})  # --method serve's column, a row per GPU
 
 
 def compact_tables(rows: list[list[Any]], usable_gib: dict[str, float]) -> dict[str, Any]:

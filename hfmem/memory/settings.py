@@ -210,9 +210,9 @@ class Serving:
     """The inference engine whose reserve and KV sizing rules apply (hfmem.serving.engines: each default cited)."""
     context: int = setting(4096, COUNT, panel=SERVING)
     """Tokens per request (prompt and output): the serving cell's concurrency is at this length."""
-    concurrency: int = setting(1, COUNT, panel=SERVING)
-    """Requests at once to serve at --context: the cheapest serving pick holds this many, in as many replicas as
-    that takes."""
+    serve_concurrency: int = setting(1, COUNT, panel=SERVING)
+    """Requests at once to serve at --context (hfmem serve's --concurrency; hfmem scan's --concurrency is its
+    fetches): the cheapest serving pick holds this many, in as many replicas as that takes."""
     kv_cache_dtype: str = setting("auto", Choice(KV_CACHE_DTYPES), panel=SERVING)
     """The KV cache's element type (auto: the model's dtype, the engines' default)."""
     quantization: str | None = setting(None, OrNone(Choice(SERVING_QUANTIZATIONS)), shown="as stored", panel=SERVING)

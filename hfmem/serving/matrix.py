@@ -24,7 +24,7 @@ def serving_settings(training: TrainingSettings) -> ServingSettings:
     """The deployment a serving column judges: the training settings' Serving group, one GPU per replica, and
     their CUDA context as the memory outside torch."""
     s = training.serving
-    return ServingSettings(engine=s.engine, context=s.context, concurrency=s.concurrency,
+    return ServingSettings(engine=s.engine, context=s.context, concurrency=s.serve_concurrency,
                            kv_cache_dtype=s.kv_cache_dtype, quantization=s.quantization,
                            cuda_context_gib=training.overhead.cuda_context_gib)
 
