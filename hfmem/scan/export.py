@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from hfmem import errors
-from hfmem.memory.record import cells
+from hfmem.memory.record import cells, serving_cells
 from hfmem.memory.settings import METHODS, SERVE, TrainingSettings
 from hfmem.model.load import READABLE_SCHEMA_VERSIONS
 from hfmem.scan.runner import record_key
@@ -108,22 +108,9 @@ def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
             or report.get("schema_version") not in READABLE_SCHEMA_VERSIONS):
         return []
     try:
-        return cells(report, skip_bad=True) + serving_entries(report)
+        return cells(report, skip_bad=True) + serving_cells(report)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # the estimates or GPUs do not read
         return []
-
-
-def serving_entries(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The serving column's cells (--method serve) as fit cells of method "serve": the GPU's entry joined (its
-    usable GiB from the report's `gpus`, a compact record's [name, GiB] pairs), and fits as asked."""
-    serving = report.get("serving")
-    if not isinstance(serving, dict):
-        return []
-    table = report.get("gpus") or {}
-    usable = ({row[0]: row[1] for row in table} if isinstance(table, list)
-              else {name: g.get("usable_gib") for name, g in table.items()})
-    return [c | {"method": SERVE, "gpu": {"name": c["gpu"], "usable_gib": usable.get(c["gpu"])}}
-            for c in serving.get("cells") or []]
 
 
 def matches_fits(record: dict[str, Any], filters: Iterable[FitFilter]) -> bool:

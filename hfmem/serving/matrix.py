@@ -70,9 +70,9 @@ def cheapest(cells: list[dict[str, Any]], concurrency: int, prices: Mapping[str,
 
 def concurrency_curves(model: ModelReport, gpus: tuple[Gpu, ...], settings: ServingSettings) -> dict[str, Any]:
     """Requests each GPU holds at each context of CURVE_CONTEXTS up to the model's maximum, and --context:
-    {contexts, by_gpu: {name: [concurrency per context]}} (0 where one request does not fit)."""
+    {contexts, gpus (names), concurrency: per GPU in that order, one figure per context (below 1: no request fits)}."""
     longest = model.architecture.max_position_embeddings or CURVE_CONTEXTS[-1]
     contexts = sorted({c for c in CURVE_CONTEXTS if c <= longest} | {settings.context})
-    by_gpu = {gpu.name: [round(gpu_estimate(model, gpu, replace(settings, context=c))[0].concurrency_at_context, 2)
-                         for c in contexts] for gpu in gpus}
-    return {"contexts": contexts, "by_gpu": by_gpu}
+    concurrency = [[round(gpu_estimate(model, gpu, replace(settings, context=c))[0].concurrency_at_context, 2)
+                    for c in contexts] for gpu in gpus]
+    return {"contexts": contexts, "gpus": [gpu.name for gpu in gpus], "concurrency": concurrency}
