@@ -1,11 +1,11 @@
 """The Action's markdown: the pull-request comment and the job summary, from one list of report items.
 
 Sections: base vs head for each changed config file, the fit matrix (one row per model and method,
-one column per GPU; a serving row and its cheapest pick where methods name serve), with a token budget or prices the time and cost of each fitting cell in the same grid and each
-model's fastest and cheapest setup, then what could not be analysed. Rows past the first few are folded into
-`<details>`; if the text still exceeds the budget (GitHub refuses comments over 65,536 characters),
-trailing rows are left out with a note. Only fixed text goes inside HTML tags; every value from
-outside is escaped.
+one column per GPU; a serving row and its cheapest pick where methods name serve), with a token budget or prices
+the time and cost of each fitting cell in the same grid and each model's fastest and cheapest setup, then what
+could not be analysed. Rows past the first few are folded into `<details>`; if the text still exceeds the budget
+(GitHub refuses comments over 65,536 characters), trailing rows are left out with a note. Only fixed text goes
+inside HTML tags; every value from outside is escaped.
 """
 
 from __future__ import annotations
