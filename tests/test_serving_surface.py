@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
 
 import hfmem
 from hfmem.cli.main import run
 from hfmem.memory.fit import MARKS
+from hfmem.memory.record import compact_report
 from hfmem.memory.settings import ENGINES, KV_CACHE_DTYPES, SERVING_QUANTIZATIONS
 from hfmem.render.comment import Item, render as render_comment
 from hfmem.render.common import EMOJI
@@ -22,6 +25,7 @@ from hfmem.serving.report import label, words
 from hfmem.text import markdown as escape
 
 GPUS = ("h100", "l4", "t4")
+SCHEMA = json.loads((Path(hfmem.__file__).parent / "report.schema.json").read_text(encoding="utf-8"))
 
 
 def hfmem_out(capsys, *args: str) -> str:
@@ -89,6 +93,10 @@ def test_the_verdicts_name_their_change(granted, capsys):
     assert l4["advice"]["kv_tokens"] == fp8["kv_tokens"] and l4["advice"]["concurrency_at_context"] == pytest.approx(
         fp8["concurrency_at_context"])
     assert report["plan"]["serve"] is True and report["plan"]["methods"] == ["full", "lora", "qlora"]
+    for kind, record in (("report", report), ("compact_report", compact_report(report))):
+        validator = Draft202012Validator({"$defs": SCHEMA["$defs"], "$ref": f"#/$defs/{kind}"})
+        assert not [e.message for e in validator.iter_errors(record)], kind
+    assert compact_report(report)["serving"] == report["serving"]
 
 
 def test_the_cheapest_pick_is_the_fewest_dollars_for_the_concurrency():
