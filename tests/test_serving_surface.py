@@ -93,6 +93,7 @@ def test_the_verdicts_name_their_change(granted, capsys):
     assert l4["advice"]["kv_tokens"] == fp8["kv_tokens"] and l4["advice"]["concurrency_at_context"] == pytest.approx(
         fp8["concurrency_at_context"])
     assert report["plan"]["serve"] is True and report["plan"]["methods"] == ["full", "lora", "qlora"]
+    assert any("beyond the model's max_position_embeddings (8,192)" in w for w in report["warnings"])
     for kind, record in (("report", report), ("compact_report", compact_report(report))):
         validator = Draft202012Validator({"$defs": SCHEMA["$defs"], "$ref": f"#/$defs/{kind}"})
         assert not [e.message for e in validator.iter_errors(record)], kind

@@ -99,10 +99,12 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
                                  "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking,
                                  "prices": part.prices, "nodes": part.nodes}
     if plan.serve:
-        from hfmem.serving.matrix import serving_column, serving_settings
+        from hfmem.serving.matrix import beyond_positions, serving_column, serving_settings
 
         priced = {name: usd for name, (usd, _) in part.prices["by_gpu"].items()}
-        report["serving"] = serving_column(result, part.gpus, serving_settings(training), priced, curves=curves)
+        deployment = serving_settings(training)
+        report["serving"] = serving_column(result, part.gpus, deployment, priced, curves=curves)
+        report["warnings"] = [*warnings, *beyond_positions(result, deployment)]
     if curves:
         from hfmem.memory.curves import memory_curves
 

@@ -35,11 +35,23 @@ def serving_column(model: ModelReport, gpus: tuple[Gpu, ...], settings: ServingS
     pick for `prices` (USD per GPU-hour by GPU name) and, with `curves`, concurrency against context per GPU."""
     profile = engine(settings.engine)
     cells = [serving_fit(model, gpu, settings).to_dict(settings.context) for gpu in gpus]
-    out = {"settings": asdict(settings), "engine": {"name": profile.name, "version": profile.version},
-           "cells": cells, "cheapest": cheapest(cells, settings.concurrency, prices)}
+    out: dict[str, Any] = {"settings": asdict(settings), "engine": {"name": profile.name, "version": profile.version},
+                           "cells": cells, "cheapest": cheapest(cells, settings.concurrency, prices)}
     if curves:
         out["curves"] = concurrency_curves(model, gpus, settings)
     return out
+
+
+def beyond_positions(model: ModelReport, settings: ServingSettings) -> list[str]:
+    """A warning where the context asked is longer than the model's max_position_embeddings: vLLM refuses a
+    max_model_len above the config's length (times a RoPE scaling factor) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    (vllm/config.py _get_and_verify_max_len, commit 2ac6d0e7, line 1870); the figures here are as asked either way."""
+    longest = model.architecture.max_position_embeddings
+    if longest and settings.context > longest:
+        return [f"serving context {settings.context:,} is beyond the model's max_position_embeddings "
+                f"({longest:,}): vLLM refuses it unless RoPE scaling extends the model or "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; the serving column counts the KV cache as asked"]
+    return []
 
 
 def replicas(cell: dict[str, Any], concurrency: int) -> tuple[int, int] | None:
