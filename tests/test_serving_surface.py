@@ -18,7 +18,7 @@ from hfmem.memory.record import compact_report
 from hfmem.memory.settings import ENGINES, KV_CACHE_DTYPES, SERVING_QUANTIZATIONS
 from hfmem.render.comment import Item, render as render_comment
 from hfmem.render.common import EMOJI
-from hfmem.scan.export import matches_fits, parse_fit_filter, summarise
+from hfmem.scan.export import dashboard_data, matches_fits, parse_fit_filter, summarise
 from hfmem.serving import engines, kv, weights
 from hfmem.serving.matrix import cheapest
 from hfmem.serving.report import label, words
@@ -148,6 +148,11 @@ def test_scan_fits_serve_filters_and_exports(granted, capsys, tmp_path):
     assert rows["mistralai/Mixtral-8x7B-v0.1"]["serve_fits_on"].startswith("TP2× ")
     exported = csv_path.read_text()
     assert "serve_fits_on" in exported.splitlines()[0] and "Mixtral" not in exported  # the filter held
+    shown = dashboard_data(list(rows.values()), [])
+    keys = [c["key"] for c in shown["columns"]]
+    assert keys[-4:] == ["serve_weights_gib", "serve_fits_on", "serve_cheapest", "error"]
+    assert shown["rows"][0][keys.index("serve_fits_on")] == "L4"
+    assert "serve_fits_on" not in [c["key"] for c in dashboard_data([{**llama, "serve_fits_on": None}], [])["columns"]]
 
 
 def test_scan_refuses_serve_when_not_scanned(capsys, tmp_path):

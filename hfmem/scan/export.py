@@ -41,6 +41,9 @@ DASHBOARD_COLUMNS = (("model", "model", "text"), ("status", "status", "text"), (
                                                                (f"{m}_fits_on", f"{m} fits on", "text"))),
                      ("error", "error", "text"))
 """The dashboard's columns: (CSV row key, header, kind: text, count or gib); `error` is the type and message."""
+SERVE_DASHBOARD_COLUMNS = (("serve_weights_gib", "serve weights GiB/GPU", "gib"),
+                           ("serve_fits_on", "serve fits on", "text"), ("serve_cheapest", "serve cheapest", "text"))
+"""The serving column's (SERVE_COLUMNS), before `error` in a scan with --method serve."""
 
 
 @dataclass(frozen=True)
@@ -275,8 +278,10 @@ def dashboard_data(rows: list[dict[str, Any]], filters: list[FitFilter]) -> dict
     summary = [f"{len(rows):,} models: {len(rows) - failed:,} analysed, {failed:,} failed."]
     if filters:
         summary.insert(0, f"Filtered to models that fit: {', '.join(str(f) for f in filters)}.")
-    values = [[_dashboard_value(r, key) for key, _, _ in DASHBOARD_COLUMNS] for r in rows]
-    return {"columns": [{"key": key, "label": label, "kind": kind} for key, label, kind in DASHBOARD_COLUMNS],
+    served = any(r.get("serve_fits_on") for r in rows)  # the serving columns only for a scan with --method serve
+    columns = DASHBOARD_COLUMNS[:-1] + (SERVE_DASHBOARD_COLUMNS if served else ()) + DASHBOARD_COLUMNS[-1:]
+    values = [[_dashboard_value(r, key) for key, _, _ in columns] for r in rows]
+    return {"columns": [{"key": key, "label": label, "kind": kind} for key, label, kind in columns],
             "rows": values, "summary": summary,
             "settings": list(dict.fromkeys(r["settings"] for r in rows if r["settings"]))}
 
