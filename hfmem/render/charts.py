@@ -266,7 +266,7 @@ def serving_chart(report: dict[str, Any], scope: str = "") -> str:
     x = Scale(lo, hi, 70, 720, base=2)
     parts = [y_axis(y, 70, 720, "requests"), x_axis(x, 320, 24, "context per request (tokens)"),
              tag("line", x1=x(asked), x2=x(asked), y1=24, y2=320, class_="as-set"),
-             text("text", f"as set: {asked:,}", x=x(asked) + 4, y=34, class_="tick")]
+             text("text", f"as set: {asked:,}", x=x(asked) - 4, y=34, text_anchor="end", class_="tick")]
     for gpu, series in drawn.items():
         kept = [(k, c, v) for k, (c, v) in enumerate(zip(contexts, series, strict=True)) if v >= 1]
         dots = [tag("circle", text("title", f"{gpu}: {v:,.2f} requests of {c:,} tokens"), cx=x(c), cy=y(v), r=3,

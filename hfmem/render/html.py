@@ -158,7 +158,7 @@ def serving_section(report: dict[str, Any], scope: str = "") -> str:
                      count_number(c["context_at_concurrency"], f"{src}.context_at_concurrency")])
     s = serving["settings"]
     head = ["GPU", "verdict", "weights GiB", "KV pool GiB", "KV tokens", f"requests at {s['context']:,}",
-            f"context at {s['concurrency']:,}"]
+            f"context for {s['concurrency']:,} request" + ("s" if s["concurrency"] > 1 else "")]
     parts = [table(f"Serving with {serving['engine']['name']} {serving['engine']['version']}, one replica per GPU "
                    f"(TP{s['tp']})", head, rows, "serving-table")]
     if line := serving_pick_line(report):

@@ -139,8 +139,8 @@ def stacked_fit_tables(report: dict[str, Any]) -> Group:
             table.add_row(_gpu_label(name, usable), fit_cell(by_method[method]))
         tables.append(table)
     if serving := serving_cells(report, MARKS):
-        table = Table(title=serving_title(report), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                      show_edge=False, show_header=False)
+        table = Table(title=f"Fit per GPU: {serving_title(report)}", title_justify="left", box=box.SIMPLE_HEAD,
+                      pad_edge=False, show_edge=False, show_header=False)
         table.add_column(no_wrap=True)
         table.add_column()
         for name, usable, _ in rows:
