@@ -42,18 +42,19 @@ def test_the_serving_flags_accept_what_the_engine_arithmetic_knows():
     assert SERVING_QUANTIZATIONS == weights.QUANTIZATIONS
 
 
-@pytest.mark.parametrize(("model", "context"), [
-    ("meta-llama/Meta-Llama-3-8B", "16000"),      # fits the H100 and L4, TP2 on a T4
-    ("meta-llama/Meta-Llama-3-8B", "60000"),      # fp8 KV on the L4
-    ("mistralai/Mixtral-8x7B-v0.1", "16000"),     # TP2 on the H100
-    ("google/gemma-2-9b", "16000"),               # sliding windows
-    ("deepseek-ai/DeepSeek-V2-Lite", "16000"),    # multi-head latent attention
-    ("hfmem-test/Meta-Llama-3-8B-AWQ", "16000"),  # int4 weights from the headers
+@pytest.mark.parametrize(("model", "context", "engine"), [
+    ("meta-llama/Meta-Llama-3-8B", "16000", "vllm"),        # fits the H100 and L4, TP2 on a T4
+    ("meta-llama/Meta-Llama-3-8B", "60000", "vllm"),        # fp8 KV on the L4
+    ("mistralai/Mixtral-8x7B-v0.1", "16000", "vllm"),       # TP2 on the H100
+    ("google/gemma-2-9b", "16000", "sglang"),               # sliding windows
+    ("deepseek-ai/DeepSeek-V2-Lite", "16000", "vllm"),      # multi-head latent attention
+    ("hfmem-test/Meta-Llama-3-8B-AWQ", "16000", "llama.cpp"),  # int4 weights from the headers
 ])
-def test_each_surface_shows_hfmem_serve_s_verdict(granted, capsys, model, context):
+def test_each_surface_shows_hfmem_serve_s_verdict(granted, capsys, model, context, engine):
     gpus = [a for g in GPUS for a in ("-g", g)]
-    served = json.loads(hfmem_out(capsys, "serve", model, *gpus, "--context", context, "-f", "json"))
-    asked = ["-m", "qlora,serve", *gpus, "--context", context]
+    served = json.loads(hfmem_out(capsys, "serve", model, *gpus, "--context", context, "--engine", engine,
+                                  "-f", "json"))
+    asked = ["-m", "qlora,serve", *gpus, "--context", context, "--engine", engine]
     report = json.loads(hfmem_out(capsys, model, *asked, "-f", "json"))
     column = report["serving"]
     assert column["settings"] == served["settings"]
@@ -66,7 +67,7 @@ def test_each_surface_shows_hfmem_serve_s_verdict(granted, capsys, model, contex
         assert label(cell, int(context)) == row["cell"] == f"{MARKS[cell['verdict']]} {cell['words']}".rstrip()
         assert cell["fits"] == (cell["verdict"] == "fits") == row["fits"]
         kinds.add(cell["verdict"])
-    api = hfmem.serve(model, gpus=list(GPUS), context=int(context))
+    api = hfmem.serve(model, gpus=list(GPUS), context=int(context), engine=engine)
     assert [(f.gpu.name, f.verdict, f.advice) for f in api] == [(c["gpu"], c["verdict"], c["advice"])
                                                                   for c in column["cells"]]
     markdown = hfmem_out(capsys, model, *asked, "-f", "markdown")
