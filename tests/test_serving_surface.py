@@ -138,7 +138,7 @@ def test_scan_fits_serve_filters_and_exports(granted, capsys, tmp_path):
     models.write_text("meta-llama/Meta-Llama-3-8B\nmistralai/Mixtral-8x7B-v0.1\n")
     out, csv_path = tmp_path / "out.jsonl", tmp_path / "out.csv"
     hfmem_out(capsys, "scan", str(models), "-o", str(out), "-m", "qlora,serve", "-g", "l4,h100",
-              "--fits", "serve:l4", "--csv", str(csv_path), "--context", "8000")
+              "--fits", "serve:l4", "--csv", str(csv_path), "--context", "8000", "--compact")  # GPUs as [name, GiB]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     fits_l4 = {r["model"]: matches_fits(r, [parse_fit_filter("serve:l4")]) for r in records}
     assert fits_l4 == {"meta-llama/Meta-Llama-3-8B": True, "mistralai/Mixtral-8x7B-v0.1": False}
