@@ -41,7 +41,7 @@ from hfmem.render.common import (
     settings_line,
     time_line,
 )
-from hfmem.render.labels import fit_grid, serving_cells, serving_pick_line, verdict_parts
+from hfmem.render.labels import fit_grid, serving_labels, serving_pick_line, verdict_parts
 from hfmem.render.markup import document, escape, number, tag, text
 from hfmem.units import GIB
 
@@ -145,7 +145,7 @@ def serving_section(report: dict[str, Any], scope: str = "") -> str:
     serving = report.get("serving")
     if not serving:
         return ""
-    labels = serving_cells(report, MARKS)
+    labels = serving_labels(report, MARKS)
     rows = []
     for k, c in enumerate(serving["cells"]):
         src = f"serving.cells.{k}"

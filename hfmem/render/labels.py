@@ -106,7 +106,7 @@ def fit_grid(report: dict[str, Any]) -> tuple[list[str], list[tuple[str, float, 
     return methods, [(name, next(iter(by.values()))["gpu"]["usable_gib"], by) for name, by in rows.items()]
 
 
-def serving_cells(report: dict[str, Any], marks: dict[str, str]) -> dict[str, str]:
+def serving_labels(report: dict[str, Any], marks: dict[str, str]) -> dict[str, str]:
     """The serving column (--method serve) by GPU name, each cell its verdict's mark in `marks` and its words
     (serving.report.words: "✓ 54.5 GiB KV · 27× at 16K", "⚠ → fp8 KV", "✗ → TP2"); {} without one."""
     from hfmem.serving.report import words

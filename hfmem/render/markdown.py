@@ -19,7 +19,7 @@ from hfmem.render.labels import (
     fit_grid,
     host_ram_line,
     rank0_line,
-    serving_cells,
+    serving_labels,
     serving_pick_line,
     serving_title,
     verdict_parts,
@@ -63,7 +63,7 @@ def render(report: dict[str, Any]) -> str:
 def fit_markdown(report: dict[str, Any]) -> str:
     """The fit matrix: GiB per GPU with each cell's verdict mark, then the legend."""
     methods, rows = fit_grid(report)
-    serving = serving_cells(report, MARKS)
+    serving = serving_labels(report, MARKS)
     body = [[f"{escape(name)} ({usable:g} GiB)"]
             + [f"{MARKS[verdict]} {total} " + escape(rest) for verdict, total, rest in
                (verdict_parts(by_method[m]) for m in methods)]

@@ -29,7 +29,7 @@ from hfmem.render.labels import (
     fit_grid,
     host_ram_line,
     rank0_line,
-    serving_cells,
+    serving_labels,
     serving_pick_line,
     serving_title,
     verdict_parts,
@@ -123,7 +123,7 @@ def _gpu_label(name: str, usable: float) -> Text:
 
 def fit_table(report: dict[str, Any]) -> Table:
     return grid_table(report, "Fit per GPU (GiB)", "GPU (usable GiB)", _gpu_label, fit_cell,
-                      serving_cells(report, MARKS))
+                      serving_labels(report, MARKS))
 
 
 def stacked_fit_tables(report: dict[str, Any]) -> Group:
@@ -138,7 +138,7 @@ def stacked_fit_tables(report: dict[str, Any]) -> Group:
         for name, usable, by_method in rows:
             table.add_row(_gpu_label(name, usable), fit_cell(by_method[method]))
         tables.append(table)
-    if serving := serving_cells(report, MARKS):
+    if serving := serving_labels(report, MARKS):
         table = Table(title=f"Fit per GPU: {serving_title(report)}", title_justify="left", box=box.SIMPLE_HEAD,
                       pad_edge=False, show_edge=False, show_header=False)
         table.add_column(no_wrap=True)
