@@ -181,3 +181,16 @@ def test_the_comment_and_the_html_carry_the_column(granted, capsys, tmp_path):
     figures = [v for series in curves["concurrency"] for v in series]
     # a dot where a request fits, and a table cell for every figure
     assert page.count('data-src="serving.curves.concurrency.') == sum(v >= 1 for v in figures) + len(figures)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-m", "serve", "--engine", "tgi"], "engine must be one of vllm, sglang, llama.cpp, transformers; got 'tgi'."),
+    (["-m", "serve,rlhf"], "or serve; got 'rlhf'."),
+    (["-m", "serve", "--kv-cache-dtype", "int3"], "kv_cache_dtype must be one of auto,"),
+    (["-m", "serve", "--context", "0"], "context must be an integer >= 1; got 0."),
+])
+def test_bad_serving_input_is_one_line_exit_2(capsys, args, message):
+    capsys.readouterr()
+    assert run(["example:gpt2", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("hfmem: error: ") and message in err
