@@ -459,6 +459,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
         },
         "quantization": _quantization(ctx, s),
         "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation},
+        "serving": s.serving.to_dict(),  # the serving column's deployment (--method serve); no training term reads it
         "dropout_masks": "1 byte per element (CUDA bool masks)",
         "padding": ("padded to the longest sample, with an attention mask (seq_len is the padded length)"
                     if s.padding_mask else "none (full-length or packed sequences; no padding mask)"),

@@ -57,6 +57,8 @@ from hfmem.units import GIB
 
 VERDICTS = ("fits", "change", "gpus", "none")
 """A cell's verdict: fits as asked, fits the same GPUs with a change, needs (more) GPUs, no fit found."""
+MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
+"""A verdict's mark in the terminal and in markdown, for the training cells and the serving column alike."""
 MAX_SUGGESTED_GPUS = 64
 """Up to this many GPUs, more GPUs are preferred to another method or offload; beyond it they come last."""
 SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing", "model_loading")

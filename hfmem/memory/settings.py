@@ -20,6 +20,7 @@ from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
 from hfmem.memory.activation_functions import ACTIVATION_SAVES
 from hfmem.memory.fields import (
+    SERVING_PANEL as SERVING,
     SHARDING_PANEL as SHARDING,
     TIME_PANEL as TIME,
     TRAINING_PANEL as TRAINING,
@@ -46,6 +47,16 @@ METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
 PEFT_METHODS: tuple[Method, ...] = ("dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning")
 """PEFT methods beyond LoRA, estimated when named (--method dora); hfmem.memory.peft_methods counts them."""
 ALL_METHODS: tuple[Method, ...] = get_args(Method)
+SERVE = "serve"
+"""The method value (--method serve) that adds the serving column to the fit matrix: the deployment `Serving`
+describes, with hfmem.serving's engine arithmetic, beside the training methods."""
+ENGINES = ("vllm", "sglang", "llama.cpp", "transformers")
+"""The serving engines hfmem.serving profiles (its ENGINES; tests/test_serving_surface.py holds the two equal)."""
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2", "q8_0", "q4_0")
+"""The KV cache element types hfmem.serving.kv knows (its KV_DTYPE_BYTES)."""
+SERVING_QUANTIZATIONS = ("fp8", "int8", "awq", "gptq", "nf4", "mxfp4", "nvfp4", "f16", "q8_0", "q6_k", "q5_k", "q5_0",
+                         "q4_k", "q4_0", "q3_k", "q2_k")
+"""The weight formats hfmem.serving.weights packs (its QUANTIZATIONS)."""
 METHOD_ALIASES = {"lora_fa": "lora-fa", "lorafa": "lora-fa", "prompt_tuning": "prompt-tuning",
                   "prefix_tuning": "prefix-tuning", "prompt": "prompt-tuning", "prefix": "prefix-tuning"}
 DTYPES = tuple(PRECISIONS)
@@ -198,6 +209,27 @@ class Overhead:
 
 
 @dataclass(frozen=True)
+class Serving:
+    """The serving deployment the fit matrix's serving column (--method serve) judges: one replica per GPU at
+    tensor parallelism 1, a failing cell advising fp8 KV or the TP degree that fits (`hfmem serve` sets the rest)."""
+
+    engine: str = setting("vllm", Choice(ENGINES), panel=SERVING)
+    """The inference engine whose reserve and KV sizing rules apply (hfmem.serving.engines: each default cited)."""
+    context: int = setting(4096, COUNT, panel=SERVING)
+    """Tokens per request (prompt and output): the serving cell's concurrency is at this length."""
+    serve_concurrency: int = setting(1, COUNT, panel=SERVING)
+    """Requests at once to serve at --context (hfmem serve's --concurrency; hfmem scan's --concurrency is its
+    fetches): the cheapest serving pick holds this many, in as many replicas as that takes."""
+    kv_cache_dtype: str = setting("auto", Choice(KV_CACHE_DTYPES), panel=SERVING)
+    """The KV cache's element type (auto: the model's dtype, the engines' default)."""
+    quantization: str | None = setting(None, OrNone(Choice(SERVING_QUANTIZATIONS)), shown="as stored", panel=SERVING)
+    """The served weights packed in this format (each format's bytes, scales and zeros) instead of as stored."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class TrainingSettings:
     """One training configuration; each field's metadata names its CLI flag (`--seq-len` -> seq_len)."""
 
@@ -209,7 +241,8 @@ class TrainingSettings:
     (shared frozen random A/B, two trained vectors per layer, rank lora_rank), ia3 (one trained vector per
     adapted layer), oft (a block-diagonal rotation of each adapted layer's input, blocks of oft_block_size),
     prompt-tuning and prefix-tuning (num_virtual_tokens trained embeddings; prefix: per layer
-    K/V). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
+    K/V). The flag repeats or takes a comma-separated list: each method gets its estimate and fit; serve adds a
+    serving column (the Serving panel's deployment) beside them, alone beside the default methods."""
     seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
                                   shown=f"{DEFAULT_SEQ_LEN}, or the model's maximum if smaller", panel=TRAINING)
     """Tokens per sequence."""
@@ -518,6 +551,8 @@ class TrainingSettings:
     (LISA also trains the embeddings and the head throughout)."""
     overhead: Overhead = setting(None, Group(Overhead), affects=())
     """Memory outside PyTorch's tensors: the CUDA context and the allocator's fragmentation."""
+    serving: Serving = setting(None, Group(Serving), affects=())
+    """The serving deployment of the fit matrix's serving column (--method serve); no training part reads it."""
 
     @property
     def precision(self) -> Precision:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from hfmem.memory.fit import MARKS
 from hfmem.memory.record import cells, estimates, picks, ranked, training as settings_of
-from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, setup_label, short_gib
+from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, serving_settings_text, setup_label, short_gib
 from hfmem.units import count
 
 ARCH_ROWS = [
@@ -20,8 +21,6 @@ ARCH_ROWS = [
 METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA", "dora": "DoRA", "lora-fa": "LoRA-FA",
                  "vera": "VeRA", "ia3": "IA3", "oft": "OFT", "prompt-tuning": "prompt tuning",
                  "prefix-tuning": "prefix tuning"}
-MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
-"""A verdict's mark in the terminal and in markdown (memory.fit.VERDICTS)."""
 EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}
 """The same marks as GitHub renders them, for the pull-request comment."""
 
@@ -79,14 +78,14 @@ def settings_line(report: dict[str, Any]) -> str:
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
             f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + other_settings_text(report)
-            + gpu_defaults_text(report)
+            + gpu_defaults_text(report) + serving_settings_text(report)
             + (f" · {prices}" if (prices := price_text(report)) else ""))
 
 
 SHOWN = frozenset({"method", "seq_len", "micro_batch_size", "dtype", "optimizer", "sharding", "num_gpus",
                    "offload_optimizer", "offload_params", "gradient_checkpointing", "attention", "activation_fn",
                    "tie_word_embeddings", "lora_rank", "lora_targets", "modules_to_save", "base_quantization",
-                   "eval_batch_size", "overhead", "resolved_optimizer", "resolved_sharding", "zero_stage"})
+                   "eval_batch_size", "overhead", "resolved_optimizer", "resolved_sharding", "zero_stage", "serving"})
 """The settings the assumes line already words (or that follow from others)."""
 
 
