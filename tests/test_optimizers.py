@@ -90,6 +90,19 @@ def test_badam_trains_one_layer_and_lisa_the_embeddings_and_head_too() -> None:
     assert lisa.gradients == pytest.approx(2 * (2 * layer + 2 * 128256 * 4096 + 4096), rel=1e-3)
 
 
+def test_badam_under_zero3_partitions_the_active_block_only() -> None:
+    """BAdam's BlockOptimizer rebuilds DeepSpeed ZeRO-3's fp32 partitions from the active block at each switch
+    (badam/block_optim.py _reset_ds_optimizer): the step's fp32 gradient partition is one layer's over n GPUs, not
+    the whole model's (full AdamW under the same ZeRO-3 keeps the whole model's)."""
+    arch, inventory = LLAMA3
+    layer = (inventory.total - 2 * 128256 * 4096 - 4096) // 32
+    zero3 = {"dtype": "fp16", "sharding": "zero3", "num_gpus": 4}
+    badam = estimate(arch, inventory, TrainingSettings(optimizer="badam", **zero3)).state
+    adamw = estimate(arch, inventory, TrainingSettings(optimizer="adamw", **zero3)).state
+    assert badam.step_transient == pytest.approx(4 * layer / 4, rel=1e-3)
+    assert adamw.step_transient == pytest.approx(4 * inventory.total / 4, rel=1e-3)
+
+
 def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
     """LLaMA-Factory's use_badam/use_galore/use_dora, axolotl's peft_use_dora, TRL's use_dora and the Trainer's
     optim/optim_args map to settings, and none of those keys is reported unmodelled."""

@@ -329,6 +329,7 @@ def _active_block(t: _Terms, settings: TrainingSettings, split: ParameterSplit, 
     t.grads *= share
     t.masters *= share
     t.states *= share
+    t.optimized = active
     if optimizer == "badam" and not b.master and b.train_w < 4:
         # BAdam's BlockOptimizer keeps an fp32 copy of the active block and steps it (badam/block_optim.py
         # param_idx2hp), whatever the model's 16-bit dtype: fp32 master weights and AdamW states for `active`
@@ -367,6 +368,8 @@ class _Terms:
     cpu: float = 0.0
     step: float = 0.0
     persist: bool = False
+    optimized: float | None = None
+    """Parameters the optimizer holds at a time, when fewer than the trainable ones (BAdam's, LISA's active layers)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -564,7 +567,11 @@ def _zero(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
     t.persist = True
     t.masters /= n
     t.states /= n
-    t.step += split.trainable * 4 / n if (b.master or b.state == 4) and b.train_g < 4 else 0  # fp32 grad partition
+    # the fp32 gradient partition of the parameters in the optimizer: under BAdam only the active block's, as its
+    # BlockOptimizer rebuilds DeepSpeed's fp16 groups and fp32 partitions from the active block at each switch
+    # (https://github.com/Ledzy/BAdam/blob/bf989dcb8c1a7bbcf7360034b323e1b5616bf3e4/src/badam/block_optim.py#L290-L311)
+    optimized = split.trainable if t.optimized is None else t.optimized
+    t.step += optimized * 4 / n if (b.master or b.state == 4) and b.train_g < 4 else 0
     t.buffers += units.reduce_bucket
     if stage >= 2:
         t.grads /= n
