@@ -104,8 +104,9 @@ def test_badam_under_zero3_partitions_the_active_block_only() -> None:
 
 
 def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
-    """LLaMA-Factory's use_badam/use_galore/use_dora, axolotl's peft_use_dora, TRL's use_dora and the Trainer's
-    optim/optim_args map to settings, and none of those keys is reported unmodelled."""
+    """LLaMA-Factory's use_badam/use_galore/use_dora, axolotl's peft_use_dora and peft.loftq_config (LoftQ: LoRA's
+    memory, the base dequantised in place), TRL's use_dora and the Trainer's optim/optim_args map to settings, and
+    none of those keys is reported unmodelled or unknown."""
     lf = "model_name_or_path: m\nstage: sft\nbf16: true\n"
     cases = {
         "lf_badam.yaml": (lf + "finetuning_type: full\nuse_badam: true\nbadam_switch_interval: 50\n",
@@ -118,6 +119,8 @@ def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
                         {"method": "oft", "oft_block_size": 64, "lora_targets": ("all-linear",)}),
         "axolotl.yaml": ("base_model: m\nadapter: lora\npeft_use_dora: true\nsequence_len: 1024\noptimizer: muon\n",
                          {"method": "dora", "optimizer": "muon"}),
+        "axolotl_loftq.yaml": ("base_model: m\nadapter: lora\nlora_r: 32\npeft:\n  loftq_config:\n    loftq_bits: 4\n",
+                               {"method": "lora", "lora_rank": 32}),
         "trl.yaml": ("model_name_or_path: m\nuse_peft: true\nuse_dora: true\nlora_target_modules: all-linear\n"
                      + "optim: galore_adamw_8bit\noptim_args: rank=256, update_proj_gap=500\nmax_length: 1024\n",
                      {"method": "dora", "optimizer": "galore_adamw_8bit", "galore_rank": 256,
@@ -131,5 +134,6 @@ def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
         chosen = {"use_badam", "use_galore", "use_dora", "peft_use_dora", "optim", "optim_args", "optimizer",
                   "finetuning_type", "oft_block_size"}
         assert not chosen & {u.split(":")[-1] for u in config.unmodelled}, (name, config.unmodelled)
+        assert not [u for u in config.unknown if "loftq" in u], (name, config.unknown)
         fields = TrainingSettings.__dataclass_fields__
         TrainingSettings(**{k: v for k, v in config.values.items() if k in fields}).validated()

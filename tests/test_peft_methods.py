@@ -187,3 +187,4 @@ def test_oft_refuses_conv1d_like_peft() -> None:
     config = tiny_config("openai-community/gpt2", 1)
     with pytest.raises(InvalidInputError, match="c_attn"):
         parameter_split(read_architecture(config), build_inventory(config), TrainingSettings(method="oft").validated())
+
