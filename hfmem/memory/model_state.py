@@ -214,9 +214,10 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         last = 0
     else:
         groups = lora_targets(inventory, settings.lora_targets)
-        added = adapters(settings.method, groups, r, settings.oft_block_size)
-        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r,
-                           settings.oft_block_size)
+        block = settings.boft_block_size if settings.method == "boft" else settings.oft_block_size
+        added = adapters(settings.method, groups, r, block, settings.boft_n_butterfly_factor)
+        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r, block,
+                           settings.boft_n_butterfly_factor)
         last = round(decoder.trainable / _layer_count(arch))
     base = settings.base_format(arch.quantization)
     quantized = quantized_linears(inventory, quantizes_head(base, settings)) if base else ()

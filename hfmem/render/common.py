@@ -18,7 +18,7 @@ ARCH_ROWS = [
     ("max_position_embeddings", "max positions"), ("sliding_window", "sliding window"), ("dtype", "stored dtype"),
 ]
 METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA", "dora": "DoRA", "lora-fa": "LoRA-FA",
-                 "vera": "VeRA", "ia3": "IA3", "oft": "OFT", "prompt-tuning": "prompt tuning",
+                 "vera": "VeRA", "ia3": "IA3", "oft": "OFT", "boft": "BOFT", "prompt-tuning": "prompt tuning",
                  "prefix-tuning": "prefix tuning"}
 MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
 """A verdict's mark in the terminal and in markdown (memory.fit.VERDICTS)."""
