@@ -139,7 +139,7 @@ def test_fit_filter_parses_and_matches():
     assert str(parse_fit_filter("QLoRA:rtx-4090")) == "qlora:RTX 4090"
     assert str(parse_fit_filter("lora:my card")) == "lora:my card"  # a custom --gpu name=GiB
     assert str(parse_fit_filter("lora_fa:4090")) == "lora-fa:RTX 4090"  # PEFT's other methods, by alias too
-    for bad in ("qlora", "qlora:", ":rtx4090", "boft:rtx4090", "q lora:x", "-:rtx4090"):
+    for bad in ("qlora", "qlora:", ":rtx4090", "adalora:rtx4090", "q lora:x", "-:rtx4090"):
         with pytest.raises(errors.InvalidInputError):
             parse_fit_filter(bad)
     fit = [fit_entry("qlora", RTX4090[0], RTX4090[1], True),

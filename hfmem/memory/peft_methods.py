@@ -104,7 +104,7 @@ def boft_adapters(groups: tuple[LinearGroup, ...], block_size: int, butterfly: i
     odd = sorted({g.name for g in groups if g.in_features % span or (butterfly > 1 and block_size % 2)})
     if odd:
         raise InvalidInputError(f"boft_block_size {block_size} with boft_n_butterfly_factor {butterfly} does not fit "
-                                f"the input width of {','.join(odd)} (PEFT needs it to divide by {span}).")
+                                f"the input width of {','.join(odd)} (PEFT needs each to be a multiple of {span}).")
     rotations = tuple((block_size, block_size, g.count * butterfly * (g.in_features // block_size)) for g in groups)
     scales = sum(g.count * g.out_features for g in groups)
     trained = sum(r * c * n for r, c, n in rotations) + scales
