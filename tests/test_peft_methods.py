@@ -195,3 +195,18 @@ def test_oft_refuses_conv1d_like_peft() -> None:
     with pytest.raises(InvalidInputError, match="c_attn"):
         parameter_split(read_architecture(config), build_inventory(config), TrainingSettings(method="oft").validated())
 
+
+
+def test_the_assumptions_line_names_each_adapter_s_size() -> None:
+    """The `assumes:` line gives OFT's and BOFT's rotation blocks where LoRA's rank would mean nothing, each once."""
+    from tiny_models import reference_model
+
+    from hfmem.memory.estimate import estimate
+    from hfmem.render.common import settings_line
+
+    arch, inventory = reference_model("meta-llama/Meta-Llama-3-8B")
+    report = {"estimates": {m: estimate(arch, inventory, TrainingSettings(method=m, oft_block_size=64,
+                                                                          boft_block_size=8)).to_dict()
+                            for m in ("boft", "oft", "lora", "qlora")}}
+    line = settings_line(report)
+    assert line.endswith(" · BOFT blocks of 8 × 1 butterfly, OFT blocks of 64, LoRA r=16 on all-linear")
