@@ -230,6 +230,8 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
         input_requires_grad=settings.gradient_checkpointing != "off" or "embed_tokens" in copies.names,
         adapter=ADAPTER_KINDS[settings.method],
         oft_block_size=settings.oft_block_size if settings.method == "oft" else 0,
+        boft_block_size=settings.boft_block_size if settings.method == "boft" else 0,
+        boft_butterfly=settings.boft_n_butterfly_factor if settings.method == "boft" else 0,
         ia3_feedforward=frozenset(g.name for g in groups if is_feedforward(g) and settings.method == "ia3"),
     )
 

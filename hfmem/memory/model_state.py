@@ -214,9 +214,10 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         last = 0
     else:
         groups = lora_targets(inventory, settings.lora_targets)
-        added = adapters(settings.method, groups, r, settings.oft_block_size)
-        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r,
-                           settings.oft_block_size)
+        block = settings.boft_block_size if settings.method == "boft" else settings.oft_block_size
+        added = adapters(settings.method, groups, r, block, settings.boft_n_butterfly_factor)
+        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r, block,
+                           settings.boft_n_butterfly_factor)
         last = round(decoder.trainable / _layer_count(arch))
     base = settings.base_format(arch.quantization)
     quantized = quantized_linears(inventory, quantizes_head(base, settings)) if base else ()
@@ -329,6 +330,7 @@ def _active_block(t: _Terms, settings: TrainingSettings, split: ParameterSplit, 
     t.grads *= share
     t.masters *= share
     t.states *= share
+    t.optimized = active
     if optimizer == "badam" and not b.master and b.train_w < 4:
         # BAdam's BlockOptimizer keeps an fp32 copy of the active block and steps it (badam/block_optim.py
         # param_idx2hp), whatever the model's 16-bit dtype: fp32 master weights and AdamW states for `active`
@@ -367,6 +369,8 @@ class _Terms:
     cpu: float = 0.0
     step: float = 0.0
     persist: bool = False
+    optimized: float | None = None
+    """Parameters the optimizer holds at a time, when fewer than the trainable ones (BAdam's, LISA's active layers)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -570,8 +574,12 @@ def _zero(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
     t.persist = True
     t.masters /= n
     t.states /= n
+    # the fp32 gradient partition of the parameters in the optimizer: under BAdam only the active block's, as its
+    # BlockOptimizer rebuilds DeepSpeed's fp16 groups and fp32 partitions from the active block at each switch
+    # (https://github.com/Ledzy/BAdam/blob/bf989dcb8c1a7bbcf7360034b323e1b5616bf3e4/src/badam/block_optim.py#L290-L311)
+    optimized = split.trainable if t.optimized is None else t.optimized
     partition = (b.master or b.state == 4) and b.train_g < 4
-    t.step += split.trainable * 4 / n if partition else 0  # fp32 grad partition
+    t.step += optimized * 4 / n if partition else 0
     bucket = stage >= 3 or not settings.grad_bucket_view  # Megatron reduces in place, in its gradient buffer
     t.buffers += units.reduce_bucket if bucket else 0
     if stage >= 2:

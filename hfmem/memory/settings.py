@@ -41,10 +41,12 @@ from hfmem.memory.quantization import BaseFormat, base_format
 from hfmem.model.architecture import StoredQuantization
 
 # The choice fields' values, each with its table of aliases (other spellings of those values, nothing else).
-Method = Literal["full", "lora", "qlora", "dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning"]
+Method = Literal["full", "lora", "qlora", "dora", "lora-fa", "vera", "ia3", "oft", "boft", "prompt-tuning",
+                 "prefix-tuning"]
 METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
 """The methods estimated when none is named."""
-PEFT_METHODS: tuple[Method, ...] = ("dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning")
+PEFT_METHODS: tuple[Method, ...] = ("dora", "lora-fa", "vera", "ia3", "oft", "boft", "prompt-tuning",
+                                     "prefix-tuning")
 """PEFT methods beyond LoRA, estimated when named (--method dora); hfmem.memory.peft_methods counts them."""
 ALL_METHODS: tuple[Method, ...] = get_args(Method)
 SERVE = "serve"
@@ -239,7 +241,8 @@ class TrainingSettings:
     NF4 base); PEFT's other methods on a frozen base (4-bit with base_quantization nf4): dora (LoRA plus a
     magnitude vector; each forward builds W + B·A to take its column norm), lora-fa (LoRA with A frozen), vera
     (shared frozen random A/B, two trained vectors per layer, rank lora_rank), ia3 (one trained vector per
-    adapted layer), oft (a block-diagonal rotation of each adapted layer's input, blocks of oft_block_size),
+    adapted layer), oft (a block-diagonal rotation of each adapted layer's input, blocks of oft_block_size), boft
+    (butterfly products of such rotations, blocks of boft_block_size, and a scale per output),
     prompt-tuning and prefix-tuning (num_virtual_tokens trained embeddings; prefix: per layer
     K/V). The flag repeats or takes a comma-separated list: each method gets its estimate and fit; serve adds a
     serving column (the Serving panel's deployment) beside them, alone beside the default methods."""
@@ -537,6 +540,14 @@ class TrainingSettings:
     oft_block_size: int = setting(32, COUNT, affects=("split", "trainability"), panel=TRAINING)
     """oft: the size of each rotation block (PEFT OFTConfig oft_block_size, default 32; it must divide each adapted
     layer's input width): bs·(bs - 1)/2 trained values per block, in/bs blocks per adapted layer."""
+    boft_block_size: int = setting(4, COUNT, affects=("split", "trainability"), panel=TRAINING)
+    """boft: the size of each rotation block (PEFT BOFTConfig boft_block_size, default 4; boft_block_size x
+    2^(boft_n_butterfly_factor - 1) must divide each adapted layer's input width): per adapted layer
+    boft_n_butterfly_factor x in x bs trained rotation values, a trained scale per output, and frozen fp32
+    permutation buffers of boft_n_butterfly_factor x in x in values (boft_P)."""
+    boft_n_butterfly_factor: int = setting(1, COUNT, affects=("split", "trainability"), panel=TRAINING)
+    """boft: butterfly factors (PEFT BOFTConfig boft_n_butterfly_factor, default 1). PEFT sets it back to 1 when its
+    CUDA extension (fbd_cuda, built with ninja at import) does not load (peft/tuners/boft/layer.py update_layer)."""
     galore_rank: int = setting(128, COUNT, affects=("state",), panel=TRAINING)
     """GaLore/APOLLO projection rank (transformers' optim_args rank, default 128; LLaMA-Factory galore_rank):
     each decoder matrix keeps its moments at rank x its longer side, plus the projection."""

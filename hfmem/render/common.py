@@ -19,7 +19,7 @@ ARCH_ROWS = [
     ("max_position_embeddings", "max positions"), ("sliding_window", "sliding window"), ("dtype", "stored dtype"),
 ]
 METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA", "dora": "DoRA", "lora-fa": "LoRA-FA",
-                 "vera": "VeRA", "ia3": "IA3", "oft": "OFT", "prompt-tuning": "prompt tuning",
+                 "vera": "VeRA", "ia3": "IA3", "oft": "OFT", "boft": "BOFT", "prompt-tuning": "prompt tuning",
                  "prefix-tuning": "prefix tuning"}
 EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}
 """The same marks as GitHub renders them, for the pull-request comment."""
@@ -61,12 +61,22 @@ def setup_text(a: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _adapter_text(a: dict[str, Any]) -> str:
+    """The adapter's own size setting: LoRA's rank, or OFT's and BOFT's rotation blocks."""
+    if a.get("method") == "oft":
+        return f"OFT blocks of {a['oft_block_size']}"
+    if a.get("method") == "boft":
+        return f"BOFT blocks of {a['boft_block_size']} × {a['boft_n_butterfly_factor']} butterfly"
+    return f"LoRA r={a['lora']['rank']}"
+
+
 def settings_line(report: dict[str, Any]) -> str:
     """The assumptions every cell shares, in one line."""
     a = estimates(report)[0]["assumptions"]
     overhead = a["overhead"]
     lora = a.get("lora") or {}
-    lora_text = f" · LoRA r={lora['rank']} on {','.join(lora['targets'])}" if lora else ""
+    adapters = dict.fromkeys(_adapter_text(e["assumptions"]) for e in estimates(report) if e["assumptions"].get("lora"))
+    lora_text = f" · {', '.join(adapters)} on {','.join(lora['targets'])}" if lora else ""
     tie = a.get("tie_word_embeddings")
     overrides = [f"modules_to_save {','.join(a['modules_to_save'])}" if lora and a.get("modules_to_save") else "",
                  f"base {a['base_quantization']}" if lora and a.get("base_quantization") else "",
