@@ -300,7 +300,7 @@ def test_github_faults(hub_env, github, pr_repo, tmp_path):
     ({"INPUT_MODELS": "a/b", "INPUT_FAIL_ON": "dpo:a100"}, "method must be one of full, lora, qlora"),
     ({"INPUT_MODELS": "a/b", "INPUT_GPUS": "a100, nope"}, "input gpus: unknown GPU 'nope'"),
     ({"INPUT_MODELS": "a/b", "INPUT_METHODS": "full, rlhf"},
-     "input methods: 'rlhf'; choose from full, lora, qlora, dora, lora-fa, vera, ia3, oft, prompt-tuning, "
+     "input methods: 'rlhf'; choose from full, lora, qlora, dora, lora-fa, vera, ia3, oft, boft, prompt-tuning, "
      "prefix-tuning or serve."),
     ({"INPUT_MODELS": "a/b", "INPUT_METHODS": "serve", "INPUT_ENGINE": "tgi"},
      "input engine: 'tgi'; choose from vllm, sglang, llama.cpp, transformers."),
