@@ -32,15 +32,24 @@ def results(tmp_path_factory):
     mp.undo()
 
 
-def test_every_fixture_report_served_from_a_full_memo_equals_a_fresh_one(results):
+def test_every_fixture_report_served_from_a_full_memo_equals_a_fresh_one(results, monkeypatch):
+    """Each report is computed once, with a memo of its own (empty, so nothing is served), and the part it computed
+    joins one full memo; served from that, every report equals its fresh one."""
     plan = plans.Plan()
-    fresh = [_fresh(r, plan) for r in results]
-    plans.BY_SHAPE.clear()
+    full: Memo[plans.PlanPart] = Memo(64)
+    fresh = []
     for r in results:
-        plans.with_estimates(r, plan)
-    computed = plans.BY_SHAPE.computed
+        alone: Memo[plans.PlanPart] = Memo(64)
+        monkeypatch.setattr(plans, "BY_SHAPE", alone)
+        fresh.append(json.dumps(plans.with_estimates(r, plan), sort_keys=True))
+        assert alone.computed == 1
+        key = plans.shape_key(r.architecture, r.inventory, plan)
+        full.get(key, lambda alone=alone, key=key: alone.get(key, lambda: pytest.fail("not memoised")))
+    assert len(results) <= full.size  # none dropped
+    monkeypatch.setattr(plans, "BY_SHAPE", full)
+    computed = full.computed
     served = [json.dumps(plans.with_estimates(r, plan), sort_keys=True) for r in results]
-    assert plans.BY_SHAPE.computed == computed  # every one a hit
+    assert full.computed == computed  # every one a hit
     assert served == fresh
 
 
