@@ -204,7 +204,10 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         vectors = max(0, total - in_matrices - embed)
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
         outside = sum(inventory.by_component.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
-        last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
+        # a first MoE layer's fused expert tensors get their whole gradients as its MoE block's backward starts,
+        # before the block's working-set peak (transformers' experts: one 3-D parameter per projection)
+        experts = inventory.by_component.get("experts", 0) if arch.is_moe and not arch.num_dense_layers else 0
+        last = round((total - outside - experts) / _layer_count(arch)) + (0 if head_tied else embed)
         hidden = tuple((g.out_features, g.in_features, g.count) for g in inventory.linears if g.component != "head")
         return ParameterSplit(total, total, 0, 0, (*matrices, embed_rows), vectors, largest, matmul,
                               last_trainable=last, hidden_matrices=hidden)
