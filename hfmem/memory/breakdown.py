@@ -5,6 +5,7 @@ How the total is formed (all per GPU):
                      + optimizer_step_transient - gradient_activation_overlap
                    = weights + optimizer + sharding_buffers - backward-only buffers
                      + max(activations + gradients alive in forward,
+                           stored activations + a layer's backward + backward-only buffers,
                            the first layer's backward + gradients + backward-only buffers,
                            gradients + optimizer_step_transient)
     total = allocated_peak + fragmentation + cuda_context + paged_optimizer
@@ -17,7 +18,8 @@ where `optimizer` is ZeRO's K·Ψ (states + fp32 master weights), `activations` 
 keeps at the end of the forward pass plus the largest transient (the loss's fp32 buffers, a layer's
 backward: its checkpointed recompute and its intermediates' gradients, QLoRA's dequantised weight),
 and the overlap removes the gradients that are not yet allocated while all activations are alive (and FSDP's
-unsharded unit gradients, which exist only while the layers run backward, next to the first layer's backward):
+unsharded unit gradients, which exist only while the layers run backward, not at the end of the forward nor in the
+loss's backward):
 with gradients set to None after each step (the HF default), backward allocates gradients as it
 frees activations, so the loss and the last layers run beside the first gradients only, and the
 first layer's backward (the last to run: its saved tensors or recompute, its working set, the
@@ -126,8 +128,12 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     # the loss and the last layers run before most gradients exist, the first layer's backward after all but its
     # own and the input embedding's
     late_grads = round(state.gradients * (1 - split.last_trainable / split.trainable)) if split.trainable else 0
-    # the buffers of the layers' backward (FSDP's unsharded unit gradients) beside the first layer's backward only
-    backward_peak = (max(activations + grads_in_forward, act.first_layer_backward + late_grads + state.backward_buffers)
+    # the buffers of the layers' backward (FSDP's unsharded unit gradients) beside a layer's backward: any layer's
+    # (with the stored activations) or the first layer's (the last to run, with nearly all gradients); not at the end
+    # of the forward nor during the loss's backward
+    layers_backward = act.stored + act.layer_backward + grads_in_forward if state.backward_buffers else 0
+    backward_peak = (max(activations + grads_in_forward, layers_backward + state.backward_buffers,
+                         act.first_layer_backward + late_grads + state.backward_buffers)
                      + state.forward_transient + parallel_buffers)
     step_peak = state.gradients + state.step_transient
     transients = state.step_transient + state.forward_transient + parallel_buffers + state.backward_buffers
