@@ -621,9 +621,9 @@ def _fsdp(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
     else:
         t.grads /= n
     # a unit's unsharded gradients exist from its layer's backward until they are copied into the reduce-scatter
-    # input, which stays until the next unit's post-backward (torch FSDP2: _fsdp_collectives.py foreach_reduce,
-    # _fsdp_param_group.py post_backward's reduce_scatter_max_input_buffers = 1): never beside the whole forward's
-    # activations, only beside the layers' backward
+    # input, which stays until the next unit's post-backward and is dropped at the end of the backward (torch 2.13,
+    # torch/distributed/fsdp/_fully_shard/: _fsdp_collectives.py:595-603, _fsdp_param_group.py:639-658 with
+    # reduce_scatter_max_input_buffers = 1, _fsdp_state.py:490-493): never beside the whole forward's activations
     t.buffers += unit_grads
     t.backward += unit_grads
     if settings.resolved_sharding != "fsdp_full_shard":
