@@ -4,7 +4,7 @@
 
 A tiny Llama (tests/tiny_models.py), each decoder layer and then the root wrapped by
 torch.distributed.fsdp.fully_shard on a CPU device mesh, trains two steps (full or PEFT LoRA r=8 on q_proj,
-v_proj; pure bf16; AdamW, its for-loop path: DTensor parameters; with "accum", two micro-batches a step, the first
+v_proj; pure bf16; AdamW, fused, as hfmem's adamw is; with "accum", two micro-batches a step, the first
 under set_requires_gradient_sync(False) as accelerate's no_sync does for FSDP2); every rank's second-step peak of
 live tensors comes from LiveBytes (tests/live_peak.py: sharded parameters, states and gradients by their local
 shards, FSDP2's unsharded parameters followed through their storage resizes). Not a test: two processes per case.
@@ -60,7 +60,7 @@ def _rank(rank: int, port: int, case: tuple[str, int, int, bool, bool], out: str
         fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=1e-4, foreach=False)
+    optimizer = torch.optim.AdamW(trainable, lr=1e-4, fused=True)  # hfmem's adamw: no step temporaries
     ids = torch.randint(0, model.config.vocab_size, (b, s), generator=torch.Generator().manual_seed(rank))
     live = LiveBytes()
     with live:

@@ -3,9 +3,9 @@ most-loaded-rank estimate (hfmem.memory.parallel).
 
     python bench/parallel_ranks.py [KIND ...]
 
-Each case trains a tiny Llama (tests/tiny_models.py) two steps on 2 or 4 processes (tests/layout_ranks.py:
-torchtitan's TP plan, FSDP2 over the data-parallel mesh dimension, torch.distributed.pipelining's GPipe, 1F1B and
-interleaved 1F1B);
+Each case trains a tiny Llama (tests/tiny_models.py; the -qwen2 and -mixtral TP cases a tiny Qwen2 or Mixtral) two
+steps on 2 or 4 processes (tests/layout_ranks.py: torchtitan's TP plan, its MoE plan for Mixtral's experts, FSDP2
+over the data-parallel mesh dimension, torch.distributed.pipelining's GPipe, 1F1B and interleaved 1F1B);
 every rank's second-step peak of live tensors comes from LiveBytes (tests/live_peak.py). Printed per case: each
 rank's measured peak, hfmem's allocated_peak for that rank's stage, the error and hfmem's terms. Not a test:
 several processes per case.
@@ -20,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from layout_ranks import WORLD, config, measure  # noqa: E402
+from layout_ranks import WORLD, base_kind, config, measure  # noqa: E402
 
 from hfmem.memory.estimate import Context, rank_estimate  # noqa: E402
 from hfmem.memory.parallel import Layout  # noqa: E402
@@ -28,8 +28,9 @@ from hfmem.memory.settings import TrainingSettings  # noqa: E402
 from hfmem.model.architecture import read_architecture  # noqa: E402
 from hfmem.model.meta import build_inventory  # noqa: E402
 
-CASES = [("tp", 2, 128, 1), ("tp-sp", 2, 128, 1), ("tp", 4, 256, 1), ("tp-sp", 4, 256, 1), ("fsdp-tp", 2, 128, 1),
-         ("pp-gpipe", 2, 128, 4), ("pp-1f1b", 2, 128, 4), ("pp-interleaved", 2, 128, 4)]
+CASES = [("tp", 2, 128, 1), ("tp-sp", 2, 128, 1), ("tp", 4, 256, 1), ("tp-sp", 4, 256, 1),
+         ("tp-qwen2", 2, 128, 1), ("tp-sp-qwen2", 2, 128, 1), ("tp-mixtral", 2, 128, 1), ("tp-sp-mixtral", 2, 128, 1),
+         ("fsdp-tp", 2, 128, 1), ("pp-gpipe", 2, 128, 4), ("pp-1f1b", 2, 128, 4), ("pp-interleaved", 2, 128, 4)]
 """(kind, micro-batch, sequence, micro-batches a step)."""
 TERMS = ("weights", "gradients", "optimizer", "sharding_buffers", "activations", "parallel_buffers",
          "gradient_activation_overlap", "allocated_peak")
@@ -43,7 +44,7 @@ def settings_of(case: tuple[str, int, int, int]) -> TrainingSettings:
         "fsdp-tp": {"tp": 2, "sequence_parallel": "dtensor", "num_gpus": 4, "sharding": "fsdp_full_shard"},
         "pp-gpipe": {"pp": 2, "pp_schedule": "gpipe"}, "pp-1f1b": {"pp": 2, "pp_schedule": "1f1b"},
         "pp-interleaved": {"pp": 2, "pp_schedule": "interleaved", "vpp": 2},
-    }[kind]
+    }[base_kind(kind)]
     return TrainingSettings(method="full", dtype="bf16-pure", optimizer="adamw", micro_batch_size=b, seq_len=s,
                             attention="sdpa", gradient_accumulation_steps=micro, **layout)
 

@@ -3,9 +3,10 @@
 How the total is formed (all per GPU):
     allocated_peak = weights + gradients + optimizer + sharding_buffers + activations
                      + optimizer_step_transient - gradient_activation_overlap
-                   = weights + optimizer + sharding_buffers
+                   = weights + optimizer + sharding_buffers - backward-only buffers
                      + max(activations + gradients alive in forward,
-                           the first layer's backward + gradients,
+                           stored activations + a layer's backward + backward-only buffers,
+                           the first layer's backward + gradients + backward-only buffers,
                            gradients + optimizer_step_transient)
     total = allocated_peak + fragmentation + cuda_context + paged_optimizer
 (or the total of another phase where it needs more: loading the whole model on each GPU before sharding, an
@@ -16,7 +17,9 @@ so `required` = total - paged_optimizer is what must stay resident (the fit chec
 where `optimizer` is ZeRO's K·Ψ (states + fp32 master weights), `activations` is what backward
 keeps at the end of the forward pass plus the largest transient (the loss's fp32 buffers, a layer's
 backward: its checkpointed recompute and its intermediates' gradients, QLoRA's dequantised weight),
-and the overlap removes the gradients that are not yet allocated while all activations are alive:
+and the overlap removes the gradients that are not yet allocated while all activations are alive (and FSDP's
+unsharded unit gradients, which exist only while the layers run backward, not at the end of the forward nor in the
+loss's backward):
 with gradients set to None after each step (the HF default), backward allocates gradients as it
 frees activations, so the loss and the last layers run beside the first gradients only, and the
 first layer's backward (the last to run: its saved tensors or recompute, its working set, the
@@ -125,13 +128,19 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     # the loss and the last layers run before most gradients exist, the first layer's backward after all but its
     # own and the input embedding's
     late_grads = round(state.gradients * (1 - split.last_trainable / split.trainable)) if split.trainable else 0
-    backward_peak = (max(activations + grads_in_forward, act.first_layer_backward + late_grads)
+    # the buffers of the layers' backward (FSDP's unsharded unit gradients) beside a layer's backward: any layer's
+    # (with the stored activations) or the first layer's (the last to run, with nearly all gradients); not at the end
+    # of the forward nor during the loss's backward
+    layers_backward = act.stored + act.layer_backward + grads_in_forward if state.backward_buffers else 0
+    backward_peak = (max(activations + grads_in_forward, layers_backward + state.backward_buffers,
+                         act.first_layer_backward + late_grads + state.backward_buffers)
                      + state.forward_transient + parallel_buffers)
     step_peak = state.gradients + state.step_transient
-    transients = state.step_transient + state.forward_transient + parallel_buffers
+    transients = state.step_transient + state.forward_transient + parallel_buffers + state.backward_buffers
     overlap = activations + state.gradients + transients - max(backward_peak, step_peak)
     paged = state.paged_optimizer
-    allocated = state.weights + state.optimizer - paged + state.sharding_buffers + max(backward_peak, step_peak)
+    resident_buffers = state.sharding_buffers - state.backward_buffers
+    allocated = state.weights + state.optimizer - paged + resident_buffers + max(backward_peak, step_peak)
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
 
@@ -142,7 +151,7 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     # between steps: gradients were set to None unless they persist; a forward makes its autocast copies again and
     # gathers its units as the step did, a save unshards one unit at a time instead
     held = state.weights + state.optimizer - paged + (state.gradients if state.gradients_persist else 0)
-    forward = held + state.sharding_buffers + state.forward_transient
+    forward = held + resident_buffers + state.forward_transient
     load = device(state.load_peak) if state.load_peak else 0
     evaluation = device(forward + eval_forward) if eval_forward else 0
     generation = device(forward + state.generation_gathered + generate) if generate else 0

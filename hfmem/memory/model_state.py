@@ -204,7 +204,10 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         vectors = max(0, total - in_matrices - embed)
         largest = max([r * c for r, c, _ in matrices] + [arch.vocab_size * arch.hidden_size])
         outside = sum(inventory.by_component.get(k, 0) for k in ("embeddings", "head", "vision", "projector"))
-        last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
+        # a first MoE layer's fused expert tensors get their whole gradients as its MoE block's backward starts,
+        # before the block's working-set peak (transformers' experts: one 3-D parameter per projection)
+        experts = inventory.by_component.get("experts", 0) if arch.is_moe and not arch.num_dense_layers else 0
+        last = round((total - outside - experts) / _layer_count(arch)) + (0 if head_tied else embed)
         hidden = tuple((g.out_features, g.in_features, g.count) for g in inventory.linears if g.component != "head")
         return ParameterSplit(total, total, 0, 0, (*matrices, embed_rows), vectors, largest, matmul,
                               last_trainable=last, hidden_matrices=hidden)
@@ -279,6 +282,9 @@ class ModelState:
     state dict and, under FSDP, the whole optimizer state); 0 when each rank saves its shard."""
     bytes_per_param: dict[str, float]
     notes: tuple[str, ...] = ()
+    backward_buffers: int = 0
+    """The part of `sharding_buffers` alive only while the layers run backward, not at the end of the forward where
+    the activations peak (FSDP: a unit's unsharded gradients and its reduce-scatter input)."""
 
     @property
     def optimizer(self) -> int:
@@ -366,6 +372,7 @@ class _Terms:
     masters: float
     states: float
     buffers: float = 0.0
+    backward: float = 0.0
     cpu: float = 0.0
     step: float = 0.0
     persist: bool = False
@@ -497,6 +504,7 @@ def model_state_bytes(
         master_weights=round(t.masters),
         optimizer_states=round(t.states),
         sharding_buffers=round(t.buffers),
+        backward_buffers=round(t.backward),
         cpu_bytes=round(t.cpu),
         gradients_persist=t.persist or settings.gradient_accumulation_steps > 1,
         step_transient=round(t.step) if not settings.offload_optimizer else 0,
@@ -612,19 +620,24 @@ def _fsdp(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
                        "gradients between micro-batches (sync_each_batch reduces them each time)")
     else:
         t.grads /= n
+    # a unit's unsharded gradients exist from its layer's backward until they are copied into the reduce-scatter
+    # input, which stays until the next unit's post-backward and is dropped at the end of the backward (torch 2.13,
+    # torch/distributed/fsdp/_fully_shard/: _fsdp_collectives.py:595-603, _fsdp_param_group.py:639-658 with
+    # reduce_scatter_max_input_buffers = 1, _fsdp_state.py:490-493): never beside the whole forward's activations
+    t.buffers += unit_grads
+    t.backward += unit_grads
     if settings.resolved_sharding != "fsdp_full_shard":
-        t.buffers += unit_grads
         t.notes.append("FSDP shard-grad-op: parameters stay unsharded between forward and backward")
         return
     t.weights /= n
     if settings.fsdp_wrap_embeddings:
-        t.buffers += units.gathered + unit_grads + units.largest_root_unit * b.stored
-        t.notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, and the "
-                       "embeddings or the head (each its own unit) gathered while in use")
+        t.buffers += units.gathered + units.largest_root_unit * b.stored
+        t.notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients (during "
+                       "the backward only), and the embeddings or the head (each its own unit) gathered while in use")
     else:
-        t.buffers += units.gathered + unit_grads + units.root_parameters * b.stored
-        t.notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients, "
-                       "the root unit (embeddings, head, final norm) gathered for the whole step")
+        t.buffers += units.gathered + units.root_parameters * b.stored
+        t.notes.append("FSDP full shard: two decoder layers gathered, one layer's unsharded gradients (during "
+                       "the backward only), the root unit (embeddings, head, final norm) gathered for the whole step")
 
 
 def _accumulates_unsharded(settings: TrainingSettings) -> bool:

@@ -8,10 +8,12 @@ attention and MLP split by TP, the rest by TP only with sequence parallelism, al
 micro-batches the schedule keeps in flight on the stage; and the buffers each dimension communicates through.
 Pure functions over hfmem's own per-layer activation terms (memory/activations/) and parameter inventory.
 
-Checked against real runs on CPU (tests/layout_ranks.py, bench/parallel_ranks.py): TP, TP+SP, FSDP2 x TP, GPipe,
-1F1B and interleaved 1F1B. Context parallelism does not run there (torch's context_parallel has no sharding
-strategy for the CPU kernel aten._scaled_dot_product_flash_attention_for_cpu, torch 2.13), nor Megatron-core; the
-CP and EP buffers rest on the sources cited at each term.
+Checked against real runs on CPU (tests/layout_ranks.py, bench/parallel_ranks.py): TP and TP+SP (Llama, Qwen2,
+Mixtral), FSDP2 x TP, GPipe, 1F1B and interleaved 1F1B. Context parallelism does not run there (torch 2.13's
+context_parallel maps only the CUDA flash, efficient and cuDNN SDPA kernels and raises for any other,
+torch/distributed/tensor/experimental/_context_parallel/_attention.py:917-933; DTensor has no sharding rule for the
+CPU kernel aten._scaled_dot_product_flash_attention_for_cpu), nor Megatron-core; the CP and EP buffers rest on the
+sources cited at each term.
 """
 
 from __future__ import annotations
