@@ -27,10 +27,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts  # noqa: E402
+from torch.utils.checkpoint import (  # noqa: E402
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+    set_checkpoint_early_stop,
+)
 
-from hfmem.memory.activations import ActivationSettings, estimate_activations  # noqa: E402
-from hfmem.memory.activations.recompute import coverage  # noqa: E402
+from flop_counts import (  # noqa: E402
+    SEQ as FLOP_SEQ,
+    build,
+    counted,
+    tiny as flop_model,
+)
+from hfmem.compute.flops import forward_flops, training_flops  # noqa: E402
+from hfmem.memory.activations import ActivationSettings, estimate_activations, layer_modules  # noqa: E402
+from hfmem.memory.activations.recompute import coverage, recomputed_share  # noqa: E402
 from hfmem.model.architecture import read_architecture  # noqa: E402
 from hfmem.model.meta import build_inventory  # noqa: E402
 from saved_activations import build_model  # noqa: E402
@@ -162,11 +174,41 @@ def rows() -> list[tuple[str, int, int]]:
     return out
 
 
+def step_flops(gc: str, method: str, n: int) -> tuple[float, float]:
+    """(hfmem, FlopCounterMode) matmul FLOPs per token of a training step of flop_counts' tiny Llama (2 layers, fp32,
+    eager attention: the CPU flash kernel has no FLOP formula), the checkpointed layers run as torchtitan runs them
+    (early_stop False: every recomputed op runs)."""
+    config, arch, inventory = flop_model(MODEL)
+    model = build(config)
+    layers = len(model.model.layers)
+    chosen = layers_of(method, n, layers) if gc == "full" else set(range(layers))
+
+    def wrapped(function: Any, *args: Any) -> Any:
+        extra = {"context_fn": lambda: create_selective_checkpoint_contexts(torchtitan_policy())} if gc == "op" else {}
+        return checkpoint(function, *args, use_reentrant=False, **extra)
+
+    for i, layer in enumerate(model.model.layers):
+        layer.gradient_checkpointing = i in chosen
+        layer._gradient_checkpointing_func = wrapped
+    with set_checkpoint_early_stop(False):
+        measured_flops = counted(model, backward=True)
+    forward = forward_flops(arch, inventory, FLOP_SEQ)
+    share = recomputed_share(arch, layer_modules(arch, inventory), mode=gc, method=method, n=n, kernel="eager",
+                             in_layers=forward.in_layers, attention=forward.attention)
+    return training_flops(arch, forward, checkpointing=gc, recomputed=share).hardware, measured_flops
+
+
 def main() -> None:
-    print(f"tiny {MODEL} ({LAYERS} layers, b={B}, s={S}, bf16, SDPA, CPU)")
+    print(f"tiny {MODEL} ({LAYERS} layers, b={B}, s={S}, bf16, SDPA, CPU): bytes kept for backward")
     print(f"{'checkpointing':18} {'predicted':>11} {'measured':>11} {'error':>8}")
     for label, pred, meas in rows():
         print(f"{label:18} {pred:11,} {meas:11,} {pred / meas - 1:+8.2%}")
+    print(f"\ntiny {MODEL} (2 layers, fp32, eager, CPU): matmul FLOPs per token of a step, FlopCounterMode")
+    print(f"{'checkpointing':18} {'predicted':>11} {'measured':>11} {'error':>8}")
+    for gc, method, n in (("op", "uniform", 1), ("full", "uniform", 1), ("full", "every", 2), ("full", "block", 1)):
+        pred, meas = step_flops(gc, method, n)
+        label = gc if gc == "op" else f"full {method} {n}"
+        print(f"{label:18} {pred:11,.0f} {meas:11,.0f} {pred / meas - 1:+8.2%}")
 
 
 if __name__ == "__main__":

@@ -61,12 +61,15 @@ def test_block_counts_per_pipeline_stage() -> None:
 
 def test_layer_and_op_checkpointing_against_a_real_forward() -> None:
     """torchtitan's every-2nd-layer and per-op policies on a 2-layer tiny Llama, measured (torch.utils.checkpoint,
-    non-reentrant, with torchtitan's selective-checkpoint policy) within 5% of hfmem's saved bytes."""
+    non-reentrant, with torchtitan's selective-checkpoint policy) within 5% of hfmem's saved bytes, and the per-op
+    step's matmul FLOPs (what it recomputes included) within 1%."""
     pytest.importorskip("transformers")
-    from checkpoint_granularity import layers_of, measured, predicted
+    from checkpoint_granularity import layers_of, measured, predicted, step_flops
     from saved_activations import build_model
 
     for gc, method, n in (("full", "every", 2), ("op", "uniform", 1)):
         model = build_model(tiny_config("meta-llama/Meta-Llama-3-8B", 2), "sdpa")
         got = measured(model, layers_of(method, n, 2), op_level=gc == "op")
         assert predicted(gc, method, n, layers=2) == pytest.approx(got, rel=0.05)
+    expected_flops, counted_flops = step_flops("op", "uniform", 1)  # what the backward recomputes, FlopCounterMode
+    assert expected_flops == pytest.approx(counted_flops, rel=0.01)
