@@ -21,7 +21,7 @@ from typing import Any
 
 from hfmem.errors import InvalidInputError
 from hfmem.memory.activations import ActivationEstimate, LayerActivation
-from hfmem.memory.activations.recompute import stage_checkpointing
+from hfmem.memory.activations.recompute import stage_checkpointing, tensor_parallel_notes
 from hfmem.memory.model_state import ModelState, ParameterSplit
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
@@ -249,6 +249,7 @@ def rank_activations(act: ActivationEstimate, arch: Architecture, layout: Layout
         act, layers=tuple(kinds),
         embedding=round(act.embedding * flight / residual) if first else 0,
         checkpoint_inputs=round(ckpt_inputs * flight / residual), kept_share=kept_share,
+        notes=act.notes + tensor_parallel_notes(act, layout.tp),
         final=round(final * flight), loss=round(loss * flight), loss_peak=round(act.loss_peak / vocab) if last else 0,
         recompute=round(act.recompute * ratio * group),
         adjustments=round(act.adjustments * ratio * flight) if first else 0,

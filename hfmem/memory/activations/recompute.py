@@ -98,3 +98,12 @@ def recomputed_share(arch: Architecture, modules: tuple[LayerModules, LayerModul
                     for kind, mlp_kind, count in plan if kind != "mamba")
         return max(0.0, 1 - (saved + (attention if kernel == "sdpa" else 0)) / in_layers)
     return 1.0
+
+
+def tensor_parallel_notes(act: ActivationEstimate, tp: int) -> tuple[str, ...]:
+    """What per-op checkpointing's saved outputs leave out under tensor parallelism (not measured on CPU yet)."""
+    if act.gradient_checkpointing != "op" or tp <= 1:
+        return ()
+    return ("per-op checkpointing under TP: its saved outputs are split as the residual stream is; a row-parallel "
+            "matmul's saved output is the whole sequence's partial sum before its reduce-scatter (whose output the "
+            "policy saves too), which is not counted",)
