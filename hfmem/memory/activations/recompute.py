@@ -48,7 +48,11 @@ def coverage(method: str, n: int, layers: int, chunks: int = 1) -> Coverage:
 
 
 def _forward_matmuls(mods: LayerModules) -> list[tuple[int, int]]:
-    """(in, out) features of a layer's aten.mm calls in forward order, routed experts and the router aside."""
+    """(in, out) features of a layer's aten.mm calls, in the order of its attention inputs, MLA's up-projections,
+    attention output, then the MLP's (or the shared experts') inputs and outputs: the forward order of Llama-like
+    layers, not of MLA's (q_a, q_b, kv_a, kv_b). Routed experts run grouped matmuls (not aten.mm) and the router is
+    force-recomputed (per_op_sac_force_recompute_mm_shapes_by_fqns, job_config.py:661 at 238fa99): neither counts.
+    Biased linears run aten.addmm, off the save list, which is not modelled (torchtitan's models have no biases)."""
     order = (*mods.attn_in, *mods.q_b, *mods.kv_b, *mods.attn_out, *mods.shared_in, *mods.mlp_in,
              *mods.shared_out, *mods.mlp_out)
     return [(m.in_features, m.out_features) for m in order for _ in range(max(1, round(m.per_layer)))]
@@ -62,10 +66,8 @@ def op_saved_matmul_flops(mods: LayerModules) -> float:
 def op_saved_per_token(mods: LayerModules, *, p: int, r: int, hidden: int, attention_out: float,
                        attention_saved: bool) -> float:
     """Bytes per token one layer keeps under per-op selective checkpointing: its input (`r`-byte residual), the
-    outputs of the 1st, 3rd, ... matmul in forward order (attention projections, then the MLP's, each counted once
-    per token: routed experts run grouped matmuls, not aten.mm, and the router is force-recomputed by torchtitan's
-    per_op_sac_force_recompute_mm_shapes_by_fqns default) and, when the attention kernel is one of the saved SDPA
-    ops, its output and logsumexp (`attention_out` bytes per token)."""
+    outputs of the 1st, 3rd, ... of its matmuls (`_forward_matmuls`) and, when the attention kernel is one of the
+    saved SDPA ops, its output and logsumexp (`attention_out` bytes per token)."""
     saved = sum(o for n, (_, o) in enumerate(_forward_matmuls(mods)) if n % 2 == 0)
     return r * hidden + p * saved + (attention_out if attention_saved else 0)
 

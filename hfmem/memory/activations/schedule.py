@@ -86,7 +86,8 @@ def checkpointing(spec: ActivationSpec, settings: ActivationSettings, layers: li
 
 
 def op_layer_saved(spec: ActivationSpec, kind: str, mlp_kind: str) -> float:
-    """Bytes per token one layer of a kind keeps under per-op checkpointing: a Mamba layer its input only."""
+    """Bytes per token one layer of a kind keeps under per-op checkpointing; a Mamba layer is counted at its input
+    only (what the policy saves of its projections and scan kernel is not modelled)."""
     arch = spec.arch
     if kind == "mamba":
         return spec.r * arch.hidden_size
