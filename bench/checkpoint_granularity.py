@@ -53,9 +53,10 @@ OPS = torch.ops.aten
 SAVE_LIST = {OPS.mm.default, OPS._scaled_dot_product_efficient_attention.default,
              OPS._scaled_dot_product_flash_attention.default, OPS._scaled_dot_product_cudnn_attention.default,
              OPS._scaled_dot_product_attention_math.default, OPS.max.default,
+             torch.ops._c10d_functional.reduce_scatter_tensor.default,
              OPS._scaled_dot_product_flash_attention_for_cpu.default}
-"""torchtitan's _op_sac_save_list as it resolves on CPU without c10d functional ops or flex attention (neither
-runs in a single-process Llama forward), plus CPU's flash SDPA kernel."""
+"""torchtitan's _op_sac_save_list as it resolves on CPU without flex attention and the compiled-code and varlen
+ops (none runs in a transformers Llama forward), plus CPU's flash SDPA kernel."""
 
 
 def torchtitan_policy() -> Any:

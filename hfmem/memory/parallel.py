@@ -242,14 +242,16 @@ def rank_activations(act: ActivationEstimate, arch: Architecture, layout: Layout
     ratio = after / before if before else 1.0
     residual = layout.cp * (layout.tp if layout.sequence_parallel != "off" else 1)
     vocab = layout.cp * layout.tp
-    ckpt_inputs, kept_share, group = stage_checkpointing(act, total_count, own, layout.vpp)
+    sp = layout.sequence_parallel != "off"
+    ckpt_inputs, kept_share, group, op_extra = stage_checkpointing(act, total_count, own, layout.vpp, tp=layout.tp,
+                                                                   sequence_parallel=sp, cp=layout.cp)
     final = act.final / residual if last else 0  # one micro-batch's; the last stage keeps `flight` of them
     loss = act.loss / vocab if last else 0
     return replace(
         act, layers=tuple(kinds),
         embedding=round(act.embedding * flight / residual) if first else 0,
-        checkpoint_inputs=round(ckpt_inputs * flight / residual), kept_share=kept_share,
-        notes=act.notes + tensor_parallel_notes(act, layout.tp),
+        checkpoint_inputs=round((ckpt_inputs / residual + op_extra) * flight), kept_share=kept_share,
+        notes=act.notes + tensor_parallel_notes(act, layout.tp, sp),
         final=round(final * flight), loss=round(loss * flight), loss_peak=round(act.loss_peak / vocab) if last else 0,
         recompute=round(act.recompute * ratio * group),
         adjustments=round(act.adjustments * ratio * flight) if first else 0,

@@ -62,6 +62,8 @@ def estimate_activations(arch: Architecture, inventory: Inventory, settings: Act
         kept_share=ckpt.kept_share,
         checkpoint_method=settings.checkpoint_method,
         checkpoint_layers=settings.checkpoint_layers,
+        op_row_saved=ckpt.row_parallel[0],
+        op_row_outputs=ckpt.row_parallel[1],
         offloaded=offloaded,
         retained=retained,
         dequant_workspace=settings.dequant_workspace,

@@ -47,20 +47,23 @@ def coverage(method: str, n: int, layers: int, chunks: int = 1) -> Coverage:
     raise ValueError(f"unknown checkpoint method {method!r}")
 
 
-def _forward_matmuls(mods: LayerModules) -> list[tuple[int, int]]:
-    """(in, out) features of a layer's aten.mm calls, in the order of its attention inputs, MLA's up-projections,
-    attention output, then the MLP's (or the shared experts') inputs and outputs: the forward order of Llama-like
-    layers, not of MLA's (q_a, q_b, kv_a, kv_b). Routed experts run grouped matmuls (not aten.mm) and the router is
-    force-recomputed (per_op_sac_force_recompute_mm_shapes_by_fqns, job_config.py:661 at 238fa99): neither counts.
-    Biased linears run aten.addmm, off the save list, which is not modelled (torchtitan's models have no biases)."""
-    order = (*mods.attn_in, *mods.q_b, *mods.kv_b, *mods.attn_out, *mods.shared_in, *mods.mlp_in,
-             *mods.shared_out, *mods.mlp_out)
-    return [(m.in_features, m.out_features) for m in order for _ in range(max(1, round(m.per_layer)))]
+def _forward_matmuls(mods: LayerModules) -> list[tuple[int, int, bool]]:
+    """(in, out, row-parallel) of a layer's aten.mm calls, in the order of its attention inputs, MLA's
+    up-projections, attention output, then the MLP's (or the shared experts') inputs and outputs: the forward order
+    of Llama-like layers, not of MLA's (q_a, q_b, kv_a, kv_b). Row-parallel: the attention output and MLP output
+    projections (torchtitan's and Megatron's TP plans split them by rows). Routed experts run grouped matmuls (not
+    aten.mm) and the router is force-recomputed (per_op_sac_force_recompute_mm_shapes_by_fqns, job_config.py:661 at
+    238fa99): neither counts. Biased linears run aten.addmm, off the save list, which is not modelled (torchtitan's
+    models have no biases)."""
+    roles = ((mods.attn_in, False), (mods.q_b, False), (mods.kv_b, False), (mods.attn_out, True),
+             (mods.shared_in, False), (mods.mlp_in, False), (mods.shared_out, True), (mods.mlp_out, True))
+    return [(m.in_features, m.out_features, row) for group, row in roles for m in group
+            for _ in range(max(1, round(m.per_layer)))]
 
 
 def op_saved_matmul_flops(mods: LayerModules) -> float:
     """Forward FLOPs per token of the matmuls per-op checkpointing saves in a layer (the 1st, 3rd, ...)."""
-    return sum(2 * i * o for n, (i, o) in enumerate(_forward_matmuls(mods)) if n % 2 == 0)
+    return sum(2 * i * o for n, (i, o, _) in enumerate(_forward_matmuls(mods)) if n % 2 == 0)
 
 
 def op_saved_per_token(mods: LayerModules, *, p: int, r: int, hidden: int, attention_out: float,
@@ -68,21 +71,37 @@ def op_saved_per_token(mods: LayerModules, *, p: int, r: int, hidden: int, atten
     """Bytes per token one layer keeps under per-op selective checkpointing: its input (`r`-byte residual), the
     outputs of the 1st, 3rd, ... of its matmuls (`_forward_matmuls`) and, when the attention kernel is one of the
     saved SDPA ops, its output and logsumexp (`attention_out` bytes per token)."""
-    saved = sum(o for n, (_, o) in enumerate(_forward_matmuls(mods)) if n % 2 == 0)
+    saved = sum(o for n, (_, o, _) in enumerate(_forward_matmuls(mods)) if n % 2 == 0)
     return r * hidden + p * saved + (attention_out if attention_saved else 0)
 
 
-def stage_checkpointing(act: ActivationEstimate, layers: int, own: int, chunks: int) -> tuple[float, float, float]:
+def op_row_parallel_per_token(mods: LayerModules, *, p: int, hidden: int) -> tuple[float, float]:
+    """Under TP with sequence parallelism, per token of a layer: the bytes of the row-parallel matmul outputs
+    per-op checkpointing saves (each rank's is the whole sequence's partial sum, before the reduce-scatter), and
+    those of the reduce-scatters' outputs, which torchtitan's save list keeps as well (whole, before the split)."""
+    matmuls = _forward_matmuls(mods)
+    saved = sum(o for n, (_, o, row) in enumerate(matmuls) if row and n % 2 == 0)
+    return p * saved, p * hidden * sum(1 for _, _, row in matmuls if row)
+
+
+def stage_checkpointing(act: ActivationEstimate, layers: int, own: int, chunks: int, *, tp: int = 1,
+                        sequence_parallel: bool = False, cp: int = 1) -> tuple[float, float, float, float]:
     """For a pipeline stage holding `own` of the `layers` decoder layers in `chunks` model chunks: one micro-batch's
-    checkpointed bytes on it, the share of its layers saved whole, and its recompute against the whole model's
-    (Megatron's block method recomputes the first layers of every stage, so a stage's share is not own / layers)."""
+    checkpointed bytes on it (before the split of the residual stream), the share of its layers saved whole, its
+    recompute against the whole model's (Megatron's block method recomputes the first layers of every stage, so a
+    stage's share is not own / layers), and, under per-op checkpointing with TP and sequence parallelism, the
+    bytes its rank keeps beyond that split (`op_row_parallel_per_token`), per micro-batch."""
     if act.gradient_checkpointing != "full" or layers <= 0:
-        return act.checkpoint_inputs * own / max(1, layers), act.kept_share, 1.0
+        share = own / max(1, layers)
+        extra = 0.0
+        if act.gradient_checkpointing == "op" and tp > 1 and sequence_parallel:
+            extra = (act.op_row_saved * (1 - 1 / tp) + act.op_row_outputs / tp) / cp * share
+        return act.checkpoint_inputs * share, act.kept_share, 1.0, extra
     whole = coverage(act.checkpoint_method, act.checkpoint_layers, layers)
     stage = coverage(act.checkpoint_method, act.checkpoint_layers, own, chunks)
     per_unit = act.checkpoint_inputs / whole.units if whole.units else 0.0
     kept = 1 - stage.covered / own if own else 0.0
-    return per_unit * stage.units, kept, stage.group / whole.group if whole.group else 1.0
+    return per_unit * stage.units, kept, stage.group / whole.group if whole.group else 1.0, 0.0
 
 
 def recomputed_share(arch: Architecture, modules: tuple[LayerModules, LayerModules], *, mode: str, method: str,
@@ -102,10 +121,11 @@ def recomputed_share(arch: Architecture, modules: tuple[LayerModules, LayerModul
     return 1.0
 
 
-def tensor_parallel_notes(act: ActivationEstimate, tp: int) -> tuple[str, ...]:
-    """What per-op checkpointing's saved outputs leave out under tensor parallelism (not measured on CPU yet)."""
-    if act.gradient_checkpointing != "op" or tp <= 1:
+def tensor_parallel_notes(act: ActivationEstimate, tp: int, sequence_parallel: bool) -> tuple[str, ...]:
+    """What per-op checkpointing's saved outputs leave out under tensor parallelism without sequence parallelism
+    (not measured)."""
+    if act.gradient_checkpointing != "op" or tp <= 1 or sequence_parallel:
         return ()
-    return ("per-op checkpointing under TP: its saved outputs are split as the residual stream is; a row-parallel "
-            "matmul's saved output is the whole sequence's partial sum before its reduce-scatter (whose output the "
-            "policy saves too), which is not counted",)
+    return ("per-op checkpointing under TP without sequence parallelism: its saved outputs are counted whole on "
+            "every rank, the column-parallel matmuls' shards and the row-parallel ones' whole-sequence partial sums "
+            "alike (measured with sequence parallelism only)",)

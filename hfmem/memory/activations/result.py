@@ -72,6 +72,12 @@ class ActivationEstimate:
     """Which layers full checkpointing recomputes (TrainingSettings.checkpoint_method)."""
     checkpoint_layers: int = 1
     """The count checkpoint_method reads (TrainingSettings.checkpoint_layers)."""
+    op_row_saved: int = 0
+    """Per-op checkpointing: the saved row-parallel matmul outputs (in checkpoint_inputs), which under TP with
+    sequence parallelism every rank keeps whole (partial sums before the reduce-scatter)."""
+    op_row_outputs: int = 0
+    """Per-op checkpointing: the row-parallel projections' outputs (hidden-sized), whose reduce-scatter outputs
+    torchtitan's save list keeps under TP with sequence parallelism."""
     offloaded: int = 0
     """With activation offloading: saved bytes held in CPU pinned memory instead of on the GPU."""
     retained: int = 0

@@ -8,7 +8,7 @@ from hfmem.memory.activations.head import head_keeps_input
 from hfmem.memory.activations.layer import attends_sliding, layer_at
 from hfmem.memory.activations.linears import dequantized_weights
 from hfmem.memory.activations.ops import FUSED_KERNELS, mask_bytes
-from hfmem.memory.activations.recompute import coverage, op_saved_per_token
+from hfmem.memory.activations.recompute import coverage, op_row_parallel_per_token, op_saved_per_token
 from hfmem.memory.activations.result import LayerActivation, body_bytes
 from hfmem.memory.activations.spec import ActivationSettings, ActivationSpec
 from hfmem.memory.activations.structure import LayerModules
@@ -27,6 +27,9 @@ class Checkpointing(NamedTuple):
     closure: int
     """Under full checkpointing, the 4-D mask kept by the recompute closure: eager attention's additive mask in
     the compute dtype (and the positions), SDPA's boolean mask when there is one (padding, a sliding window)."""
+    row_parallel: tuple[int, int] = (0, 0)
+    """With per-op checkpointing: the saved row-parallel matmul outputs and the row-parallel projections' outputs
+    (ActivationEstimate.op_row_saved, op_row_outputs)."""
 
 
 def first_layer_adjustment(spec: ActivationSpec, settings: ActivationSettings, cache: dict, notes: list[str]) -> int:
@@ -56,7 +59,7 @@ def checkpointing(spec: ActivationSpec, settings: ActivationSettings, layers: li
     each layer's input and the outputs torchtitan's policy saves, and recomputes the rest of one layer at a time."""
     b, s = settings.micro_batch_size, settings.seq_len
     mode = settings.gradient_checkpointing
-    inputs, recompute, closure, kept = 0.0, 0, 0, 0.0
+    inputs, recompute, closure, kept, row_parallel = 0.0, 0, 0, 0.0, (0, 0)
     largest = max((layer.bytes for layer in layers), default=0)
     if mode in ("full", "op"):
         if spec.kernel == "eager":
@@ -74,6 +77,10 @@ def checkpointing(spec: ActivationSpec, settings: ActivationSettings, layers: li
             closure = 0
     elif mode == "op":
         inputs = b * s * sum(count * op_layer_saved(spec, kind, mlp_kind) for kind, mlp_kind, count in spec.plan)
+        rows = [(count, op_row_parallel_per_token(spec.modules(mlp_kind), p=spec.p, hidden=spec.arch.hidden_size))
+                for kind, mlp_kind, count in spec.plan if kind != "mamba"]
+        row_parallel = (round(b * s * sum(c * saved for c, (saved, _) in rows)),
+                        round(b * s * sum(c * outputs for c, (_, outputs) in rows)))
         recompute = largest
         if spec.kernel != "sdpa":
             notes.append("per-op checkpointing recomputes the attention kernel: only SDPA's kernels are on "
@@ -82,7 +89,8 @@ def checkpointing(spec: ActivationSpec, settings: ActivationSettings, layers: li
         recompute = max((layer.attention_core_bytes for layer in layers), default=0)
         if spec.kernel in FUSED_KERNELS:
             notes.append("selective checkpointing changes nothing with a fused attention kernel (no a·s² tensors)")
-    return Checkpointing(round(inputs), recompute + settings.dequant_workspace, kept_share=kept, closure=closure)
+    return Checkpointing(round(inputs), recompute + settings.dequant_workspace, kept_share=kept, closure=closure,
+                         row_parallel=row_parallel)
 
 
 def op_layer_saved(spec: ActivationSpec, kind: str, mlp_kind: str) -> float:
