@@ -744,6 +744,14 @@ def test_megatron_argument_file_with_continuations_and_variables(tmp_path):
     assert "tp" not in config.values and not config.unmodelled
     assert config.unresolved == {"--tensor-model-parallel-size": "$TP is a variable the file does not assign a "
                                                                  "literal to"}
+    block = tmp_path / "block.sh"
+    block.write_text("pretrain_gpt.py --tensor-model-parallel-size 1 --recompute-granularity full "
+                     "--recompute-method block --recompute-num-layers 3\n")
+    v = read_config(block).values
+    assert (v["gradient_checkpointing"], v["checkpoint_method"], v["checkpoint_layers"]) == ("full", "block", 3)
+    block.write_text("pretrain_gpt.py --tensor-model-parallel-size 1 --recompute-granularity full "
+                     "--recompute-method stripes\n")
+    refused(block, "--recompute-method", "uniform or block")
 
 
 def test_an_argument_list_without_megatron_flags_is_refused(tmp_path):
@@ -772,11 +780,12 @@ def test_torchtitan_llama3_70b():
 
 
 @pytest.mark.parametrize("name", ["llama3_8b.toml", "deepseek_v3_16b.toml"])
-def test_torchtitan_selective_checkpointing_is_reported(name):
+def test_torchtitan_selective_checkpointing_is_read(name):
     config = read(f"torchtitan/{name}")
     file = tomllib.loads((ROOT / "torchtitan" / name).read_text())
-    assert file["activation_checkpoint"]["mode"] == "selective"
-    assert "gradient_checkpointing" not in config.values and "activation_checkpoint.mode" in config.unmodelled
+    assert file["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
+    assert config.values["gradient_checkpointing"] == "op"
+    assert not any(key.startswith("activation_checkpoint") for key in config.unmodelled)
     assert config.values.get("ep", 1) == file["parallelism"].get("expert_parallel_degree", 1)
     assert "pp_schedule" not in config.values  # Interleaved1F1B is named, but there is no pipeline (degree 1)
 
@@ -792,6 +801,12 @@ def test_torchtitan_pipeline_micro_batches_gpus_and_precision(tmp_path):
     assert v["num_gpus"] == 2 * 4 * 2 * 2 and (v["micro_batch_size"], v["gradient_accumulation_steps"]) == (2, 4)
     assert (v["pp_schedule"], v["cp_kind"], v["dtype"]) == ("gpipe", "all-to-all", "bf16-pure")
     assert v["gradient_checkpointing"] == "off"
+    for option, expected in (("3", ("full", "every", 3)), ("0", ("full", "uniform", 1))):
+        path.write_text(f'[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "{option}"\n')
+        v = read_config(path).values
+        assert (v["gradient_checkpointing"], v["checkpoint_method"], v["checkpoint_layers"]) == expected
+    path.write_text('[activation_checkpoint]\nselective_ac_option = "every"\n')
+    refused(path, "activation_checkpoint.selective_ac_option", "op or a layer interval")
     ddp = tmp_path / "ddp.toml"
     ddp.write_text("[parallelism]\ndata_parallel_replicate_degree = 4\ndata_parallel_shard_degree = 1\n")
     v = read_config(ddp).values
@@ -828,6 +843,12 @@ def test_nemo_run_serialised_recipe(tmp_path):
         "optim": {"config": {"optimizer": "adam", "use_distributed_optimizer": True}},
         "data": {"micro_batch_size": 1, "global_batch_size": 128, "seq_length": 8192},
         "model": {"config": {"recompute_granularity": "selective"}}}))
+    uniform = tmp_path / "uniform.yaml"
+    uniform.write_text(yaml.safe_dump({"trainer": {"strategy": {
+        "_target_": "nemo.lightning.pytorch.strategies.megatron_strategy.MegatronStrategy"}}, "model": {"config": {
+        "recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 4}}}))
+    v = read_config(uniform).values
+    assert (v["gradient_checkpointing"], v["checkpoint_method"], v["checkpoint_layers"]) == ("full", "uniform", 4)
     v = read_config(path).values
     assert (v["tp"], v["pp"], v["vpp"], v["pp_schedule"]) == (4, 4, 5, "interleaved")
     assert v["num_gpus"] == 32 and v["gradient_accumulation_steps"] == 128 // (1 * 32 // 16)

@@ -32,7 +32,7 @@ NOT_TEXT = frozenset({"vision", "projector"})
 BIDIRECTIONAL = frozenset({"bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert", "deberta",
                            "deberta-v2"})
 """Encoder-only model types: every token attends to every token, there is no causal mask to skip."""
-CHECKPOINTING = ("off", "full", "selective")
+CHECKPOINTING = ("off", "full", "selective", "op")
 """The recomputation schemes counted (the values of TrainingSettings.gradient_checkpointing)."""
 METHODS = ("full", "lora", "qlora")
 """What is trained (the values of TrainingSettings.method): every weight, or adapters on a frozen base."""
@@ -203,7 +203,8 @@ def forward_flops(arch: Architecture, inventory: Inventory, seq_len: int, *, ski
 
 
 def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "full",
-                   adapters: tuple[LinearGroup, ...] = (), rank: int = 0, checkpointing: str = "off") -> TrainingFlops:
+                   adapters: tuple[LinearGroup, ...] = (), rank: int = 0, checkpointing: str = "off",
+                   recomputed: float = 1.0) -> TrainingFlops:
     """Matmul FLOPs per token of forward, backward and recomputation for a training method.
 
     full: every linear computes its input and its weight gradient (3 forwards in all). lora/qlora: the frozen
@@ -215,7 +216,9 @@ def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "
     projections skip theirs. Full checkpointing is counted as a whole-layer recompute (reentrant checkpointing);
     torch's non-reentrant checkpoint, transformers 5's default, stops recomputing once the last saved tensor is
     rebuilt and so skips a layer's final matmul when nothing saves its output (Llama's down_proj: 3.65 instead of
-    3.87 forwards for the 2-layer tiny Llama under FlopCounterMode), which is not modelled.
+    3.87 forwards for the 2-layer tiny Llama under FlopCounterMode), which is not modelled. `recomputed`: the
+    share of the layers' forward that full checkpointing recomputes (the layers inside checkpointed regions), or
+    that per-op checkpointing does (what its policy does not save).
     """
     if method not in METHODS:
         raise InvalidInputError(f"unknown training method {method!r}; expected one of {', '.join(METHODS)}.")
@@ -227,7 +230,8 @@ def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "
     extra = [adapter_flops(g, arch, rank) for g in chosen]
     extra_in_layers = sum(f for g, f in zip(chosen, extra, strict=True) if g.component not in OUTSIDE_LAYERS)
     adapter = sum(extra)
-    recompute = {"off": 0.0, "full": forward.in_layers + extra_in_layers, "selective": forward.attention}[checkpointing]
+    recompute = {"off": 0.0, "full": recomputed * (forward.in_layers + extra_in_layers),
+                 "selective": forward.attention, "op": recomputed * forward.in_layers}[checkpointing]
     return TrainingFlops(
         forward=forward.total + adapter,
         backward_input=forward.linear + adapter + 2 * forward.attention,

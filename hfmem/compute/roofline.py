@@ -272,10 +272,11 @@ def layout_transfers(*, dp: int = 1, tp: int = 1, cp: int = 1, ep: int = 1, pp: 
 
 def weight_passes(checkpointing: str) -> int:
     """Times each weight is read per micro-batch: forward, backward (the input gradient), and the recomputed forward
-    of full checkpointing. QLoRA dequantises its NF4 weights once per pass."""
+    of full or per-op checkpointing (counted whole: per-op checkpointing recomputes about half the matmuls, a
+    partial full checkpointing some layers). QLoRA dequantises its NF4 weights once per pass."""
     if checkpointing not in CHECKPOINTING:
         raise InvalidInputError(f"unknown checkpointing {checkpointing!r}; expected one of {', '.join(CHECKPOINTING)}.")
-    return 3 if checkpointing == "full" else 2
+    return 3 if checkpointing in ("full", "op") else 2
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,8 @@ def batches(d: Draft, gpus: int | None) -> None:
 
 
 def recompute(d: Draft) -> None:
-    """--recompute-granularity full (every layer, uniform 1) or selective; --recompute-activations is selective."""
+    """--recompute-granularity full (--recompute-method uniform or block over --recompute-num-layers) or selective;
+    --recompute-activations is selective."""
     granularity = literal(d, "--recompute-granularity")
     if d.boolean("--recompute-activations"):
         granularity = granularity or "selective"
@@ -224,12 +225,8 @@ def recompute(d: Draft) -> None:
     if granularity == "selective":
         d.set("gradient_checkpointing", "selective", source)
     elif granularity == "full":
-        method, layers = literal(d, "--recompute-method"), literal(d, "--recompute-num-layers")
-        if method == "uniform" and layers in (None, 1):
-            d.set("gradient_checkpointing", "full", "--recompute-method uniform")
-        else:  # block: only the first N layers of each stage; uniform N: groups of N layers recomputed together
-            d.unmodelled("--recompute-method")
-        d.know("--recompute-num-layers")
+        full_recompute(d, literal(d, "--recompute-method"), literal(d, "--recompute-num-layers"),
+                       "--recompute-method", "--recompute-num-layers")
     else:
         raise d.fail("--recompute-granularity", "full or selective", granularity)
 
@@ -243,3 +240,19 @@ def dimensions(d: Draft) -> None:
     groups = d.raw("--num-query-groups") if d.raw("--group-query-attention") else heads
     if isinstance(groups, int) and not isinstance(groups, bool):
         d.architecture["num_key_value_heads"] = groups
+
+
+def full_recompute(d: Draft, method: Any, layers: Any, method_key: str, layers_key: str) -> None:
+    """Full recomputation's method and layer count, as Megatron-LM's --recompute-method and --recompute-num-layers
+    (uniform: groups of N layers; block: the first N layers of each pipeline stage's model chunk). Megatron-core
+    requires both with full granularity (transformer_config.py:1908-1922); one left out keeps hfmem's default
+    (uniform, 1: every layer on its own)."""
+    d.set("gradient_checkpointing", "full", method_key if method is not None else layers_key)
+    if method is not None:
+        if str(method) not in ("uniform", "block"):
+            raise d.fail(method_key, "uniform or block", method)
+        d.set("checkpoint_method", str(method), method_key)
+    if layers is not None:
+        if isinstance(layers, bool) or not str(layers).isdigit() or int(layers) < 1:
+            raise d.fail(layers_key, "a positive integer", layers)
+        d.set("checkpoint_layers", int(layers), layers_key)

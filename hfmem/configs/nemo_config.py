@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from hfmem.configs.draft import Draft
+from hfmem.configs.megatron_args import full_recompute
 
 PRECISIONS = {"bf16-mixed": "bf16", "bf16": "bf16", "16-mixed": "fp16", "fp16-mixed": "fp16", "32": "fp32",
               "32-true": "fp32", "bf16-true": "bf16-pure"}
@@ -185,7 +186,8 @@ def peft(d: Draft) -> None:
 
 
 def recompute(d: Draft) -> None:
-    """model.config.recompute_granularity: full with the uniform method over single layers, or selective."""
+    """model.config.recompute_granularity: full (Megatron-core's recompute_method and recompute_num_layers, read as
+    Megatron-LM's flags are) or selective."""
     granularity = plain(d, "model.config.recompute_granularity")
     if granularity is None:
         d.know("model.config.recompute_method", "model.config.recompute_num_layers")
@@ -193,7 +195,7 @@ def recompute(d: Draft) -> None:
     method, layers = plain(d, "model.config.recompute_method"), plain(d, "model.config.recompute_num_layers")
     if granularity == "selective":
         d.set("gradient_checkpointing", "selective", "model.config.recompute_granularity")
-    elif granularity == "full" and method == "uniform" and layers in (None, 1):
-        d.set("gradient_checkpointing", "full", "model.config.recompute_granularity")
+    elif granularity == "full":
+        full_recompute(d, method, layers, "model.config.recompute_method", "model.config.recompute_num_layers")
     else:
         d.unmodelled("model.config.recompute_granularity")

@@ -4,7 +4,7 @@ Field names and defaults are torchtitan/config/job_config.py's at 238fa99, the l
 data_parallel_shard_degree -1 (FSDP2 over the GPUs the other dimensions leave), training.dtype float32 with
 mixed_precision_param bfloat16 (fp32 shards under FSDP's bf16 compute; torch.autocast when nothing is sharded,
 L282-L287), pipeline_parallel_microbatch_size 1 (the local batch split into micro-batches when PP is on), context
-parallel K/V all-gathered, selective activation checkpointing (every second layer: not modelled).
+parallel K/V all-gathered, selective activation checkpointing (every second layer checkpointed whole).
 """
 
 from __future__ import annotations
@@ -150,18 +150,31 @@ def training(d: Draft, gpus: int | None) -> None:
 
 
 def checkpointing(d: Draft) -> None:
-    """activation_checkpoint.mode full or none; selective (every n-th layer, or per-op) and memory_budget are not
-    modelled."""
-    mode = (d.text("activation_checkpoint.mode") or "selective").lower()
-    if mode in CHECKPOINTING:
-        d.set("gradient_checkpointing", CHECKPOINTING[mode], "activation_checkpoint.mode")
-    elif mode == "selective" and d.text("activation_checkpoint.selective_ac_option") == "1":
-        d.set("gradient_checkpointing", "full", "activation_checkpoint.selective_ac_option")
-    else:
-        d.unmodelled("activation_checkpoint.mode")
-    d.know("activation_checkpoint.selective_ac_option", "activation_checkpoint.memory_budget",
-           "activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns",
+    """activation_checkpoint.mode full or none; selective with selective_ac_option a layer interval (every n-th
+    layer checkpointed whole, 0 every layer: activation_checkpoint.py:27-49) or op (per-op selective); nothing
+    stated leaves the profile's default (selective, every second layer); memory_budget is not modelled."""
+    mode = d.text("activation_checkpoint.mode")
+    raw = d.raw("activation_checkpoint.selective_ac_option")
+    option = None if raw is None else str(raw).strip().lower()
+    d.know("activation_checkpoint.memory_budget", "activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns",
            "activation_checkpoint.visualize_memory_budget_pareto")
+    if mode is None and option is None:
+        return
+    mode = (mode or "selective").lower()
+    source = "activation_checkpoint.mode" if d.raw("activation_checkpoint.mode") else "activation_checkpoint"
+    if mode in CHECKPOINTING:
+        d.set("gradient_checkpointing", CHECKPOINTING[mode], source)
+    elif mode != "selective":
+        d.unmodelled("activation_checkpoint.mode")
+    elif option == "op":
+        d.set("gradient_checkpointing", "op", "activation_checkpoint.selective_ac_option")
+    elif option is None or option.isdigit():
+        interval = int(option or "2")
+        d.set("gradient_checkpointing", "full", "activation_checkpoint.selective_ac_option")
+        d.set("checkpoint_method", "every" if interval > 1 else "uniform", "activation_checkpoint.selective_ac_option")
+        d.set("checkpoint_layers", max(1, interval), "activation_checkpoint.selective_ac_option")
+    else:
+        raise d.fail("activation_checkpoint.selective_ac_option", "op or a layer interval", raw)
 
 
 def optimizer(d: Draft) -> None:

@@ -44,14 +44,20 @@ PROFILE = Profile(
         Default("cp_kind", "all-gather", JOB + "#L446",
                 "context_parallel_rotate_method allgather: every rank's K/V gathered for the layer"),
         Default("pp_schedule", "1f1b", JOB + "#L396", "pipeline_parallel_schedule 1F1B"),
+        Default("gradient_checkpointing", "full", JOB + "#L652",
+                "activation_checkpoint.mode selective with selective_ac_option \"2\" (L655): layer-selective "
+                "checkpointing, each layer whose count is a multiple of 2 wrapped in a full checkpoint "
+                "(distributed/activation_checkpoint.py L27-L49)"),
+        Default("checkpoint_method", "every", TORCHTITAN + "distributed/activation_checkpoint.py#L39",
+                "ac_freq = int(selective_ac_option); every ac_freq-th layer checkpointed, the others saving "
+                "everything"),
+        Default("checkpoint_layers", 2, JOB + "#L655", "selective_ac_option \"2\": every second layer"),
         Default("compile_layers", False, JOB + "#L722", "compile.enable false: the layers run eagerly"),
         Default("compile_loss", False, JOB + "#L722", "compile.enable false: the loss runs eagerly"),
     ),
 )
 
 NOT_MODELLED: tuple[str, ...] = (
-    "activation_checkpoint.mode defaults to selective with selective_ac_option 2: every second layer is "
-    "checkpointed whole, which no gradient_checkpointing value expresses (full or off are): " + JOB + "#L652",
     "without FSDP (one GPU, or DDP) mixed_precision_param applies through torch.autocast over fp32 weights, "
     "hfmem's amp-bf16: " + JOB + "#L282",
     "FSDP2 casts each unit's bf16 gradients to fp32 (reduce_dtype) for the reduce-scatter: one unit's fp32 copy "

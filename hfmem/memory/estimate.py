@@ -263,6 +263,7 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
         micro_batch_size=settings.micro_batch_size, seq_len=seq_len, compute_bytes=p,
         residual_bytes=settings.precision.residual_bytes,
         attention=settings.attention, gradient_checkpointing=settings.gradient_checkpointing,
+        checkpoint_method=settings.checkpoint_method, checkpoint_layers=settings.checkpoint_layers,
         trained=trained, dequant_workspace=workspace, loss_chunks=settings.loss_chunks,
         fused_loss=settings.fused_loss, weight_bytes=settings.precision.weight_bytes,
         compiled_loss=settings.compile_loss, activation_offloading=settings.activation_offloading,

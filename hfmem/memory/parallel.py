@@ -23,6 +23,7 @@ from typing import Any
 
 from hfmem.errors import InvalidInputError
 from hfmem.memory.activations import ActivationEstimate, LayerActivation
+from hfmem.memory.activations.recompute import stage_checkpointing, tensor_parallel_notes
 from hfmem.memory.model_state import ModelState, ParameterSplit
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
@@ -268,14 +269,19 @@ def rank_activations(act: ActivationEstimate, arch: Architecture, layout: Layout
     ratio = after / before if before else 1.0
     residual = layout.cp * (layout.tp if layout.sequence_parallel != "off" else 1)
     vocab = layout.cp * layout.tp
+    sp = layout.sequence_parallel != "off"
+    ckpt_inputs, kept_share, group, op_extra = stage_checkpointing(act, total_count, own, layout.vpp, tp=layout.tp,
+                                                                   sequence_parallel=sp, cp=layout.cp)
     final = act.final / residual if last else 0  # one micro-batch's; the last stage keeps `outputs` of them
     loss = act.loss / vocab if last else 0
     return replace(
         act, layers=tuple(kinds),
         embedding=round(act.embedding * flight / residual) if first else 0,
-        checkpoint_inputs=round(act.checkpoint_inputs * own / total_count * flight / residual),
+        checkpoint_inputs=round((ckpt_inputs / residual + op_extra) * flight), kept_share=kept_share,
+        notes=act.notes + tensor_parallel_notes(act, layout.tp, sp),
         final=round(final * outputs), loss=round(loss * outputs), loss_peak=round(act.loss_peak / vocab) if last else 0,
-        recompute=round(act.recompute * ratio), adjustments=round(act.adjustments * ratio * flight) if first else 0,
+        recompute=round(act.recompute * ratio * group),
+        adjustments=round(act.adjustments * ratio * flight) if first else 0,
         offloaded=round(act.offloaded * ratio * flight), retained=round(act.retained * ratio),
         dequant_workspace=round(act.dequant_workspace / layout.tp),
         released=round(final + loss) if last else 0)

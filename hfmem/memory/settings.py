@@ -99,11 +99,14 @@ SHARDING_ALIASES = {
     "zero-3": "zero3", "3": "zero3", "fsdp": "fsdp_full_shard", "full_shard": "fsdp_full_shard",
     "shard_grad_op": "fsdp_shard_grad_op", "distributed_optimizer": "zero1", "distributed-optimizer": "zero1",
 }
-Checkpointing = Literal["off", "full", "selective"]
+Checkpointing = Literal["off", "full", "selective", "op"]
 CHECKPOINTING: tuple[Checkpointing, ...] = get_args(Checkpointing)
 CHECKPOINTING_ALIASES = {
     "false": "off", "no": "off", "none": "off", "0": "off", "on": "full", "true": "full", "yes": "full", "1": "full",
+    "op-sac": "op", "per-op": "op", "selective-op": "op",
 }
+CheckpointMethod = Literal["uniform", "block", "every"]
+CHECKPOINT_METHODS: tuple[CheckpointMethod, ...] = get_args(CheckpointMethod)
 Attention = Literal["flash_attention_2", "sdpa", "eager", "sdpa_math"]
 ATTENTION: tuple[Attention, ...] = get_args(Attention)
 ATTENTION_ALIASES = {
@@ -356,8 +359,19 @@ class TrainingSettings:
     or cheapest: a cheap but glacial run (a 1-GPU offload at 1% of the speed) is not a pick."""
     gradient_checkpointing: Checkpointing = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
                                                     affects=("trainability", "activations"), panel=TRAINING)
-    """Gradient checkpointing: off, full (each layer recomputed in backward) or selective (the attention core
-    only)."""
+    """Gradient checkpointing: off, full (layers recomputed in backward, which ones set by checkpoint_method),
+    selective (the attention core only) or op (torchtitan's per-op selective checkpointing: every layer keeps its
+    input and the outputs of every other matmul and of the attention kernel, the rest is recomputed)."""
+    checkpoint_method: CheckpointMethod = setting("uniform", Choice(CHECKPOINT_METHODS), affects=("activations",),
+                                                  panel=TRAINING)
+    """Which layers full checkpointing recomputes, checkpoint_layers counting: uniform (Megatron's: every layer, in
+    groups of that many recomputed together, each group keeping only its input; 1 is the usual per-layer
+    checkpointing), block (Megatron's: the first that many layers of each pipeline stage's model chunk recomputed
+    one by one, the rest saving everything) or every (torchtitan's layer-selective option: every that-many-th
+    layer recomputed, the others saving everything). Only full checkpointing reads it."""
+    checkpoint_layers: int = setting(1, COUNT, affects=("activations",), panel=TRAINING)
+    """The count checkpoint_method reads: layers per recomputed group (uniform), layers recomputed per model chunk
+    (block) or the interval between recomputed layers (every). Only full checkpointing reads it."""
     attention: Attention = setting("flash_attention_2", Choice(ATTENTION, ATTENTION_ALIASES),
                                    affects=("activations",), panel=TRAINING)
     """Attention kernel: flash_attention_2 (the flash-attn kernel); sdpa (torch SDPA dispatching to its flash or

@@ -25,6 +25,8 @@ from hfmem.compute.roofline import (
 from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
 from hfmem.hardware.specs import gpu_specs, node_specs
+from hfmem.memory.activations import layer_modules
+from hfmem.memory.activations.recompute import recomputed_share
 from hfmem.memory.estimate import Estimate
 from hfmem.memory.model_state import lora_targets
 from hfmem.memory.precision import KBIT_UPCAST
@@ -53,8 +55,12 @@ def flops_of(arch: Architecture, inventory: Inventory, est: Estimate) -> Trainin
     low_rank = s.method in {"lora", "qlora", "dora", "lora-fa", "vera"}
     adapters = lora_targets(inventory, s.lora_targets) if low_rank else ()
     method = s.method if s.method in {"full", "qlora"} else "lora"
-    return training_flops(arch, forward_flops(arch, inventory, est.seq_len), method=method, adapters=adapters,
-                          rank=s.lora_rank, checkpointing=s.gradient_checkpointing)
+    forward = forward_flops(arch, inventory, est.seq_len)
+    recomputed = recomputed_share(arch, layer_modules(arch, inventory), mode=s.gradient_checkpointing,
+                                  method=s.checkpoint_method, n=s.checkpoint_layers, kernel=est.activations.attention,
+                                  in_layers=forward.in_layers, attention=forward.attention)
+    return training_flops(arch, forward, method=method, adapters=adapters, rank=s.lora_rank,
+                          checkpointing=s.gradient_checkpointing, recomputed=recomputed)
 
 
 def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
@@ -133,7 +139,7 @@ def model_parallel_transfers(est: Estimate, arch: Architecture) -> tuple[Transfe
     layers = -(-arch.num_layers // s.pp)
     hidden = tokens * arch.hidden_size * width
     kv = 2 * tokens * (arch.num_key_value_heads or arch.num_attention_heads) * arch.head_dim * width // s.tp
-    passes = 3 if s.gradient_checkpointing == "full" else 2
+    passes = 3 if s.gradient_checkpointing in ("full", "op") else 2
     routed = hidden * (arch.experts_per_token or 1)
     return layout_transfers(dp=s.data_parallel, tp=s.tp, cp=s.cp, ep=s.ep, pp=s.pp,
                             sequence_parallel=s.sequence_parallel != "off", tp_bytes=hidden,

@@ -14,8 +14,10 @@ Conventions (all documented in the estimate's assumptions):
   which keeps the mask in the dtype of the tensor it masks;
 - the loss: transformers upcasts logits to fp32 and keeps log_softmax's fp32 output (4·b·s·V);
   its backward briefly needs two more fp32 (b·s, V) buffers: the "loss peak";
-- gradient checkpointing "full" keeps each layer's input plus one layer recomputed at a time;
-  "selective" (Korthikanti et al.) recomputes only the attention core (the a·s² terms);
+- gradient checkpointing "full" keeps each checkpointed region's input plus one region recomputed at a time
+  (every layer on its own by default; Megatron's uniform groups and block method, torchtitan's every n-th layer
+  in `recompute`); "selective" (Korthikanti et al.) recomputes only the attention core (the a·s² terms); "op"
+  (torchtitan's per-op policy) keeps each layer's input and every other matmul's and SDPA's outputs;
 - a layer's backward holds its intermediates' gradients on top of its saved tensors (`backward`); it runs
   after the loss and the head have freed theirs, and the first layer's runs beside nearly all gradients
   (the whole step's live bytes are checked by `tests/test_live_peak.py`);
@@ -31,8 +33,8 @@ No torch import: pure arithmetic over the Architecture and the Inventory's linea
 Layout: `spec` (the step's settings and the per-estimate spec, with `families`' quirks and `structure`'s
 layers by role) feeds one module per kind of op (`norms`, `linears`, `attention`, `mlp`, `moe`, `mamba`,
 with `ops`' shared rules), composed into a `layer`, the `stack`, the `embedding`, the `head` and loss, and
-the step's `schedule`; `backward` gives each layer's backward working set; `compose` puts them together into
-the `result`.
+the step's `schedule` (which layers are recomputed: `recompute`); `backward` gives each layer's backward working
+set; `compose` puts them together into the `result`.
 """
 
 from hfmem.memory.activations.compose import estimate_activations

@@ -40,7 +40,7 @@ def estimate_activations(arch: Architecture, inventory: Inventory, settings: Act
     ckpt = checkpointing(spec, settings, layers, notes)
     embedding += ckpt.closure
     offloaded = offloaded_bytes(spec, settings, layers, embedding=embedding, final=final, adjustments=adjustments,
-                                checkpoint_inputs=ckpt.inputs, notes=notes)
+                                checkpoint_inputs=ckpt.inputs, kept_share=ckpt.kept_share, notes=notes)
     retained = retained_bytes(spec, settings, notes)
     # the final norm's saved tensors are offloaded with the decoder's; the head's input stays on the GPU
     head_input = spec.p * arch.hidden_size * tokens if head_keeps_input(spec) else 0
@@ -59,6 +59,11 @@ def estimate_activations(arch: Architecture, inventory: Inventory, settings: Act
         recompute=round(ckpt.recompute),
         adjustments=adjustments,
         notes=tuple(dict.fromkeys(notes)),
+        kept_share=ckpt.kept_share,
+        checkpoint_method=settings.checkpoint_method,
+        checkpoint_layers=settings.checkpoint_layers,
+        op_row_saved=ckpt.row_parallel[0],
+        op_row_outputs=ckpt.row_parallel[1],
         offloaded=offloaded,
         retained=retained,
         dequant_workspace=settings.dequant_workspace,

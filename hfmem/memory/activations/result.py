@@ -26,11 +26,15 @@ class LayerActivation:
                 "attention_core_bytes": self.attention_core_bytes, "backward_working": self.backward_working}
 
 
-def body_bytes(layers: Sequence[LayerActivation], gradient_checkpointing: str, checkpoint_inputs: int) -> int:
-    """What the decoder layers keep saved through the forward: their inputs only with full checkpointing, all
-    but the attention core with selective checkpointing, every layer's activations otherwise."""
-    if gradient_checkpointing == "full":
-        return checkpoint_inputs
+def body_bytes(layers: Sequence[LayerActivation], gradient_checkpointing: str, checkpoint_inputs: int,
+               kept_share: float = 0.0) -> int:
+    """What the decoder layers keep saved through the forward: with full checkpointing the checkpointed regions'
+    inputs and the whole activations of the `kept_share` of layers outside them; with per-op checkpointing what
+    each layer keeps (its input and the saved op outputs); all but the attention core with selective
+    checkpointing; every layer's activations otherwise."""
+    if gradient_checkpointing in ("full", "op"):
+        whole = sum(layer.bytes * layer.count for layer in layers)
+        return checkpoint_inputs + round(kept_share * whole)
     if gradient_checkpointing == "selective":
         return sum((layer.bytes - layer.attention_core_bytes) * layer.count for layer in layers)
     return sum(layer.bytes * layer.count for layer in layers)
@@ -49,7 +53,8 @@ class ActivationEstimate:
     embedding: int
     """Saved at the embedding: token ids (if trained), embedding dropout mask, RoPE cos/sin tables."""
     checkpoint_inputs: int
-    """With full checkpointing: every checkpointed layer's input (the embedding output for layer 0)."""
+    """With full checkpointing: every checkpointed region's input (the embedding output for layer 0); with
+    per-op checkpointing: every layer's input and the op outputs it keeps."""
     final: int
     """Final norm and the LM head's input."""
     loss: int
@@ -61,6 +66,18 @@ class ActivationEstimate:
     adjustments: int
     """Corrections to the per-layer sum (layer 0 saves less when its input needs no grad)."""
     notes: tuple[str, ...] = ()
+    kept_share: float = 0.0
+    """With full checkpointing: the share of decoder layers outside every checkpointed region, saved whole."""
+    checkpoint_method: str = "uniform"
+    """Which layers full checkpointing recomputes (TrainingSettings.checkpoint_method)."""
+    checkpoint_layers: int = 1
+    """The count checkpoint_method reads (TrainingSettings.checkpoint_layers)."""
+    op_row_saved: int = 0
+    """Per-op checkpointing: the saved row-parallel matmul outputs (in checkpoint_inputs), which under TP with
+    sequence parallelism every rank keeps whole (partial sums before the reduce-scatter)."""
+    op_row_outputs: int = 0
+    """Per-op checkpointing: the row-parallel projections' outputs (hidden-sized), whose reduce-scatter outputs
+    torchtitan's save list keeps under TP with sequence parallelism."""
     offloaded: int = 0
     """With activation offloading: saved bytes held in CPU pinned memory instead of on the GPU."""
     retained: int = 0
@@ -81,7 +98,7 @@ class ActivationEstimate:
     def saved(self) -> int:
         """Bytes saved for backward at the end of the forward pass (what saved_tensors_hooks see),
         wherever they live (with activation offloading most of them are in CPU memory)."""
-        body = body_bytes(self.layers, self.gradient_checkpointing, self.checkpoint_inputs)
+        body = body_bytes(self.layers, self.gradient_checkpointing, self.checkpoint_inputs, self.kept_share)
         return max(0, self.embedding + body + self.final + self.loss + self.adjustments)
 
     @property
@@ -124,7 +141,8 @@ class ActivationEstimate:
     def to_dict(self) -> dict[str, Any]:
         """The estimate as JSON-ready data, derived figures included."""
         return {"micro_batch_size": self.micro_batch_size, "seq_len": self.seq_len, "attention": self.attention,
-                "gradient_checkpointing": self.gradient_checkpointing,
+                "gradient_checkpointing": self.gradient_checkpointing, "checkpoint_method": self.checkpoint_method,
+                "checkpoint_layers": self.checkpoint_layers, "kept_share": self.kept_share,
                 "per_layer": [layer.to_dict() for layer in self.layers],
                 **{name: getattr(self, name) for name in FIGURES}, "notes": list(self.notes)}
 

@@ -24,6 +24,10 @@ class ActivationSettings:
     """Bytes of the residual stream when it differs from the compute dtype (AMP's fp32); None: compute_bytes."""
     attention: str = "flash_attention_2"
     gradient_checkpointing: str = "off"
+    checkpoint_method: str = "uniform"
+    """Which layers full checkpointing recomputes: uniform, block or every (hfmem.memory.activations.recompute)."""
+    checkpoint_layers: int = 1
+    """The count checkpoint_method reads."""
     trained: Trainability = FULL
     dropout_mask_bytes: float | None = 1.0
     """Bytes per dropout-mask element (CUDA's bool mask); None: the masked tensor's dtype, as on CPU."""
