@@ -2,7 +2,8 @@
 
 How the total is formed (all per GPU):
     allocated_peak = weights + gradients + optimizer + sharding_buffers + activations
-                     + optimizer_step_transient - gradient_activation_overlap
+                     + optimizer_step_transient + autocast_weight_copies + quantized_weight_copies
+                     + parallel_buffers + scaling_state - gradient_activation_overlap
                    = weights + optimizer + sharding_buffers
                      + max(activations + gradients alive in forward,
                            the first layer's backward + gradients,
@@ -104,6 +105,11 @@ class MemoryBreakdown:
     parallel_buffers: int
     """Model parallelism's communication buffers (hfmem.memory.parallel.CommBuffers: TP's SP all-gather, PP's
     boundary tensors, CP's K/V chunks, EP's token dispatch), alive with the activations."""
+    quantized_weight_copies: int = 0
+    """A low-precision recipe's quantized copies of the decoder's linear weights (hfmem.memory.lowprecision),
+    alive from the forward through the backward like autocast's copies."""
+    scaling_state: int = 0
+    """FP8 delayed scaling's amax histories and scales (TransformerEngine), resident like the weights."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -125,13 +131,15 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     # the loss and the last layers run before most gradients exist, the first layer's backward after all but its
     # own and the input embedding's
     late_grads = round(state.gradients * (1 - split.last_trainable / split.trainable)) if split.trainable else 0
+    copies = state.forward_transient + state.quantized_weight_copies  # alive from the forward through the backward
     backward_peak = (max(activations + grads_in_forward, act.first_layer_backward + late_grads)
-                     + state.forward_transient + parallel_buffers)
+                     + copies + parallel_buffers)
     step_peak = state.gradients + state.step_transient
-    transients = state.step_transient + state.forward_transient + parallel_buffers
+    transients = state.step_transient + copies + parallel_buffers
     overlap = activations + state.gradients + transients - max(backward_peak, step_peak)
     paged = state.paged_optimizer
-    allocated = state.weights + state.optimizer - paged + state.sharding_buffers + max(backward_peak, step_peak)
+    resident = state.weights + state.optimizer - paged + state.scaling_state
+    allocated = resident + state.sharding_buffers + max(backward_peak, step_peak)
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
 
@@ -141,8 +149,8 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
 
     # between steps: gradients were set to None unless they persist; a forward makes its autocast copies again and
     # gathers its units as the step did, a save unshards one unit at a time instead
-    held = state.weights + state.optimizer - paged + (state.gradients if state.gradients_persist else 0)
-    forward = held + state.sharding_buffers + state.forward_transient
+    held = resident + (state.gradients if state.gradients_persist else 0)
+    forward = held + state.sharding_buffers + copies
     load = device(state.load_peak) if state.load_peak else 0
     evaluation = device(forward + eval_forward) if eval_forward else 0
     generation = device(forward + state.generation_gathered + generate) if generate else 0
@@ -178,6 +186,8 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         generation=generation,
         save=save,
         parallel_buffers=parallel_buffers,
+        quantized_weight_copies=state.quantized_weight_copies,
+        scaling_state=state.scaling_state,
     )
 
 

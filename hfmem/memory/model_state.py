@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hfmem.errors import InvalidInputError
+from hfmem.memory.lowprecision import Recipe, scaling_state, weight_copies
 from hfmem.memory.optimizers import OptimizerState, optimizer_state as memory_optimizer_state
 from hfmem.memory.peft_methods import PROMPT_METHODS, adapters, prompt_adapters
 from hfmem.memory.quantization import BaseFormat
@@ -65,11 +66,16 @@ class ParameterSplit:
     hidden_matrices: tuple[tuple[int, int, int], ...] = ()
     """(rows, cols, count) of the trained 2-D matrices inside the decoder (not embeddings or head): what GaLore
     and APOLLO project and Muon orthogonalises (hfmem.memory.optimizers)."""
+    decoder_linear_weights: int = 0
+    """Weights of the decoder's linear layers and experts (the head excluded): what a low-precision recipe
+    quantizes (hfmem.memory.lowprecision)."""
+    decoder_gemms: int = 0
+    """The decoder's GEMMs of the whole model (one per linear layer and expert), each with its recipe's quantizers."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for internal in ("trainable_matrices", "trainable_copies", "quantized_bytes", "frozen_adapters",
-                         "hidden_matrices"):
+                         "hidden_matrices", "decoder_linear_weights", "decoder_gemms"):
             data.pop(internal)
         return data
 
@@ -207,7 +213,9 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         last = round((total - outside) / _layer_count(arch)) + (0 if head_tied else embed)
         hidden = tuple((g.out_features, g.in_features, g.count) for g in inventory.linears if g.component != "head")
         return ParameterSplit(total, total, 0, 0, (*matrices, embed_rows), vectors, largest, matmul,
-                              last_trainable=last, hidden_matrices=hidden)
+                              last_trainable=last, hidden_matrices=hidden,
+                              decoder_linear_weights=sum(r * c * n for r, c, n in hidden),
+                              decoder_gemms=sum(n for _, _, n in hidden))
     r = settings.lora_rank
     if settings.method in PROMPT_METHODS:
         added = prompt_adapters(settings.method, arch, settings.num_virtual_tokens)
@@ -278,6 +286,11 @@ class ModelState:
     state dict and, under FSDP, the whole optimizer state); 0 when each rank saves its shard."""
     bytes_per_param: dict[str, float]
     notes: tuple[str, ...] = ()
+    quantized_weight_copies: int = 0
+    """A low-precision recipe's quantized copies of the decoder's linear weights (TransformerEngine: FP8 data and
+    transpose, MXFP8/NVFP4 both directions with their block scales), alive from the forward through the backward."""
+    scaling_state: int = 0
+    """TE delayed scaling's amax histories and scales, resident for the whole run."""
 
     @property
     def optimizer(self) -> int:
@@ -450,6 +463,11 @@ def model_state_bytes(
     if settings.precision.weight_copies:
         autocast_copies = split.matmul_parameters * 2
         t.notes.append("AMP: autocast keeps a 16-bit copy of every matmul weight for backward")
+    recipe = settings.precision.recipe if settings.method == "full" else None
+    quantized_copies = weight_copies(recipe, split.decoder_linear_weights) if recipe else 0.0
+    scaling = scaling_state(recipe, split.decoder_gemms, settings.fp8_amax_history_len) if recipe else 0.0
+    if recipe:
+        t.notes.append(recipe_note(recipe, settings.fp8_amax_history_len))
     if settings.optimizer_in_backward:
         t.grads = split.largest_trainable * b.train_g
         t.notes.append("optimizer in backward: each gradient is applied and freed at once "
@@ -499,7 +517,22 @@ def model_state_bytes(
         host_save_bytes=round(host_save),
         bytes_per_param=per_param,
         notes=tuple(t.notes),
+        quantized_weight_copies=round(quantized_copies / (settings.num_gpus if stage >= 3 else 1)),
+        scaling_state=round(scaling),
     )
+
+
+def recipe_note(r: Recipe, amax_history_len: int) -> str:
+    """What a low-precision recipe adds to bf16 mixed precision, in one line."""
+    copies = (f"keeps {r.weight_copy_bytes:.4g} bytes per decoder-linear weight of quantized copies (both GEMM "
+              "directions) from the forward through the backward" if r.weight_copy_bytes else
+              "casts each weight on the fly and keeps no quantized copy")
+    inputs = (f"saves each decoder linear's input at {r.input_bytes:.4g} bytes per element" if r.input_bytes else
+              "saves the bf16 inputs (its activations are bf16 mixed precision's)")
+    history = (f"; amax history of {amax_history_len} per quantizer, 5 quantizers per GEMM" if r.delayed_scaling
+               else "")
+    return (f"{r.label}: bf16 weights and gradients, fp32 master weights and states as bf16 mixed precision; "
+            f"{copies}; {inputs}{history}; the output head stays bf16 ({r.source})")
 
 
 def _loading(settings: TrainingSettings, whole_model: float, units: _Units, b: _ElementBytes) -> tuple[float, float]:
