@@ -52,7 +52,8 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (
     Precision("fp32", 4, 4, 4, 4, master_copy=False, autocast=False, label="fp32"),
     Precision("amp-bf16", 4, 4, 2, 4, master_copy=False, autocast=True, label="bf16 autocast over fp32 weights"),
     Precision("amp-fp16", 4, 4, 2, 4, master_copy=False, autocast=True, label="fp16 autocast over fp32 weights"),
-    *(Precision(r.name, 2, 2, 2, 2, master_copy=True, autocast=True, label=r.label, recipe=r) for r in RECIPES.values()),
+    *(Precision(r.name, 2, 2, 2, 2, master_copy=True, autocast=True, label=r.label, recipe=r)
+      for r in RECIPES.values()),
 )}
 
 KBIT_UPCAST = Precision("kbit-upcast", 4, 4, 4, 4, master_copy=False, autocast=False,

@@ -39,7 +39,12 @@ HEADLINE = ("seconds", "tokens_per_s", "mfu", "hfu")
 
 def matmul_dtype(settings: TrainingSettings) -> str | None:
     """The tensor-core dtype a run's matmuls use: bf16 or fp16 (mixed, pure or autocast), None for fp32. With
-    kbit_upcast the quantised linears, which carry almost every FLOP, still compute in the dtype's 16 bits."""
+    kbit_upcast the quantised linears, which carry almost every FLOP, still compute in the dtype's 16 bits. A
+    low-precision recipe's full fine-tune runs at its fp8 or fp4 peak (hfmem.memory.lowprecision; PEFT methods
+    are estimated as bf16)."""
+    recipe = settings.precision.recipe
+    if recipe is not None:
+        return recipe.matmul if settings.method == "full" else "bf16"
     if settings.precision.compute_bytes != 2 and settings.precision is not KBIT_UPCAST:
         return None
     return "fp16" if "fp16" in settings.dtype else "bf16"
