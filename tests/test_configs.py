@@ -664,3 +664,16 @@ def test_grpo_generates_its_completions_between_steps(tmp_path):
     path.write_text(yaml.safe_dump({"per_device_train_batch_size": 4, "num_generations": 4, "use_vllm": True}))
     vllm = read_config(path)
     assert "generation_batch_size" not in vllm.values and "use_vllm" in " ".join(vllm.unmodelled)
+
+
+@pytest.mark.parametrize(("backend", "dtype"), [("TE", "fp8-te"), ("AO", "fp8-torchao"), ("MSAMP", None)])
+def test_accelerate_fp8_backend_names_the_recipe(tmp_path: Path, backend: str, dtype: str | None) -> None:
+    """mixed_precision fp8: fp8_config.backend TE is TransformerEngine's delayed scaling with its amax history, AO
+    torchao float8; another backend is unmodelled."""
+    path = tmp_path / "fp8.yaml"
+    path.write_text(yaml.safe_dump({"distributed_type": "MULTI_GPU", "num_processes": 8, "mixed_precision": "fp8",
+                                    "fp8_config": {"backend": backend, "amax_history_len": 16}}))
+    config = read_config(str(path))
+    assert config.values.get("dtype") == dtype
+    assert config.values.get("fp8_amax_history_len") == (16 if backend == "TE" else None)
+    assert (dtype is None) == any("mixed_precision" in key for key in config.unmodelled)

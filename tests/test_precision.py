@@ -7,10 +7,15 @@ import pytest
 from tiny_models import reference_model
 
 from hfmem.constants import DEFAULT_SEQ_LEN
+from hfmem.errors import InvalidInputError
 from hfmem.github.action import Inputs, settings_line
+from hfmem.hardware.gpus import catalogue, find_gpu
 from hfmem.memory.estimate import estimate, rule_of_thumb
+from hfmem.memory.gpu_defaults import matrix_gpus
+from hfmem.memory.lowprecision import RECIPES
 from hfmem.memory.precision import PRECISIONS, precision
 from hfmem.memory.settings import DTYPES, TrainingSettings
+from hfmem.reporting.timing import matmul_dtype
 
 LLAMA = reference_model("meta-llama/Llama-2-7b-hf")
 N = LLAMA[1].total
@@ -57,3 +62,61 @@ def test_the_actions_settings_line_names_the_precision() -> None:
                     batch_size=1, token="", hf_token="", fail_on=[])
     assert f" · {TrainingSettings().precision.label} · " in settings_line(inputs)
     assert f"sequence length {DEFAULT_SEQ_LEN:,} " in settings_line(inputs)
+
+
+DECODER = [g for g in LLAMA[1].linears if g.component != "head"]
+DECODER_WEIGHTS = sum(g.count * g.in_features * g.out_features for g in DECODER)
+
+
+@pytest.mark.parametrize("dtype", sorted(RECIPES))
+def test_a_recipe_adds_its_weight_copies_and_scaling_state_to_bf16_mixed_precision(dtype: str) -> None:
+    """Weights, gradients, master weights and states are bf16 mixed precision's; the quantized copies cover the
+    decoder's linear weights (not the head) at the recipe's bytes; only delayed scaling keeps amax histories: 5
+    quantizers per GEMM of history_len + 1 fp32 values (amaxes and the scale)."""
+    r = RECIPES[dtype]
+    bf16 = estimate(*LLAMA, TrainingSettings(dtype="bf16")).per_gpu_bytes
+    b = estimate(*LLAMA, TrainingSettings(dtype=dtype, fp8_amax_history_len=16)).per_gpu_bytes
+    assert (b.weights, b.gradients, b.optimizer) == (bf16.weights, bf16.gradients, bf16.optimizer)
+    assert b.quantized_weight_copies == round(r.weight_copy_bytes * DECODER_WEIGHTS)
+    gemms = sum(g.count for g in DECODER)
+    assert b.scaling_state == (5 * gemms * 17 * 4 if dtype == "fp8-te" else 0)
+    if r.weight_copy_bytes:  # the copies outweigh what the quantized inputs save
+        assert b.total > bf16.total and b.activations < bf16.activations
+    else:  # torchao: bf16 mixed precision's figures throughout
+        assert b == bf16
+
+
+@pytest.mark.parametrize("dtype", sorted(RECIPES))
+def test_a_recipe_saves_the_decoder_linears_inputs_at_its_bytes(dtype: str) -> None:
+    """Llama under FlashAttention: q/k/v's and gate/up's normed inputs and down's input are stored at the recipe's
+    bytes instead of bf16's 2, and o_proj keeps a quantized copy beside the kernel's bf16 output (heads x head_dim =
+    hidden): per layer and token (2 - q)(2h + ffn) - q·h fewer bytes; torchao saves bf16 inputs, no change."""
+    arch = LLAMA[0]
+    tokens, h, ffn = DEFAULT_SEQ_LEN, arch.hidden_size, arch.intermediate_size
+    bf16 = estimate(*LLAMA, TrainingSettings(dtype="bf16")).activations.stored
+    stored = estimate(*LLAMA, TrainingSettings(dtype=dtype)).activations.stored
+    q = RECIPES[dtype].input_bytes
+    saved = 0 if q is None else arch.num_layers * tokens * ((2 - q) * (2 * h + ffn) - q * h)
+    assert bf16 - stored == pytest.approx(saved, rel=1e-9, abs=arch.num_layers)
+
+
+def test_a_recipe_applies_to_a_full_fine_tune_only() -> None:
+    lora = estimate(*LLAMA, TrainingSettings(method="lora", dtype="fp8-te"))
+    assert lora.per_gpu_bytes == estimate(*LLAMA, TrainingSettings(method="lora", dtype="bf16")).per_gpu_bytes
+    assert any("bf16 mixed precision's" in n for n in lora.notes)
+    assert matmul_dtype(lora.settings) == "bf16"
+    assert [matmul_dtype(TrainingSettings(dtype=d).validated()) for d in ("fp8-te", "mxfp8", "nvfp4", "bf16")] == [
+        "fp8", "fp8", "fp4", "bf16"]
+
+
+def test_a_gpu_without_the_recipes_matmuls_is_a_one_line_error() -> None:
+    fp8, fp4 = TrainingSettings(dtype="fp8-torchao").validated(), TrainingSettings(dtype="nvfp4").validated()
+    with pytest.raises(InvalidInputError, match="A100 80GB has none"):
+        matrix_gpus(fp8, (find_gpu("a100"), find_gpu("h100")))
+    with pytest.raises(InvalidInputError, match="H100 80GB, MI300X 192GB have none"):
+        matrix_gpus(fp4, (find_gpu("h100"), find_gpu("mi300x")))
+    assert matrix_gpus(fp4, (find_gpu("b200"),)) == (find_gpu("b200"),)
+    default = matrix_gpus(fp8, ())
+    assert find_gpu("h100") in default and find_gpu("a100") not in default and find_gpu("t4") not in default
+    assert [g.name for g in matrix_gpus(fp4, ())] == [g.name for g in catalogue() if g.arch == "blackwell"]
+    assert matrix_gpus(TrainingSettings().validated(), ()) == catalogue()
