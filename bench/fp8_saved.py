@@ -50,7 +50,8 @@ def predicted(config: dict, dtype: str, kernel: str) -> int:
     dropout masks (as bench/activations.py)."""
     arch, inventory = read_architecture(config), build_inventory(config)
     settings = TrainingSettings(dtype=dtype, micro_batch_size=B, seq_len=S).validated()
-    step = replace(activation_settings(Context(arch, inventory), settings, S), attention=kernel, dropout_mask_bytes=None)
+    step = activation_settings(Context(arch, inventory), settings, S)
+    step = replace(step, attention=kernel, dropout_mask_bytes=None)
     return estimate_activations(arch, inventory, step).stored
 
 
