@@ -677,3 +677,20 @@ def test_accelerate_fp8_backend_names_the_recipe(tmp_path: Path, backend: str, d
     assert config.values.get("dtype") == dtype
     assert config.values.get("fp8_amax_history_len") == (16 if backend == "TE" else None)
     assert (dtype is None) == any("mixed_precision" in key for key in config.unmodelled)
+
+
+@pytest.mark.parametrize(("extra", "dtype", "history"), [
+    ({"fp8_backend": "te"}, "fp8-te", 16), ({}, "fp8-torchao-rowwise", None),
+    ({"fp8_backend": "torchao"}, "fp8-torchao-rowwise", None), ({"fp8_backend": "msamp"}, "amp-bf16", None)])
+def test_llama_factory_fp8_backend_names_the_recipe(tmp_path: Path, extra: dict, dtype: str, history: int | None):
+    """fp8: true on a full fine-tune: te is TE delayed scaling with LLaMA-Factory's amax_history_len 16, auto and
+    torchao torchao's rowwise recipe (train/fp8_utils.py); msamp is unmodelled and the Trainer's dtype stands (fp32
+    trained weights under autocast)."""
+    path = tmp_path / "fp8.yaml"
+    path.write_text(yaml.safe_dump({"model_name_or_path": "meta-llama/Meta-Llama-3-8B", "stage": "sft",
+                                    "finetuning_type": "full", "bf16": True, "fp8": True, "deepspeed": None,
+                                    "per_device_train_batch_size": 1, **extra}))
+    config = read_config(str(path))
+    assert config.format == "llama-factory"
+    assert config.values["dtype"] == dtype and config.values.get("fp8_amax_history_len") == history
+    assert (extra.get("fp8_backend") == "msamp") == ("fp8" in config.unmodelled)
