@@ -694,3 +694,16 @@ def test_llama_factory_fp8_backend_names_the_recipe(tmp_path: Path, extra: dict,
     assert config.format == "llama-factory"
     assert config.values["dtype"] == dtype and config.values.get("fp8_amax_history_len") == history
     assert (extra.get("fp8_backend") == "msamp") == ("fp8" in config.unmodelled)
+
+
+@pytest.mark.parametrize(("adapter", "dtype"), [(None, "fp8-torchao"), ("lora", None)])
+def test_axolotl_fp8_is_torchao_tensorwise(tmp_path: Path, adapter: str | None, dtype: str | None):
+    """Axolotl's fp8: true hands accelerate an AORecipeKwargs over torchao's default (tensorwise) Float8LinearConfig;
+    on an adapter run the recipe is not modelled and says so."""
+    path = tmp_path / "fp8.yml"
+    path.write_text(yaml.safe_dump({"base_model": "meta-llama/Meta-Llama-3-8B", "bf16": True, "fp8": True,
+                                    "micro_batch_size": 1, "sequence_len": 2048, "datasets": [{"path": "d"}],
+                                    **({"adapter": adapter} if adapter else {})}))
+    config = read_config(str(path))
+    assert config.format == "axolotl"
+    assert (config.values["dtype"] == dtype) if dtype else ("fp8" in config.unmodelled)
