@@ -120,3 +120,16 @@ def test_a_gpu_without_the_recipes_matmuls_is_a_one_line_error() -> None:
     assert find_gpu("h100") in default and find_gpu("a100") not in default and find_gpu("t4") not in default
     assert [g.name for g in matrix_gpus(fp4, ())] == [g.name for g in catalogue() if g.arch == "blackwell"]
     assert matrix_gpus(TrainingSettings().validated(), ()) == catalogue()
+
+
+def test_a_recipe_saves_the_routed_experts_inputs_quantized_too() -> None:
+    """Mixtral: each token's k routed copies keep the experts' gate/up input and down input at the recipe's byte
+    (TE's GroupedLinear quantizes its inputs as Linear does); the MLP's normed input stays bf16, since the bf16
+    router reads it too: per layer and token (2 - 1)(h + k(h + ffn)) - h (o_proj's copy) fewer bytes for fp8-te."""
+    mixtral = reference_model("mistralai/Mixtral-8x7B-v0.1")
+    arch = mixtral[0]
+    h, ffn, k = arch.hidden_size, arch.intermediate_size, arch.experts_per_token
+    bf16 = estimate(*mixtral, TrainingSettings(dtype="bf16")).activations.stored
+    fp8 = estimate(*mixtral, TrainingSettings(dtype="fp8-te")).activations.stored
+    per_token = (h + k * (h + ffn)) - h
+    assert bf16 - fp8 == pytest.approx(arch.num_layers * DEFAULT_SEQ_LEN * per_token, abs=arch.num_layers)

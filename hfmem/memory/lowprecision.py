@@ -15,7 +15,9 @@ module, torchtitan's float8 converter skips `output`):
   `ctx.save_for_backward(input_hp, weight_hp_t)`), so it keeps no copy;
 - each linear's input saved for the weight gradient, quantized: TE quantizes the input with columnwise usage and
   keeps only that (linear.py lines 416-436 and 603-617: "Discard row-wise data since it is not needed in backward
-  pass"); torchao saves the bf16 input (float8_linear.py line 45), so its activations are bf16 mixed precision's;
+  pass"), the routed experts' inputs too; an input a bf16 op also reads (the MoE router's, the attention kernel's
+  output before o_proj) stays bf16 beside the quantized copy; torchao saves the bf16 input (float8_linear.py
+  line 45), so its activations are bf16 mixed precision's;
 - delayed scaling's amax history and scales: per GEMM 3 forward quantizers (input, weight, output) and 2 backward
   (grad output, grad input) (module/base.py lines 1137-1139), each with `amax_history_len` fp32 amaxes and one
   fp32 scale (quantization.py lines 1436-1442); DelayedScaling's `amax_history_len` defaults to 1024
