@@ -676,6 +676,7 @@ def test_accelerate_fp8_backend_names_the_recipe(tmp_path: Path, backend: str, d
     config = read_config(str(path))
     assert config.values.get("dtype") == dtype
     assert config.values.get("fp8_amax_history_len") == (16 if backend == "TE" else None)
+    assert config.values.get("fp8_all_gather") == (True if backend == "AO" else None)  # AORecipeKwargs' default
     assert (dtype is None) == any("mixed_precision" in key for key in config.unmodelled)
 
 
@@ -691,19 +692,22 @@ def test_llama_factory_fp8_backend_names_the_recipe(tmp_path: Path, extra: dict,
                                     "finetuning_type": "full", "bf16": True, "fp8": True, "deepspeed": None,
                                     "per_device_train_batch_size": 1, **extra}))
     config = read_config(str(path))
-    assert config.format == "llama-factory"
+    assert config.format == "llama-factory" and "fp8_all_gather" not in config.values
     assert config.values["dtype"] == dtype and config.values.get("fp8_amax_history_len") == history
     assert (extra.get("fp8_backend") == "msamp") == ("fp8" in config.unmodelled)
 
 
 @pytest.mark.parametrize(("adapter", "dtype"), [(None, "fp8-torchao"), ("lora", None)])
-def test_axolotl_fp8_is_torchao_tensorwise(tmp_path: Path, adapter: str | None, dtype: str | None):
+@pytest.mark.parametrize("all_gather", [True, False])
+def test_axolotl_fp8_is_torchao_tensorwise(tmp_path: Path, adapter: str | None, dtype: str | None, all_gather: bool):
     """Axolotl's fp8: true hands accelerate an AORecipeKwargs over torchao's default (tensorwise) Float8LinearConfig;
     on an adapter run the recipe is not modelled and says so."""
     path = tmp_path / "fp8.yml"
     path.write_text(yaml.safe_dump({"base_model": "meta-llama/Meta-Llama-3-8B", "bf16": True, "fp8": True,
                                     "micro_batch_size": 1, "sequence_len": 2048, "datasets": [{"path": "d"}],
+                                    "fp8_enable_fsdp_float8_all_gather": all_gather,
                                     **({"adapter": adapter} if adapter else {})}))
     config = read_config(str(path))
     assert config.format == "axolotl"
     assert (config.values["dtype"] == dtype) if dtype else ("fp8" in config.unmodelled)
+    assert config.values.get("fp8_all_gather") == (True if all_gather and dtype else None)

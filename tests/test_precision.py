@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tiny_models import reference_model
@@ -15,7 +17,7 @@ from hfmem.memory.gpu_defaults import matrix_gpus
 from hfmem.memory.lowprecision import RECIPES
 from hfmem.memory.precision import PRECISIONS, precision
 from hfmem.memory.settings import DTYPES, TrainingSettings
-from hfmem.reporting.timing import matmul_dtype
+from hfmem.reporting.timing import float8_gather_share, matmul_dtype
 
 LLAMA = reference_model("meta-llama/Llama-2-7b-hf")
 N = LLAMA[1].total
@@ -133,3 +135,21 @@ def test_a_recipe_saves_the_routed_experts_inputs_quantized_too() -> None:
     fp8 = estimate(*mixtral, TrainingSettings(dtype="fp8-te")).activations.stored
     per_token = (h + k * (h + ffn)) - h
     assert bf16 - fp8 == pytest.approx(arch.num_layers * DEFAULT_SEQ_LEN * per_token, abs=arch.num_layers)
+
+
+def test_float8_all_gather_gathers_the_decoder_linears_at_one_byte() -> None:
+    """fp8-torchao with FSDP2's float8 all-gather: two gathered Llama-2-7B layers hold their linear weights (4·h² +
+    3·h·ffn each) at 1 byte instead of 2, and the all-gathers move the decoder linears' half of the bytes less."""
+    arch = LLAMA[0]
+    h, ffn = arch.hidden_size, arch.intermediate_size
+    fsdp = TrainingSettings(dtype="fp8-torchao", num_gpus=8, sharding="fsdp_full_shard")
+    plain, gathered = estimate(*LLAMA, fsdp), estimate(*LLAMA, replace(fsdp, fp8_all_gather=True))
+    saved = plain.per_gpu_bytes.sharding_buffers - gathered.per_gpu_bytes.sharding_buffers
+    assert saved == pytest.approx(2 * (4 * h * h + 3 * h * ffn), rel=1e-5)
+    assert plain.per_gpu_bytes.weights == gathered.per_gpu_bytes.weights  # the shards stay bf16
+    assert float8_gather_share(plain) == 1.0
+    assert float8_gather_share(gathered) == pytest.approx(1 - DECODER_WEIGHTS / N / 2)
+    ddp = replace(fsdp, sharding="ddp", fp8_all_gather=True)
+    assert estimate(*LLAMA, ddp).per_gpu_bytes == estimate(*LLAMA, replace(ddp, fp8_all_gather=False)).per_gpu_bytes
+    with pytest.raises(InvalidInputError, match="fp8_all_gather needs dtype fp8-torchao"):
+        replace(fsdp, dtype="fp8-torchao-rowwise", fp8_all_gather=True).validated()

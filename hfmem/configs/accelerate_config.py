@@ -104,6 +104,10 @@ def precision(d: Draft, engine: bool, flag: str | None) -> None:
         history = d.integer("fp8_config.amax_history_len")
         if history is not None and backend == "TE":
             d.set("fp8_amax_history_len", history, "fp8_config.amax_history_len")
+        if backend == "AO":  # AORecipeKwargs: enable_fsdp_float8_all_gather defaults to True (accelerate 1.16
+            # utils/dataclasses.py lines 321-325; the launcher's --fp8_enable_fsdp_float8_all_gather default "true")
+            d.given_or("fp8_all_gather", d.boolean("fp8_config.enable_fsdp_float8_all_gather"), True,
+                       "fp8_config.enable_fsdp_float8_all_gather")
         d.know("fp8_config")
         return
     d.unmodelled_if_active("fp8_config")

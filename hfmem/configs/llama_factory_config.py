@@ -176,8 +176,9 @@ def lora(d: Draft) -> None:
 
 def precision(d: Draft, method: str | None, run: Run, bits: int | None) -> None:
     """The dtype (and LoRA adapters' dtype) from fp8, bf16/fp16/pure_bf16 and LLaMA-Factory's fp32 upcast rule."""
-    d.know("fp8", "fp8_backend")
-    d.unmodelled_if_active("fp8_enable_fsdp_float8_all_gather")
+    # fp8_enable_fsdp_float8_all_gather is only logged (train/fp8_utils.py lines 95-100): the rowwise config it
+    # builds cannot all-gather in float8
+    d.know("fp8", "fp8_backend", "fp8_enable_fsdp_float8_all_gather")
     backend = (d.text("fp8_backend") or "auto").strip().lower()
     if d.boolean("fp8") and method == "full" and backend in FP8_BACKENDS:
         d.set("dtype", FP8_BACKENDS[backend], "fp8_backend" if "fp8_backend" in d.data else "fp8_backend (default)")

@@ -13,7 +13,7 @@ Pure functions; no torch.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hfmem.errors import InvalidInputError
@@ -473,6 +473,10 @@ def model_state_bytes(
         t.notes.append("optimizer in backward: each gradient is applied and freed at once "
                        "(one tensor's gradient alive)")
     units = _units(split, b, t.weights, hidden_size, layer_parameters, root_parameters, largest_root_unit)
+    if settings.fp8_all_gather and settings.resolved_sharding == "fsdp_full_shard":
+        units = replace(units, gathered=units.gathered - _float8_gathered_saving(split, b, layer_parameters,
+                                                                                 root_parameters))
+        t.notes.append("torchao float8 all-gather: FSDP2 gathers the decoder linears' weights in float8 (1 byte)")
     whole_model, whole_states = t.weights, t.states
     sharding = settings.resolved_sharding
     if sharding == "ddp":
@@ -581,6 +585,15 @@ def _per_param(split: ParameterSplit, adapter: int, copy: int) -> float:
     if not split.trainable_copies:
         return float(adapter)
     return ((split.trainable - split.trainable_copies) * adapter + split.trainable_copies * copy) / split.trainable
+
+
+def _float8_gathered_saving(split: ParameterSplit, b: _ElementBytes, layer_parameters: int,
+                            root_parameters: int) -> float:
+    """Bytes two gathered decoder layers save when FSDP2 gathers their linear weights in float8 (1 byte) instead of
+    their stored dtype: the linear weights' share of the decoder's parameters, times two layers."""
+    decoder = max(1, split.total - root_parameters)
+    linear = min(1.0, split.decoder_linear_weights / decoder)
+    return min(2 * layer_parameters, split.total) * linear * max(0, b.stored - 1)
 
 
 def _units(split: ParameterSplit, b: _ElementBytes, weights: float, hidden_size: int, layer_parameters: int,

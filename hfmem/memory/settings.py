@@ -276,6 +276,11 @@ class TrainingSettings:
     accelerate loop with TRANSFORMER_BASED_WRAP; HF Trainer wraps adapters apart with PEFT's fsdp_auto_wrap_policy):
     a unit's flat gradient covers its frozen weights too, so the gradient shards are full-size (torch's FSDP
     docstring warns of "higher than expected gradient memory usage"). Only FSDP sharding reads it."""
+    fp8_all_gather: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
+    """dtype fp8-torchao under FSDP full shard: FSDP2 all-gathers the decoder linears' weights in float8 (torchao
+    Float8LinearConfig.enable_fsdp_float8_all_gather; fsdp_utils.py fsdp_pre_all_gather gathers the float8 data),
+    so the gathered layers hold them at 1 byte and the all-gathers move half the bytes. torchao allows it with
+    tensorwise scaling only. Only FSDP full shard reads it."""
     sync_each_batch: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """FSDP with gradient accumulation: reduce-scatter the gradients after every micro-batch (accelerate's
     sync_each_batch=True; torchtune, which calls no no_sync). Off, as accelerate, HF Trainer and LitGPT do, the
@@ -549,6 +554,9 @@ class TrainingSettings:
         if sharding == "none" and result.shard_ranks > 1:
             raise InvalidInputError("sharding 'none' means one GPU per model shard; use ddp, zero1/2/3 or fsdp for "
                                     "data parallelism (num_gpus > tp x pp x cp).")
+        if result.fp8_all_gather and result.dtype != "fp8-torchao":
+            raise InvalidInputError("fp8_all_gather needs dtype fp8-torchao (torchao's float8 all-gather supports "
+                                    "tensorwise scaling only).")
         if result.offload_params and sharding not in {"zero3", "fsdp_full_shard"}:
             raise InvalidInputError("offload_params needs parameter sharding (zero3 or fsdp_full_shard).")
         if result.offload_optimizer and sharding in {"none", "ddp"}:

@@ -89,7 +89,8 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     whole_weights = state.weights * (replicas if stage >= 3 else 1)
     gradients = state.gradients * (replicas if stage >= 2 else 1)
     trainable_bytes = est.split.trainable * s.precision.compute_bytes // s.model_parallel
-    transfers = (data_parallel_transfers(s.resolved_sharding, replicas, parameter_bytes=whole_weights,
+    gathered = whole_weights * float8_gather_share(est)
+    transfers = (data_parallel_transfers(s.resolved_sharding, replicas, parameter_bytes=gathered,
                                          trainable_bytes=trainable_bytes, gradient_bytes=gradients, units=units)
                  + offload_transfers(replicas, offload_optimizer=s.offload_optimizer,
                                      offload_params=s.offload_params, parameter_bytes=whole_weights,
@@ -111,6 +112,15 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
         k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu,
                                                   "flops_per_step": figure(flops.hardware * tokens)}
 
+
+
+def float8_gather_share(est: Estimate) -> float:
+    """The share of the weights' bytes FSDP's all-gathers move: 1, or with torchao's float8 all-gather
+    (fp8_all_gather) the decoder linears at 1 byte of their 2."""
+    s, split = est.settings, est.split
+    if not (s.fp8_all_gather and s.resolved_sharding == "fsdp_full_shard") or not split.total:
+        return 1.0
+    return 1.0 - split.decoder_linear_weights / split.total / 2
 
 
 SCHEDULE_NAMES = {"1f1b": "1f1b", "interleaved": "interleaved", "gpipe": "gpipe", "zero-bubble": "zb-h1"}
