@@ -12,7 +12,7 @@ from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
 from hfmem.github.action import Inputs, settings_line
 from hfmem.hardware.gpus import catalogue, find_gpu
-from hfmem.memory.estimate import estimate, rule_of_thumb
+from hfmem.memory.estimate import Context, estimate, rule_of_thumb
 from hfmem.memory.gpu_defaults import matrix_gpus
 from hfmem.memory.lowprecision import RECIPES
 from hfmem.memory.precision import PRECISIONS, precision
@@ -153,3 +153,14 @@ def test_float8_all_gather_gathers_the_decoder_linears_at_one_byte() -> None:
     assert estimate(*LLAMA, ddp).per_gpu_bytes == estimate(*LLAMA, replace(ddp, fp8_all_gather=False)).per_gpu_bytes
     with pytest.raises(InvalidInputError, match="fp8_all_gather needs dtype fp8-torchao"):
         replace(fsdp, dtype="fp8-torchao-rowwise", fp8_all_gather=True).validated()
+
+
+def test_te_copies_under_sharding_follow_what_te_saves() -> None:
+    """FSDP full shard is FSDP2 to TE (is_fsdp2): no copy is saved, so two gathered layers' copies are alive; DeepSpeed
+    ZeRO-3 has no TE handling and every rank keeps the whole copies for its backward."""
+    layer = Context(*LLAMA).layer_parameters
+    copies = 2.0 * DECODER_WEIGHTS
+    fsdp = estimate(*LLAMA, TrainingSettings(dtype="fp8-te", num_gpus=8, sharding="fsdp_full_shard"))
+    zero3 = estimate(*LLAMA, TrainingSettings(dtype="fp8-te", num_gpus=8, sharding="zero3"))
+    assert fsdp.per_gpu_bytes.quantized_weight_copies == round(copies * 2 * layer / N)
+    assert zero3.per_gpu_bytes.quantized_weight_copies == round(copies)

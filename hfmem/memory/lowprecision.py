@@ -10,8 +10,12 @@ module, torchtitan's float8 converter skips `output`):
   `_fp8_workspaces` across micro-batches when `is_first_microbatch` is given (line 1958). On Hopper the columnwise
   copy of an FP8 tensor is its transpose (csrc/quantizer.cpp lines 361-375: `with_transpose = columnwise_usage &&
   !is_non_tn_fp8_gemm_supported`); MXFP8 and NVFP4 quantize both directions from the bf16 weight with their own
-  block scales (common/recipe/__init__.py, MXFP8BlockScaling and NVFP4BlockScaling docstrings). torchao's
-  Float8Linear casts on the fly and saves the bf16 weight (torchao/float8/float8_linear.py at 36027d8, line 45:
+  block scales (common/recipe/__init__.py, MXFP8BlockScaling and NVFP4BlockScaling docstrings). Each layer saves
+  its copy for the backward, except under FSDP2 (module/base.py `is_fsdp2`, detected from the module), which saves
+  none and quantizes again from the all-gathered weight in backward (linear.py lines 640-645): there two layers'
+  copies are alive at a time, as FSDP's two gathered layers. FSDP1 scatters the saved copy only when TE is given
+  the FSDP group (distributed.py `_fsdp_scatter_tensors`), and DeepSpeed ZeRO-3 has no TE handling: whole copies.
+  torchao's Float8Linear casts on the fly and saves the bf16 weight (torchao/float8/float8_linear.py at 36027d8, line 45:
   `ctx.save_for_backward(input_hp, weight_hp_t)`), so it keeps no copy;
 - each linear's input saved for the weight gradient, quantized: TE quantizes the input with columnwise usage and
   keeps only that (linear.py lines 416-436 and 603-617: "Discard row-wise data since it is not needed in backward

@@ -521,7 +521,8 @@ def model_state_bytes(
         host_save_bytes=round(host_save),
         bytes_per_param=per_param,
         notes=tuple(t.notes),
-        quantized_weight_copies=round(quantized_copies / (settings.num_gpus if stage >= 3 else 1)),
+        quantized_weight_copies=round(quantized_copies * (min(1.0, 2 * layer_parameters / max(1, split.total))
+                                                          if sharding == "fsdp_full_shard" else 1.0)),
         scaling_state=round(scaling),
     )
 
