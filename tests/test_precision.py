@@ -8,6 +8,7 @@ import pytest
 
 from tiny_models import reference_model
 
+from hfmem.compute.roofline import LOW_PRECISION_SPEEDUP
 from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
 from hfmem.github.action import Inputs, settings_line
@@ -17,7 +18,7 @@ from hfmem.memory.gpu_defaults import matrix_gpus
 from hfmem.memory.lowprecision import RECIPES
 from hfmem.memory.precision import PRECISIONS, precision
 from hfmem.memory.settings import DTYPES, TrainingSettings
-from hfmem.reporting.timing import float8_gather_share, matmul_dtype
+from hfmem.reporting.timing import float8_gather_share, flops_of, matmul_dtype, step_for
 
 LLAMA = reference_model("meta-llama/Llama-2-7b-hf")
 N = LLAMA[1].total
@@ -164,3 +165,20 @@ def test_te_copies_under_sharding_follow_what_te_saves() -> None:
     zero3 = estimate(*LLAMA, TrainingSettings(dtype="fp8-te", num_gpus=8, sharding="zero3"))
     assert fsdp.per_gpu_bytes.quantized_weight_copies == round(copies * 2 * layer / N)
     assert zero3.per_gpu_bytes.quantized_weight_copies == round(copies)
+
+
+def test_a_recipe_is_timed_at_the_published_speedup_over_bf16() -> None:
+    """The matmuls of a recipe's full fine-tune run at its fp8/fp4 dense peak at the utilisation that makes them
+    LOW_PRECISION_SPEEDUP (1.35, TE issue #131) times as fast as bf16's; NVFP4 has no published speedup of its own
+    and is timed as FP8."""
+    def step(dtype: str, gpu: str) -> dict:
+        est = estimate(*LLAMA, TrainingSettings(dtype=dtype, gradient_checkpointing="full"))
+        return step_for(est, flops_of(*LLAMA, est), find_gpu(gpu), LLAMA[0])
+
+    bf16, fp8 = step("bf16", "h100"), step("fp8-te", "h100")
+    assert fp8["dtype"] == "fp8" and bf16["dtype"] == "bf16"
+    assert fp8["hfu_assumed"] == pytest.approx(bf16["hfu_assumed"] * LOW_PRECISION_SPEEDUP * 989.5 / 1979)
+    for term in ("compute_forward", "compute_backward"):
+        assert bf16["terms"][term] / fp8["terms"][term] == pytest.approx(LOW_PRECISION_SPEEDUP, rel=1e-3)
+    fp4, fp8_b200 = step("nvfp4", "b200"), step("fp8-te", "b200")
+    assert fp4["dtype"] == "fp4" and fp4["terms"] == fp8_b200["terms"]

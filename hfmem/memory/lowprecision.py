@@ -15,8 +15,8 @@ module, torchtitan's float8 converter skips `output`):
   none and quantizes again from the all-gathered weight in backward (linear.py lines 640-645): there two layers'
   copies are alive at a time, as FSDP's two gathered layers. FSDP1 scatters the saved copy only when TE is given
   the FSDP group (distributed.py `_fsdp_scatter_tensors`), and DeepSpeed ZeRO-3 has no TE handling: whole copies.
-  torchao's Float8Linear casts on the fly and saves the bf16 weight (torchao/float8/float8_linear.py at 36027d8, line 45:
-  `ctx.save_for_backward(input_hp, weight_hp_t)`), so it keeps no copy;
+  torchao's Float8Linear casts on the fly and saves the bf16 weight (torchao/float8/float8_linear.py at 36027d8,
+  line 45: `ctx.save_for_backward(input_hp, weight_hp_t)`), so it keeps no copy;
 - each linear's input saved for the weight gradient, quantized: TE quantizes the input with columnwise usage and
   keeps only that (linear.py lines 416-436 and 603-617: "Discard row-wise data since it is not needed in backward
   pass"), the routed experts' inputs too; an input a bf16 op also reads (the MoE router's, the attention kernel's

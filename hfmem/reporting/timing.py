@@ -17,6 +17,7 @@ from hfmem.compute.roofline import (
     hbm_traffic,
     hfu_for,
     layout_transfers,
+    low_precision_hfu,
     machine,
     offload_transfers,
     step_time,
@@ -67,6 +68,17 @@ def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
     return settings.network_gbps if settings.network_gbps is not None else node_specs(gpu).network_gbps
 
 
+def default_hfu(gpu: Gpu, dtype: str) -> float:
+    """The utilisation assumed for `dtype`'s matmuls on `gpu`: its architecture's (hfu_for); for fp8/fp4, the share
+    of that peak that gives the published FP8 speedup over bf16 (compute.roofline.low_precision_hfu)."""
+    hfu = hfu_for(gpu.arch)
+    specs = gpu_specs(gpu)
+    bf16, peak = specs.peak_flops("bf16"), specs.peak_flops(dtype)
+    if dtype in {"fp8", "fp4"} and bf16 and peak:
+        return low_precision_hfu(hfu, bf16, peak)
+    return hfu
+
+
 def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, *,
              hfu: float | None = None) -> dict[str, Any]:
     """The step time of an estimate's setup (its `flops_of`) on `gpu` at `hfu` (default: its architecture's,
@@ -75,10 +87,10 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     none."""
     units = -(-arch.num_layers // est.settings.pp) + 1
     s = est.settings
-    hfu = hfu_for(gpu.arch) if hfu is None else hfu
     dtype = matmul_dtype(s)
     if dtype is None:
         return {"seconds": None, "reason": "fp32 training: the catalogue lists no fp32 tensor-core peak"}
+    hfu = default_hfu(gpu, dtype) if hfu is None else hfu
     try:
         node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node,
                        network_gbps=network_gbps(s, gpu))
