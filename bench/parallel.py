@@ -4,7 +4,8 @@ Each row is a hfmem command line with the layout's flags (--tp, --pp, --pp-sched
 --sequence-parallel); the figure is read as the source's metric says (bench/published.py METRIC). A row whose flags
 the CLI refuses (a setting hfmem does not have yet, e.g. --expert-tp or --dtype fp8-te) is a miss, printed with the
 CLI's one-line error: it counts against the coverage, never silently. Bounds (an out-of-memory run, a run that fit)
-are checked as bounds. Prints every row, the median |error| overall, per source and per split.
+are checked as bounds. A row marked `not_scored` (its own config is not knowable from its source) is run and printed
+with its reason, outside the medians. Prints every row, the median |error| overall, per source and per split.
 
     python bench/parallel.py
 """
@@ -33,7 +34,7 @@ def source_of(entry: dict) -> str:
 
 def main() -> None:
     entries = json.loads(FIXTURE.read_text())["entries"]
-    rows, misses, bounds = [], [], []
+    rows, misses, bounds, unscored = [], [], [], []
     for entry in entries:
         if entry["run"] is None:
             misses.append((entry["id"], "; ".join(entry["unmodelled"]) or "no run"))
@@ -45,7 +46,9 @@ def main() -> None:
             continue
         predicted = published.figure_gib(report, entry["provenance"]["metric"])
         measured = float(entry["measured_gib"])
-        if entry["kind"] == "measured":
+        if entry.get("not_scored"):
+            unscored.append((entry, predicted))
+        elif entry["kind"] == "measured":
             rows.append((entry, predicted, predicted / measured - 1))
         else:  # lower_bound: the run ran out of memory above measured; upper_bound: it fit below it
             holds = predicted > measured if entry["kind"] == "lower_bound" else predicted <= measured
@@ -55,6 +58,9 @@ def main() -> None:
         print(f"{entry['id'][:64]:64} {entry['split']:8} {entry['measured_gib']:9.2f} {predicted:9.2f} {error:+8.1%}")
     for name, kind, measured, predicted, holds in bounds:
         print(f"{name[:64]:64} {kind:8} {measured:9.2f} {predicted:9.2f} {'holds' if holds else 'VIOLATED':>8}")
+    for entry, predicted in unscored:
+        print(f"{entry['id'][:64]:64} {entry['split']:8} {entry['measured_gib']:9.2f} {predicted:9.2f} not scored: "
+              f"{entry['not_scored'][12:120]}...")
     for name, why in misses:
         print(f"{name[:64]:64} not run: {why}")
     if rows:
@@ -67,7 +73,7 @@ def main() -> None:
                 groups[of(entry)].append(abs(error))
             print(f"median |error| per {key}: " + "; ".join(
                 f"{name} {statistics.median(v):.1%} ({len(v)})" for name, v in sorted(groups.items())))
-    print(f"not run: {len(misses)}; bounds held: {sum(b[-1] for b in bounds)} of {len(bounds)}")
+    print(f"not scored: {len(unscored)}; not run: {len(misses)}; bounds held: {sum(b[-1] for b in bounds)} of {len(bounds)}")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
     python bench/peft_methods.py [METHOD ...]
 
 Needs torch, transformers and peft. Wraps each dense tiny architecture with PEFT's own DoRA, LoRA-FA, VeRA, IA3,
-prompt or prefix tuning (rank 8 on every linear layer but the head, 20 virtual tokens), runs a real forward + loss
-(b=2, s=100, pure bf16 with PEFT's fp32 adapters, CPU) and compares the storages saved for backward that are still
-alive with hfmem, per layer (2-layer minus 1-layer model) and in total.
+OFT, BOFT, prompt or prefix tuning (rank 8 on every linear layer but the head, 20 virtual tokens), runs a real
+forward + loss (b=2, s=100, pure bf16 with PEFT's fp32 adapters, CPU) and compares the storages saved for backward
+that are still alive with hfmem, per layer (2-layer minus 1-layer model) and in total.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def main(methods: list[str]) -> None:
           f"{'total meas':>11} {'err':>7}")
     for model_id in sorted(FEEDFORWARD):
         for method in methods:
-            if method == "oft" and model_id == "openai-community/gpt2":
-                continue  # PEFT's OFT refuses Conv1D layers
+            if method in {"oft", "boft"} and model_id == "openai-community/gpt2":
+                continue  # PEFT's OFT and BOFT refuse Conv1D layers
             measured = {}
             for layers in (1, 2):
                 measured[layers], backends = alive_saved_bytes(peft_model(model_id, method, layers, torch.bfloat16),

@@ -5,7 +5,9 @@ arithmetic (hfmem.serving.report.gpu_estimate), on the model's fixture config an
     python bench/serving.py --json   # the rows as JSON
 
 The published figure is the engine's KV capacity in tokens (or its KV memory where only that is printed, or
-llama.cpp's 'KV self size' at the row's n_ctx); the error is (predicted - published) / published. Weights are compared where the log prints what loading took.
+llama.cpp's 'KV self size' at the row's n_ctx); the error is (predicted - published) / published. Weights are
+compared where the log prints what loading took (vLLM's 'Model loading took', SGLang's 'mem usage'), against the
+sum of hfmem's weights terms (the checkpoint's share and, for vLLM, its RoPE table).
 Nothing here is fitted: each row's settings are the ones its source states, the rest the engine's defaults.
 """
 
@@ -16,6 +18,7 @@ import json
 import statistics
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +70,13 @@ def score(row: dict[str, Any], model: ModelReport) -> dict[str, Any]:
         metric, want, got = "kv_tokens", published["kv_tokens"], result.kv_tokens
     elif "kv_gib" in published:
         metric, want, got = "kv_gib", published["kv_gib"], result.kv_bytes / GIB
-    else:  # llama.cpp allocates n_ctx cells of every layer: its 'KV self size'
-        cells = KvLayout(**sizes["kv"]).sequence_bytes(settings.context * settings.concurrency)
+    else:  # llama.cpp's 'KV self size': n_ctx cells of every full layer, its SWA cells of the windowed ones
+        layout = KvLayout(**sizes["kv"])
+        if result.window_kept:
+            layout = replace(layout, window=result.window_kept)
+        cells = layout.sequence_bytes(settings.context) * settings.concurrency
         metric, want, got = "kv_self_mib", published["kv_self_mib"], cells / MIB
-    weights = next(t.bytes for t in result.terms if t.kind == "weights") / GIB
+    weights = sum(t.bytes for t in result.terms if t.kind == "weights") / GIB
     out = {"id": row["id"], "engine": row["engine"], "gpu": row["gpu"], "model": row["model"], "tp": settings.tp,
            "split": row["split"], "source": row["provenance"]["url"], "metric": metric, "published": want,
            "predicted": round(got, 2), "error": (got - want) / want, "weights_gib": round(weights, 3)}

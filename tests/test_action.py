@@ -300,8 +300,10 @@ def test_github_faults(hub_env, github, pr_repo, tmp_path):
     ({"INPUT_MODELS": "a/b", "INPUT_FAIL_ON": "dpo:a100"}, "method must be one of full, lora, qlora"),
     ({"INPUT_MODELS": "a/b", "INPUT_GPUS": "a100, nope"}, "input gpus: unknown GPU 'nope'"),
     ({"INPUT_MODELS": "a/b", "INPUT_METHODS": "full, rlhf"},
-     "input methods: 'rlhf'; choose from full, lora, qlora, dora, lora-fa, vera, ia3, oft, prompt-tuning, "
-     "prefix-tuning."),
+     "input methods: 'rlhf'; choose from full, lora, qlora, dora, lora-fa, vera, ia3, oft, boft, prompt-tuning, "
+     "prefix-tuning or serve."),
+    ({"INPUT_MODELS": "a/b", "INPUT_METHODS": "serve", "INPUT_ENGINE": "tgi"},
+     "input engine: 'tgi'; choose from vllm, sglang, llama.cpp, transformers."),
     ({"INPUT_MODELS_FILE": "missing.txt"}, "cannot read model list"),
     ({"INPUT_CONFIG_PATHS": "../*.json"}, "use a glob relative to the workspace"),
     ({"INPUT_MODELS": "a/b", "INPUT_TOKENS": "lots"}, "input tokens: expected a positive number of tokens"),
@@ -402,6 +404,11 @@ def test_gpus_methods_and_fail_on_resolve_to_catalogue_names(tmp_path):
     defaults = action.read_inputs({"INPUT_MODELS": "a/b"}, tmp_path)
     assert defaults.gpus == list(action.DEFAULT_GPUS) and defaults.methods == ["full", "lora", "qlora"]
     assert defaults.fail_on == ["error"]
+    served = action.read_inputs({"INPUT_MODELS": "a/b", "INPUT_METHODS": "serve", "INPUT_FAIL_ON": "serve:l4",
+                                 "INPUT_ENGINE": "SGLang", "INPUT_CONTEXT": "16000"}, tmp_path)
+    assert served.methods == ["serve"] and served.fail_on == ["serve:L4"] and "L4" in served.gpus
+    assert (served.engine, served.context) == ("sglang", 16000)
+    assert "serve\\: sglang, context 16,000" in action.settings_line(served)
 
 
 def test_unwritable_summary_is_one_line(tmp_path):

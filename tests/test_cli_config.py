@@ -29,8 +29,8 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
 
 
-def _report(capsys, *args: str) -> dict:
-    code, out, err = hfmem(capsys, *args, "--format", "json", "-g", "a100")
+def _report(capsys, *args: str, gpu: str = "a100") -> dict:
+    code, out, err = hfmem(capsys, *args, "--format", "json", "-g", gpu)
     assert code == 0, err
     return json.loads(out)
 
@@ -113,3 +113,38 @@ def test_a_config_file_applies_its_framework_under_what_it_says(capsys) -> None:
 def test_an_unknown_framework_is_one_line(capsys) -> None:
     code, out, err = hfmem(capsys, "example:Meta-Llama-3-8B", "--framework", "nope")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "torchtune" in err
+
+
+def test_a_megatron_script_brings_its_profile_and_its_flags_win(capsys) -> None:
+    """The launch script sets the layout and precision; the megatron profile the rest (its fp32 gradient buffer
+    stays under the script's --grad-reduce-in-bf16, its DDP under --use-distributed-optimizer)."""
+    script = CONFIGS / "megatron" / "train_llama3_8b_h100_fp8.sh"
+    report = _report(capsys, "example:Meta-Llama-3-8B", "--config", str(script), gpu="h100")  # an FP8 script
+    plan, est = report["plan"], estimates(report)
+    assert plan["framework"]["name"] == "megatron" and plan["config"]["format"] == "megatron"
+    assert est[0]["settings"]["dtype"] == "fp8-te" and est[0]["per_gpu_bytes"]["quantized_weight_copies"] > 0
+    code, _, err = hfmem(capsys, "example:Meta-Llama-3-8B", "--config", str(script), "-g", "a100")
+    assert code == 2 and "A100 80GB has none" in err  # the script's FP8 on a GPU without it: one line
+    assert [e["method"] for e in est] == ["full"]
+    settings = est[0]["settings"]
+    assert (settings["grad_dtype"], settings["sharding"], settings["num_gpus"]) == ("param", "zero1", 8)
+    assert settings["grad_bucket_view"] is True and plan["sources"]["grad_bucket_view"] == "framework megatron"
+    assert plan["sources"]["grad_dtype"].startswith(f"config {script}")
+    assert plan["config"]["architecture"]["num_layers"] == report["architecture"]["num_layers"] == 32
+    assert not any(" states " in w for w in report["warnings"])  # the script's dimensions are Llama 3 8B's
+
+
+def test_a_megatron_script_for_another_model_warns_of_each_dimension_it_states(capsys) -> None:
+    script = CONFIGS / "megatron" / "train_gpt3_175b_distributed.sh"
+    report = _report(capsys, "example:Meta-Llama-3-8B", "--config", str(script), "--num-gpus", "128")
+    assert f"{script} states num_layers 96 where the model has 32: the model's is counted" in report["warnings"]
+    assert sum(" states " in w for w in report["warnings"]) == 4  # layers, hidden, heads, KV heads (no GQA: 96)
+    assert estimates(report)[0]["settings"]["num_gpus"] == 128  # the flag gives what the one-node launch lacks
+
+
+def test_the_nemo_profile_keeps_fp32_gradients_whole_under_its_distributed_optimizer(capsys) -> None:
+    report = _report(capsys, "example:Meta-Llama-3-8B", "--framework", "nemo", "-m", "full", "--num-gpus", "8")
+    est = estimates(report)[0]
+    params = report["parameters"]["total"]
+    assert est["settings"]["sharding"] == "zero1" and est["settings"]["grad_dtype"] == "fp32"
+    assert est["per_gpu_bytes"]["gradients"] == 4 * params  # Megatron's main_grad buffer, not sharded by ZeRO-1

@@ -69,7 +69,8 @@ FLAGS = ("--method", "-m", "--seq-len", "--batch-size", "-b", "--grad-accum", "-
          "--attention", "--repeat-kv", "--lora-rank", "--lora-targets", "--lora-dropout", "--adapter-dtype",
          "--loss-chunks", "--compile-loss", "--compile-layers", "--activation-offloading", "--optimizer-in-backward",
          "--qlora-double-quant", "--no-qlora-double-quant", "--qlora-kernel", "--quantize-head", "--loss-upcast",
-         "--no-loss-upcast", "--previous-step-alive", "--gpu", "-g", "--cuda-context-gib", "--fragmentation")
+         "--no-loss-upcast", "--previous-step-alive", "--gpu", "-g", "--cuda-context-gib", "--fragmentation", "--engine",
+         "--context", "--serve-concurrency", "--kv-cache-dtype", "--quantization")
 
 
 @pytest.mark.parametrize("command", [["--help"], ["scan", "--help"]])
@@ -78,13 +79,13 @@ def test_every_setting_has_its_flag(capsys, command):
 
     from hfmem.cli.main import app
     from hfmem.cli.scan import scan_app
-    from hfmem.memory.settings import Overhead, TrainingSettings
+    from hfmem.memory.settings import Overhead, Serving, TrainingSettings
 
     code, out, _ = hfmem(capsys, *command)
     assert code == 0
     assert set(FLAGS) <= set(out.replace("/", " ").replace(",", " ").split())
     params = {p.name for p in typer.main.get_command(scan_app if command[0] == "scan" else app).params}
-    leaves = {f.name for cls in (TrainingSettings, Overhead) for f in fields(cls)} - {"overhead"}
+    leaves = {f.name for cls in (TrainingSettings, Overhead, Serving) for f in fields(cls)} - {"overhead", "serving"}
     assert leaves | {"gpu"} <= params  # every knob that changes memory is reachable from the CLI
 
 

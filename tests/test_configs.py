@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import tomllib
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
 from hfmem.configs import ConfigFile, read_config
 from hfmem.errors import ExitCode, InvalidInputError, classify
 from hfmem.memory.settings import TrainingSettings
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "training_configs"
-FIXTURES = sorted(p for p in ROOT.rglob("*") if p.suffix in {".yaml", ".yml", ".json"})
+FIXTURES = sorted(p for p in ROOT.rglob("*") if p.suffix in {".yaml", ".yml", ".json", ".toml", ".sh"})
 FIELDS = {f.name for f in fields(TrainingSettings)}
 
 HF_NAMES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "output_proj": "o_proj"}
@@ -44,7 +47,8 @@ def read(relative: str) -> ConfigFile:
 
 def test_every_format_has_a_real_fixture():
     assert {read_config(p).format for p in FIXTURES} == {"torchtune", "axolotl", "llama-factory", "deepspeed",
-                                                         "accelerate", "trainer-args"}
+                                                         "accelerate", "trainer-args", "megatron", "torchtitan",
+                                                         "nemo"}
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -711,3 +715,235 @@ def test_axolotl_fp8_is_torchao_tensorwise(tmp_path: Path, adapter: str | None, 
     assert config.format == "axolotl"
     assert (config.values["dtype"] == dtype) if dtype else ("fp8" in config.unmodelled)
     assert config.values.get("fp8_all_gather") == (True if all_gather and dtype else None)
+
+
+# -- Megatron-LM argument lists, torchtitan TOML, NeMo 2 recipe YAML -----------------------------------------
+
+
+def script_flags(relative: str) -> list[str]:
+    """Every token of a launch script as the shell splits it (comments dropped), to check flags against."""
+    return shlex.split((ROOT / relative).read_text(), comments=True)
+
+
+def test_megatron_llama3_8b_script():
+    config = read("megatron/train_llama3_8b_h100_fp8.sh")
+    tokens = script_flags("megatron/train_llama3_8b_h100_fp8.sh")
+    assert config.format == config.framework == "megatron" and config.model is None
+    assert {"TP_SIZE=1", "CP_SIZE=1", "GPUS_PER_NODE=8", "NUM_NODES=1", "GLOBAL_BATCH_SIZE=128",
+            "SEQ_LENGTH=8192"} <= set(tokens)  # the variables the flags name, as the script assigns them
+    v = config.values
+    assert (v["tp"], v["cp"], v["num_gpus"], v["gpus_per_node"], v["seq_len"]) == (1, 1, 8, 8, 8192)
+    assert v["gradient_accumulation_steps"] == 128 // (1 * 8)  # global batch / (micro-batch x DP)
+    assert v["sharding"] == "zero1"  # --use-distributed-optimizer
+    assert "--sequence-parallel" in tokens and "sequence_parallel" not in v  # Megatron turns it off without TP
+    assert "--grad-reduce-in-bf16" in tokens and v["grad_dtype"] == "param"
+    assert v["tie_word_embeddings"] is False and v["attention"] == "flash_attention_2"  # --attention-backend fused
+    # --fp8-format hybrid with the default --fp8-recipe delayed: TE's DelayedScaling, the script's amax history
+    assert not any("--fp8-recipe" in t for t in tokens) and "--fp8-amax-history-len 1024" in tokens
+    assert (v["dtype"], v["fp8_amax_history_len"]) == ("fp8-te", 1024)
+    assert {"--fp8-param-gather", "--cross-entropy-loss-fusion"} <= set(config.unmodelled)
+    assert "--fp8-format" not in config.unmodelled
+    assert config.sources["gradient_accumulation_steps"].startswith("--global-batch-size")
+
+
+def test_megatron_gpt3_175b_script_whose_launch_is_smaller_than_its_layout():
+    """The example runs TP 8 x PP 16 (128 GPUs) from a one-node torchrun ("Change for multinode config"): the GPUs
+    and the micro-batches per step are left to the flags, and both keys are reported."""
+    config = read("megatron/train_gpt3_175b_distributed.sh")
+    v = config.values
+    assert (v["tp"], v["pp"], v["dtype"], v["grad_dtype"]) == (8, 16, "fp16", "param")
+    assert "num_gpus" not in v and "gradient_accumulation_steps" not in v
+    assert set(config.unresolved) == {"--nnodes", "--global-batch-size"} and not config.unmodelled
+    assert "torchrun's 8 GPUs cannot hold the layout (TP x PP x CP 128" in config.unresolved["--nnodes"]
+    assert v["tie_word_embeddings"] is True  # no --untie-embeddings-and-output-weights: Megatron ties them
+
+
+def test_megatron_mixtral_script_pipeline_and_experts():
+    """PP 4 x EP 8 with the distributed optimizer; --sequence-parallel without TP is off, as Megatron turns it off
+    (arguments.py#L1433); one node of 8 GPUs cannot hold EP 8 over DP 2, so the GPUs are left to the flags."""
+    config = read("megatron/train_mixtral_8x7b_distributed.sh")
+    tokens = script_flags("megatron/train_mixtral_8x7b_distributed.sh")
+    v = config.values
+    assert "--sequence-parallel" in tokens and "sequence_parallel" not in v
+    assert (v["tp"], v["pp"], v["ep"], v["sharding"], v["grad_dtype"]) == (1, 4, 8, "zero1", "fp32")
+    assert "num_gpus" not in v and "--nnodes" in config.unresolved
+    assert "--moe-token-dispatcher-type" in config.unmodelled and config.unknown == ()
+    assert config.architecture == {"num_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                                   "intermediate_size": 14336, "num_experts": 8, "experts_per_token": 2,
+                                   "num_key_value_heads": 8}
+
+
+def test_megatron_argument_file_with_continuations_and_variables(tmp_path):
+    path = tmp_path / "args.sh"
+    path.write_text('#!/bin/bash\nLAYERS=32\nPP=4\nexport MBS=2\n'
+                    'torchrun --nproc_per_node 8 --nnodes ${NODES:-4} pretrain_gpt.py \\\n'
+                    '  --tensor-model-parallel-size 2 --pipeline-model-parallel-size $PP \\\n'
+                    '  --num-layers ${LAYERS} --num-layers-per-virtual-pipeline-stage 4 \\\n'
+                    '  --context-parallel-size 2 --cp-comm-type a2a  # Ulysses\n'
+                    '  --micro-batch-size $MBS --global-batch-size 64 --seq-length 16384 --bf16 \\\n'
+                    '  --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 \\\n'
+                    '  --optimizer adam --save $UNSET_DIR --lr 1e-4\n')
+    v = read_config(path).values
+    assert (v["tp"], v["pp"], v["cp"], v["cp_kind"]) == (2, 4, 2, "all-to-all")
+    assert (v["vpp"], v["pp_schedule"]) == (32 // (4 * 4), "interleaved")
+    assert v["num_gpus"] == 8 * 4 and v["gradient_accumulation_steps"] == 64 // (2 * (32 // (2 * 4 * 2)))
+    assert (v["dtype"], v["grad_dtype"], v["gradient_checkpointing"]) == ("bf16", "fp32", "full")
+    assert v["micro_batch_size"] == 2 and v["seq_len"] == 16384 and v["optimizer"] == "adamw"
+    unresolved = tmp_path / "unresolved.sh"
+    unresolved.write_text("python pretrain_gpt.py --tensor-model-parallel-size $TP --micro-batch-size 1\n")
+    config = read_config(unresolved)
+    assert "tp" not in config.values and not config.unmodelled
+    assert config.unresolved == {"--tensor-model-parallel-size": "$TP is a variable the file does not assign a "
+                                                                 "literal to"}
+
+
+def test_an_argument_list_without_megatron_flags_is_refused(tmp_path):
+    path = tmp_path / "launch.sh"
+    path.write_text("accelerate launch --num_processes 8 train.py --learning_rate 1e-4\n")
+    refused(path, "Megatron")
+    empty = tmp_path / "notes.txt"
+    empty.write_text("no flags here\n")
+    refused(empty, "--flags")
+
+
+def test_torchtitan_llama3_70b():
+    config = read("torchtitan/llama3_70b.toml")
+    file = tomllib.loads((ROOT / "torchtitan/llama3_70b.toml").read_text())
+    assert config.format == config.framework == "torchtitan"
+    assert config.model == file["model"]["hf_assets_path"]
+    v = config.values
+    assert v["tp"] == file["parallelism"]["tensor_parallel_degree"] and v["sequence_parallel"] == "dtensor"
+    assert file["parallelism"]["data_parallel_shard_degree"] == -1 and v["sharding"] == "fsdp_full_shard"
+    assert "num_gpus" not in v  # -1: every GPU the other dimensions leave, however many there are
+    assert v["micro_batch_size"] == file["training"]["local_batch_size"]
+    assert v["seq_len"] == file["training"]["seq_len"]
+    assert file["activation_checkpoint"]["mode"] == "full" and v["gradient_checkpointing"] == "full"
+    assert v["dtype"] == "bf16"  # FSDP2's bf16 param_dtype over fp32 shards: 16 bytes per parameter in all
+    assert config.unmodelled == ()
+
+
+@pytest.mark.parametrize("name", ["llama3_8b.toml", "deepseek_v3_16b.toml"])
+def test_torchtitan_selective_checkpointing_is_reported(name):
+    config = read(f"torchtitan/{name}")
+    file = tomllib.loads((ROOT / "torchtitan" / name).read_text())
+    assert file["activation_checkpoint"]["mode"] == "selective"
+    assert "gradient_checkpointing" not in config.values and "activation_checkpoint.mode" in config.unmodelled
+    assert config.values.get("ep", 1) == file["parallelism"].get("expert_parallel_degree", 1)
+    assert "pp_schedule" not in config.values  # Interleaved1F1B is named, but there is no pipeline (degree 1)
+
+
+def test_torchtitan_pipeline_micro_batches_gpus_and_precision(tmp_path):
+    path = tmp_path / "pp.toml"
+    path.write_text('[training]\nlocal_batch_size = 8\nseq_len = 4096\ndtype = "bfloat16"\n'
+                    '[parallelism]\ndata_parallel_shard_degree = 2\ntensor_parallel_degree = 4\n'
+                    'pipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 2\n'
+                    'pipeline_parallel_schedule = "GPipe"\ncontext_parallel_degree = 2\n'
+                    'context_parallel_rotate_method = "alltoall"\n[activation_checkpoint]\nmode = "none"\n')
+    v = read_config(path).values
+    assert v["num_gpus"] == 2 * 4 * 2 * 2 and (v["micro_batch_size"], v["gradient_accumulation_steps"]) == (2, 4)
+    assert (v["pp_schedule"], v["cp_kind"], v["dtype"]) == ("gpipe", "all-to-all", "bf16-pure")
+    assert v["gradient_checkpointing"] == "off"
+    ddp = tmp_path / "ddp.toml"
+    ddp.write_text("[parallelism]\ndata_parallel_replicate_degree = 4\ndata_parallel_shard_degree = 1\n")
+    v = read_config(ddp).values
+    assert (v["sharding"], v["dtype"], v["num_gpus"]) == ("ddp", "amp-bf16", 4)  # no FSDP: torch.autocast
+
+
+def test_nemo_speechlm_recipe_yaml():
+    config = read("nemo/salm_llama3.2-1b_fc_linear_peft.yaml")
+    file = raw("nemo/salm_llama3.2-1b_fc_linear_peft.yaml")
+    assert config.format == config.framework == "nemo"
+    assert config.model == file["model"]["llm"]["pretrained_model"]
+    v = config.values
+    assert (v["tp"], v["pp"], v["cp"]) == tuple(file["strategy"][f"{k}_parallel_size"]
+                                                for k in ("tensor_model", "pipeline_model", "context"))
+    assert v["method"] == "lora" and v["lora_rank"] == file["model"]["peft"]["dim"]
+    assert file["plugins"]["precision"] == "bf16-mixed" and v["dtype"] == "bf16" and v["grad_dtype"] == "fp32"
+    assert v["micro_batch_size"] == file["data"]["common"]["micro_batch_size"]
+    assert v["seq_len"] == file["data"]["common"]["max_seq_length"]
+    assert "use_distributed_optimizer" not in file["optim"]["config"] and v["sharding"] == "ddp"
+    assert set(config.unmodelled) == {"model.speech_encoder", "model.modality_adapter"}
+
+
+def test_nemo_run_serialised_recipe(tmp_path):
+    """NeMo-Run's YAML of a recipe: the strategy and plugins under trainer, Megatron's DDP and OptimizerConfig."""
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({
+        "trainer": {"_target_": "nemo.lightning.pytorch.trainer.Trainer", "devices": 8, "num_nodes": 4,
+                    "strategy": {"_target_": "nemo.lightning.pytorch.strategies.megatron_strategy.MegatronStrategy",
+                                 "tensor_model_parallel_size": 4, "pipeline_model_parallel_size": 4,
+                                 "virtual_pipeline_model_parallel_size": 5, "context_parallel_size": 1,
+                                 "sequence_parallel": True, "gradient_as_bucket_view": True,
+                                 "ddp": {"grad_reduce_in_fp32": False}},
+                    "plugins": {"_target_": "nemo.lightning.MegatronMixedPrecision", "precision": "bf16-mixed"}},
+        "optim": {"config": {"optimizer": "adam", "use_distributed_optimizer": True}},
+        "data": {"micro_batch_size": 1, "global_batch_size": 128, "seq_length": 8192},
+        "model": {"config": {"recompute_granularity": "selective"}}}))
+    v = read_config(path).values
+    assert (v["tp"], v["pp"], v["vpp"], v["pp_schedule"]) == (4, 4, 5, "interleaved")
+    assert v["num_gpus"] == 32 and v["gradient_accumulation_steps"] == 128 // (1 * 32 // 16)
+    assert (v["sharding"], v["grad_dtype"], v["grad_bucket_view"]) == ("zero1", "param", True)
+    assert v["sequence_parallel"] == "megatron" and v["gradient_checkpointing"] == "selective"
+
+
+def test_hostile_toml_and_argument_lists(tmp_path):
+    (tmp_path / "bad.toml").write_text("[parallelism\ntensor_parallel_degree = 2\n")
+    refused(tmp_path / "bad.toml", "not valid TOML")
+    (tmp_path / "deep.toml").write_text("x = " + "[" * 100 + "]" * 100 + "\n")
+    refused(tmp_path / "deep.toml", "nests deeper")
+    (tmp_path / "wrong.toml").write_text('[parallelism]\ntensor_parallel_degree = "eight"\n')
+    refused(tmp_path / "wrong.toml", "parallelism.tensor_parallel_degree", "an integer")
+    (tmp_path / "quote.sh").write_text('echo "unbalanced\n--tensor-model-parallel-size two\n')
+    refused(tmp_path / "quote.sh", "--tensor-model-parallel-size", "an integer")
+    (tmp_path / "odd.sh").write_text("--micro-batch-size 2 --global-batch-size 3 --nproc_per_node 2\n")
+    refused(tmp_path / "odd.sh", "--global-batch-size", "a multiple")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("-$={}()\\\"' \n#ab12.:")), max_size=200))
+def test_argument_lists_parse_or_refuse_with_one_line(text):
+    from hfmem.configs import argument_list
+
+    try:
+        flags = argument_list.parse(text, "fuzzed.sh")
+    except InvalidInputError as err:
+        assert "\n" not in str(err)
+    else:
+        assert flags and all(key.startswith("--") for key in flags)
+
+
+@pytest.mark.parametrize(("flags", "dtype", "history"), [
+    ("--bf16 --fp8-format hybrid", "fp8-te", 1), ("--bf16 --fp8-format e4m3 --fp8-amax-history-len 16", "fp8-te", 16),
+    ("--bf16 --fp8-format hybrid --fp8-recipe tensorwise", "fp8-te-current", None),
+    ("--bf16 --fp8-format e4m3 --fp8-recipe mxfp8", "mxfp8", None), ("--bf16 --fp4-format e2m1", "nvfp4", None),
+    ("--bf16 --fp8-format e4m3 --fp8-recipe blockwise", "bf16", None)])
+def test_megatron_fp8_and_fp4_recipes(tmp_path: Path, flags: str, dtype: str, history: int | None) -> None:
+    """--fp8-recipe (default delayed) picks TE's recipe (core/fp8_utils.py): delayed with Megatron's default amax
+    history of 1, tensorwise current scaling, MXFP8; --fp4-format NVFP4; blockwise is unmodelled and --bf16 stands."""
+    path = tmp_path / "args.txt"
+    path.write_text(f"--tensor-model-parallel-size 1 --micro-batch-size 1 {flags}\n")
+    config = read_config(str(path))
+    assert config.format == "megatron" and config.values["dtype"] == dtype
+    assert config.values.get("fp8_amax_history_len") == history
+    assert ("--fp8-recipe" in config.unmodelled) == (dtype == "bf16")
+
+
+@pytest.mark.parametrize(("converters", "edit", "dtype", "all_gather"), [
+    ('["float8"]', ("enable_fsdp_float8_all_gather = false", "enable_fsdp_float8_all_gather = true"), "fp8-torchao",
+     True),
+    ('["quantize.linear.float8"]', ("filter_fqns", 'recipe_name = "rowwise"\nfilter_fqns'), "fp8-torchao-rowwise",
+     None),
+    ('["quantize.linear.mx"]', ("", ""), "bf16", None)])
+def test_torchtitan_float8_converter(tmp_path: Path, converters: str, edit: tuple[str, str], dtype: str,
+                                     all_gather: bool | None):
+    """llama3_8b.toml with its float8 converter on: torchao float8 training (tensorwise unless recipe_name says
+    rowwise) with its FSDP float8 all-gather; the MX converter is not modelled and the bf16 dtype stands."""
+    text = (ROOT / "torchtitan" / "llama3_8b.toml").read_text()
+    text = text.replace('# converters = ["float8"]', f"converters = {converters}")
+    if edit[0]:
+        text = text.replace(edit[0], edit[1], 1)
+    path = tmp_path / "float8.toml"
+    path.write_text(text)
+    config = read_config(str(path))
+    assert config.values["dtype"] == dtype and config.values.get("fp8_all_gather") == all_gather
+    assert ("model.converters" in config.unmodelled) == (dtype == "bf16")

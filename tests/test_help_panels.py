@@ -17,7 +17,7 @@ import typer
 from hfmem.cli.main import app
 from hfmem.cli.scan import scan_app
 
-PANELS = ("Model", "Training", "Sharding & GPUs", "Time & cost", "Output")
+PANELS = ("Model", "Training", "Sharding & GPUs", "Time & cost", "Serving (-m serve)", "Output")
 EXPECTED = {
     "Model": ("--revision", "--token", "--config", "--framework", "--timeout"),
     "Training": ("--method", "--seq-len", "--batch-size", "--grad-accum", "--dtype", "--optimizer",

@@ -13,8 +13,9 @@ LAYERS = {
     "hub": 1, "hardware": 1,
     "model": 2,
     "memory": 3, "compute": 3,  # compute: FLOPs and roofline time, beside memory (neither imports the other)
+    # serving memory: an engine's reserve and KV capacity, over memory/'s KV cache per token; under the report
+    "serving": 3.5,
     "render": 4, "scan": 4, "configs": 4, "frameworks": 4, "reporting": 4,
-    "serving": 4,  # serving memory: an engine's reserve and KV capacity, over memory/'s KV cache per token
     "cli": 5, "github": 5,
     "_readme": 6, "api": 6,  # docs/ tables generated from any layer's tables
     "entry": 6,  # the programs' entry points: Ctrl-C caught before the cli and github layers load

@@ -13,6 +13,7 @@ from hfmem.memory.estimate import Context, estimate_in
 from hfmem.memory.layouts import (
     Candidate,
     Limits,
+    attention_bound,
     candidates,
     layout_settings,
     per_rank_required,
@@ -87,3 +88,27 @@ def test_a_layout_the_model_cannot_take_is_skipped() -> None:
 @pytest.mark.parametrize("layout", [Candidate(tp=8, pp=2), Candidate(dp=2, cp=4), Candidate(dp=8)])
 def test_layouts_describe_themselves_as_the_issue_writes_them(layout: Candidate) -> None:
     assert layout.describe() == {16: "TP8·PP2", 8: "FSDP2·CP4" if layout.cp > 1 else "FSDP8"}[layout.num_gpus]
+
+
+@pytest.mark.parametrize(("model", "seq", "bound"), [("meta-llama/Meta-Llama-3-8B", 131072, True),
+                                                      ("meta-llama/Meta-Llama-3-8B", 8192, False),
+                                                      ("meta-llama/Llama-2-70b-hf", 65536, False)])
+def test_a_sequence_is_attention_bound_past_the_layers_linear_work(model: str, seq: int, bound: bool) -> None:
+    """Llama 3 8B: 218M linear weights a layer against 4,096 x seq attention multiply-adds a token, so past 53K
+    tokens; Llama 2 70B (856M a layer over 8,192) past 104K."""
+    arch, inventory = reference_model(model)
+    assert attention_bound(arch, inventory, seq) is bound
+    order = [(c.tp, c.pp, c.cp) for c in candidates(16, Limits.of(arch, seq, 8, inventory))]
+    assert order == sorted(order) if bound else order == sorted(order, key=lambda k: (k[2], k[1], k[0]))
+
+
+def test_a_128k_llama_3_8b_is_laid_out_with_context_parallelism() -> None:
+    """The issue's case: full fine-tuning at 131,072 tokens with full checkpointing on H100s gets a CP layout on one
+    node, with the reason CP was chosen over TP."""
+    arch, inventory = reference_model("meta-llama/Meta-Llama-3-8B")
+    ctx = Context(arch, inventory)
+    s = TrainingSettings(seq_len=131072, gradient_checkpointing="full")
+    required = per_rank_required(lambda t: estimate_in(ctx, t).per_gpu_bytes.required, s)
+    found = search(required, find_gpu("h100").usable_bytes, Limits.of(arch, 131072, 8, inventory))
+    assert found is not None and found.layout.cp > 1 and found.layout.tp == 1 and found.layout.num_gpus <= 8
+    assert "whose attention outweighs the linear layers" in found.reason

@@ -168,3 +168,22 @@ def test_fsdp_embeddings_as_units_of_their_own_gather_one_at_a_time() -> None:
     root = estimate(*LLAMA, TrainingSettings(**base)).per_gpu_bytes.sharding_buffers
     own = estimate(*LLAMA, TrainingSettings(**base, fsdp_wrap_embeddings=True)).per_gpu_bytes.sharding_buffers
     assert root - own == 2 * 32000 * 4096
+
+
+@pytest.mark.parametrize(("sharding", "per_param"), [("ddp", 18), ("zero1", 6 + 12 / 8)])
+def test_megatron_fp32_gradient_buffer(sharding: str, per_param: float) -> None:
+    """Megatron-LM's bytes per parameter (megatron/training/theoretical_memory_usage.py#L296 at d98e8a6: 18, or
+    6 + 12/DP with the distributed optimizer): bf16 weights, an fp32 main_grad buffer the reduction works in, and
+    fp32 master weights and moments; the buffer is no extra DDP copy or reduce bucket and ZeRO-1 keeps it whole."""
+    b = _state(num_gpus=8, sharding=sharding, grad_dtype="fp32", grad_bucket_view=True)
+    assert b["gradients"] == 4 * N and b["sharding_buffers"] == 0 and b["optimizer_step_transient"] == 0
+    assert b["gradient_activation_overlap"] == 0  # the buffer is allocated once: alive beside the activations
+    assert b["weights"] + b["gradients"] + b["optimizer"] == pytest.approx(per_param * N, rel=1e-6)
+    torch_ddp = _state(num_gpus=8, sharding=sharding, grad_dtype="fp32")  # the same gradients in torch's buckets
+    assert torch_ddp["sharding_buffers"] == (4 * N if sharding == "ddp" else 4 * 4096 ** 2)
+
+
+def test_grad_dtype_fp32_gradients_shard_under_zero2() -> None:
+    z2 = _state(num_gpus=8, sharding="zero2", grad_dtype="fp32")
+    assert z2["gradients"] == pytest.approx(4 * N / 8, rel=1e-6)
+    assert _state(grad_dtype="fp32", dtype="fp32")["gradients"] == _state(dtype="fp32")["gradients"] == 4 * N

@@ -90,9 +90,23 @@ def test_badam_trains_one_layer_and_lisa_the_embeddings_and_head_too() -> None:
     assert lisa.gradients == pytest.approx(2 * (2 * layer + 2 * 128256 * 4096 + 4096), rel=1e-3)
 
 
+def test_badam_under_zero3_partitions_the_active_block_only() -> None:
+    """BAdam's BlockOptimizer rebuilds DeepSpeed ZeRO-3's fp32 partitions from the active block at each switch
+    (badam/block_optim.py _reset_ds_optimizer): the step's fp32 gradient partition is one layer's over n GPUs, not
+    the whole model's (full AdamW under the same ZeRO-3 keeps the whole model's)."""
+    arch, inventory = LLAMA3
+    layer = (inventory.total - 2 * 128256 * 4096 - 4096) // 32
+    zero3 = {"dtype": "fp16", "sharding": "zero3", "num_gpus": 4}
+    badam = estimate(arch, inventory, TrainingSettings(optimizer="badam", **zero3)).state
+    adamw = estimate(arch, inventory, TrainingSettings(optimizer="adamw", **zero3)).state
+    assert badam.step_transient == pytest.approx(4 * layer / 4, rel=1e-3)
+    assert adamw.step_transient == pytest.approx(4 * inventory.total / 4, rel=1e-3)
+
+
 def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
-    """LLaMA-Factory's use_badam/use_galore/use_dora, axolotl's peft_use_dora, TRL's use_dora and the Trainer's
-    optim/optim_args map to settings, and none of those keys is reported unmodelled."""
+    """LLaMA-Factory's use_badam/use_galore/use_dora, axolotl's peft_use_dora and peft.loftq_config (LoftQ: LoRA's
+    memory, the base dequantised in place), TRL's use_dora and the Trainer's optim/optim_args map to settings, and
+    none of those keys is reported unmodelled or unknown."""
     lf = "model_name_or_path: m\nstage: sft\nbf16: true\n"
     cases = {
         "lf_badam.yaml": (lf + "finetuning_type: full\nuse_badam: true\nbadam_switch_interval: 50\n",
@@ -105,6 +119,8 @@ def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
                         {"method": "oft", "oft_block_size": 64, "lora_targets": ("all-linear",)}),
         "axolotl.yaml": ("base_model: m\nadapter: lora\npeft_use_dora: true\nsequence_len: 1024\noptimizer: muon\n",
                          {"method": "dora", "optimizer": "muon"}),
+        "axolotl_loftq.yaml": ("base_model: m\nadapter: lora\nlora_r: 32\npeft:\n  loftq_config:\n    loftq_bits: 4\n",
+                               {"method": "lora", "lora_rank": 32}),
         "trl.yaml": ("model_name_or_path: m\nuse_peft: true\nuse_dora: true\nlora_target_modules: all-linear\n"
                      + "optim: galore_adamw_8bit\noptim_args: rank=256, update_proj_gap=500\nmax_length: 1024\n",
                      {"method": "dora", "optimizer": "galore_adamw_8bit", "galore_rank": 256,
@@ -118,5 +134,6 @@ def test_config_files_select_the_methods_and_optimizers(tmp_path) -> None:
         chosen = {"use_badam", "use_galore", "use_dora", "peft_use_dora", "optim", "optim_args", "optimizer",
                   "finetuning_type", "oft_block_size"}
         assert not chosen & {u.split(":")[-1] for u in config.unmodelled}, (name, config.unmodelled)
+        assert not [u for u in config.unknown if "loftq" in u], (name, config.unknown)
         fields = TrainingSettings.__dataclass_fields__
         TrainingSettings(**{k: v for k, v in config.values.items() if k in fields}).validated()

@@ -22,7 +22,9 @@ from hfmem.memory.activations import ActivationSettings, estimate_activations
 from hfmem.memory.estimate import estimate
 from hfmem.memory.parallel import (
     Layout,
+    comm_buffers,
     in_flight,
+    outputs_in_flight,
     rank_activations,
     rank_layer,
     rank_parameters,
@@ -85,6 +87,106 @@ def test_megatron_in_flight_micro_batches(pp: int, vpp: int, micro: int, expecte
     assert in_flight(layout, pp - 1) < in_flight(layout, 0)
 
 
+@pytest.mark.parametrize(("schedule", "factor"), [("interleaved", 2), ("zero-bubble", 1)])
+@pytest.mark.parametrize(("pp", "vpp", "micro"), [(4, 3, 4), (8, 2, 8), (4, 2, 16)])
+def test_looped_schedules_warm_up_as_torch_does(schedule: str, factor: int, pp: int, vpp: int, micro: int) -> None:
+    """Chunks in flight on each stage: torch's own warm-up count (Interleaved1F1B: two per hop from the last stage,
+    InterleavedZeroBubble: one) and the first steady-state forward, at most the step's chunks."""
+    from torch.distributed.pipelining.schedules import _get_warmup_ops
+
+    layout = Layout(pp=pp, vpp=vpp, schedule=schedule, micro_batches=micro)
+    for stage in range(pp):
+        warmup = _get_warmup_ops(stage, vpp, pp, pp, micro, multiply_factor=factor)
+        assert in_flight(layout, stage) * vpp == min(warmup + 1, micro * vpp)
+
+
+def test_the_last_stage_keeps_one_loss_unless_gpipe() -> None:
+    """Under the 1F1B schedules, interleaved included, each micro-batch's loss is freed by its backward before the
+    next last-chunk forward; GPipe keeps them all. So the last stage's head and loss count once."""
+    config = reference_config("openai-community/gpt2")
+    arch = read_architecture(config)
+    act = estimate_activations(arch, build_inventory(config), ActivationSettings(micro_batch_size=1, seq_len=128))
+    interleaved = Layout(pp=4, vpp=3, schedule="interleaved", micro_batches=8)
+    gpipe = Layout(pp=4, schedule="gpipe", micro_batches=8)
+    assert outputs_in_flight(interleaved) == 1 and outputs_in_flight(gpipe) == 8
+    assert in_flight(interleaved, 3) == 3
+    assert rank_activations(act, arch, interleaved, 3).loss == act.loss
+    assert rank_activations(act, arch, gpipe, 3).loss == 8 * act.loss
+
+
+def test_per_transfer_pipeline_buffers_do_not_grow_with_the_micro_batches() -> None:
+    """torch.distributed.pipelining allocates a receive buffer per micro-batch of the step; Megatron-core one
+    receive at a time, its output freed once sent (deallocate_pipeline_outputs)."""
+    config = reference_config("openai-community/gpt2")
+    arch = read_architecture(config)
+    boundary = 1024 * arch.hidden_size * 2
+    for micro in (4, 64):
+        step = comm_buffers(arch, Layout(pp=4, micro_batches=micro), 1, 1, 1024, 2).pp
+        transfer = comm_buffers(arch, Layout(pp=4, micro_batches=micro, pp_buffers="transfer"), 1, 1, 1024, 2).pp
+        assert step == 2 * boundary * micro + boundary * 3 and transfer == boundary
+    assert comm_buffers(arch, Layout(pp=4, micro_batches=64, pp_buffers="transfer"), 3, 1, 1024, 2).pp == 0
+
+
+def test_in_place_cross_entropy_keeps_the_fp32_softmax_and_allocates_the_logits_gradient() -> None:
+    """Megatron-core's vocab_parallel_cross_entropy: 4 bytes per logit kept, the compute-dtype gradient in backward,
+    where the eager upcast loss needs two fp32 buffers."""
+    config = reference_config("openai-community/gpt2")
+    arch, inventory = read_architecture(config), build_inventory(config)
+    tokens, v = 2 * 256, arch.vocab_size
+
+    def of(in_place: bool):
+        return estimate_activations(arch, inventory, ActivationSettings(micro_batch_size=2, seq_len=256,
+                                                                        loss_in_place=in_place))
+
+    eager, in_place = of(False), of(True)
+    assert in_place.loss == pytest.approx(4 * tokens * v, rel=1e-4) and in_place.loss_peak == 2 * tokens * v
+    assert eager.loss_peak == 8 * tokens * v
+
+
+def test_a_fused_softmax_keeps_only_its_compute_dtype_output() -> None:
+    """Megatron's ScaledUpperTriangMaskedSoftmax saves its bf16 output; transformers' Llama upcasts and keeps the
+    fp32 softmax and the bf16 probabilities."""
+    config = tiny_config("meta-llama/Meta-Llama-3-8B", 2)
+    arch, inventory = read_architecture(config), build_inventory(config)
+
+    def terms(fused: bool) -> dict[str, int]:
+        return estimate_activations(arch, inventory, ActivationSettings(
+            micro_batch_size=1, seq_len=256, attention="eager", fused_softmax=fused)).layers[0].terms
+
+    eager, fused = terms(False), terms(True)
+    a, s = arch.num_attention_heads, 256
+    assert "attn.softmax_fp32" in eager and "attn.softmax_fp32" not in fused
+    assert fused["attn.softmax"] == 2 * a * s * s and "attn.probs" not in fused
+
+
+def test_expert_tensor_parallel_splits_experts_and_shards_their_states_over_its_own_ranks() -> None:
+    """Megatron's --expert-tensor-parallel-size: experts split over ep x expert_tp; their gradients and states
+    sharded over the num_gpus / (pp x ep x expert_tp) expert-data-parallel ranks."""
+    config = tiny_config("mistralai/Mixtral-8x7B-v0.1", 2)
+    arch, inventory = read_architecture(config), build_inventory(config)
+    experts = inventory.by_component["experts"]
+    assert rank_parameters(arch, inventory, Layout(tp=2, ep=4, expert_tp=1), 0).experts == experts / 4
+    assert rank_parameters(arch, inventory, Layout(tp=2, ep=4, expert_tp=2), 0).experts == experts / 8
+    base = TrainingSettings(seq_len=256, num_gpus=8, tp=2, ep=4, sharding="zero1")
+    etp1 = estimate(arch, inventory, replace(base, expert_tp=1)).per_gpu_bytes
+    etp2 = estimate(arch, inventory, base).per_gpu_bytes
+    assert etp1.weights - etp2.weights == pytest.approx(experts / 8 * 2, rel=1e-3)
+    # expert states: 1/4 of the experts over 8 / (4 x 1) = 2 ranks, or 1/8 of them over 8 / (4 x 2) = 1: the same
+    assert etp1.optimizer_states == pytest.approx(etp2.optimizer_states, rel=1e-3)
+
+
+def test_expert_token_copies_are_whole_on_each_expert_tp_rank() -> None:
+    """Megatron's dispatcher gathers the sequence-parallel tokens over the expert-TP ranks: each rank keeps its
+    tp/expert_tp share of the top-k copies at the hidden width, and 1/tp of the experts' inner tensors."""
+    config = tiny_config("mistralai/Mixtral-8x7B-v0.1", 2)
+    arch, inventory = read_architecture(config), build_inventory(config)
+    layer = estimate_activations(arch, inventory, ActivationSettings(micro_batch_size=1, seq_len=256)).layers[0]
+    for etp, share in ((8, 1), (2, 4), (1, 8)):
+        rank = rank_layer(layer, Layout(tp=8, expert_tp=etp, sequence_parallel="megatron"), 1)
+        assert rank.terms["experts.gathered_input"] == round(layer.terms["experts.gathered_input"] / share)
+        assert rank.terms["experts.down_input"] == round(layer.terms["experts.down_input"] / 8)
+
+
 @pytest.mark.parametrize(("micro", "vpp", "megatron"), [(None, 1, 10_292_838_400.0), (4, 1, 5_146_419_200.0),
                                                         (None, 3, 13_294_916_266.666668)])
 def test_megatron_activation_memory_of_the_first_stage(micro: int | None, vpp: int, megatron: float) -> None:
@@ -126,8 +228,10 @@ ARCH, INVENTORY = read_architecture(TINY), build_inventory(TINY)
     ({"pp": 8}, "above the model's 4 layers"),
     ({"cp": 3, "seq_len": 1000}, "does not divide the sequence"),
     ({"ep": 2, "num_gpus": 2}, "must divide the model's routed experts"),
-    ({"ep": 2, "tp": 2, "num_gpus": 2}, "must divide DP x CP = 1"),
-    ({"vpp": 2, "pp": 2}, "needs pp_schedule interleaved"),
+    ({"ep": 2, "tp": 2, "num_gpus": 2}, "ep 2 x expert_tp 2 must divide TP x DP x CP = 2"),
+    ({"ep": 4, "tp": 2, "expert_tp": 1, "num_gpus": 2}, "ep 4 x expert_tp 1 must divide TP x DP x CP = 2"),
+    ({"vpp": 2, "pp": 2}, "needs pp_schedule interleaved or zero-bubble"),
+    ({"pp": 2, "pp_stage": 2}, "pp_stage 2 is not a stage of pp 2"),
     ({"pp_schedule": "interleaved", "pp": 2}, "needs pp >= 2 and vpp >= 2"),
 ])
 def test_a_layout_the_model_cannot_take_is_a_one_line_error(settings: dict, message: str) -> None:
@@ -155,6 +259,15 @@ def test_each_dimension_lowers_the_most_loaded_rank() -> None:
     tp = estimate(ARCH, INVENTORY, replace(base, tp=2)).per_gpu_bytes
     sp = estimate(ARCH, INVENTORY, replace(base, tp=2, sequence_parallel="megatron")).per_gpu_bytes
     assert sp.activations < tp.activations and sp.weights == tp.weights
+
+
+def test_pp_stage_names_the_rank_the_estimate_is_for() -> None:
+    base = TrainingSettings(seq_len=512, pp=2, gradient_accumulation_steps=8)
+    most = estimate(ARCH, INVENTORY, base)
+    stages = [estimate(ARCH, INVENTORY, replace(base, pp_stage=k)) for k in (0, 1)]
+    assert [e.assumptions["parallel"]["most_loaded_stage"] for e in stages] == [0, 1]
+    assert most.per_gpu_bytes.total == max(e.per_gpu_bytes.total for e in stages)
+    assert stages[0].per_gpu_bytes.total != stages[1].per_gpu_bytes.total
 
 
 def test_gpipe_holds_every_micro_batch_and_1f1b_pp_of_them() -> None:

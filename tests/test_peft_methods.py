@@ -22,7 +22,9 @@ FEEDFORWARD = {"openai-community/gpt2": "mlp.c_proj", "meta-llama/Meta-Llama-3-8
                "Qwen/Qwen2.5-0.5B": "down_proj", "google/gemma-2b": "down_proj",
                "stabilityai/stablelm-base-alpha-3b": "dense_4h_to_h"}
 """The dense fixture families, each with its MLP output projection as PEFT's IA3 mapping names it."""
-METHODS = ("dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning")
+METHODS = ("dora", "lora-fa", "vera", "ia3", "oft", "boft", "prompt-tuning", "prefix-tuning")
+BOFT_SAVED = {"microsoft/phi-2", "tiiuae/falcon-7b"}
+"""The families whose BOFT saved tensors the suite checks (a sequential and a parallel block)."""
 
 
 def peft_config(method: str, leaves: list[str], feedforward: str, rank: int = 8, virtual_tokens: int = 20):
@@ -33,6 +35,8 @@ def peft_config(method: str, leaves: list[str], feedforward: str, rank: int = 8,
         return peft.VeraConfig(r=rank, target_modules=leaves)
     if method == "oft":
         return peft.OFTConfig(oft_block_size=32, target_modules=leaves)
+    if method == "boft":  # PEFT's defaults (block size 4; butterfly factor 1, what it runs without its CUDA extension)
+        return peft.BOFTConfig(boft_block_size=4, boft_n_butterfly_factor=1, target_modules=leaves)
     if method == "ia3":
         split = "." in feedforward  # GPT-2's c_proj is both the attention's and the MLP's output
         targets = [n for n in leaves if n != feedforward.rsplit(".", 1)[-1] or not split]
@@ -59,7 +63,7 @@ def peft_model(model_id: str, method: str, layers: int, dtype, rank: int = 8, vi
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("model_id", sorted(FEEDFORWARD))
 def test_trainable_parameters_equal_peft(model_id: str, method: str) -> None:
-    if method == "oft" and model_id == "openai-community/gpt2":
+    if method in {"oft", "boft"} and model_id == "openai-community/gpt2":
         pytest.skip("PEFT's OFT refuses GPT-2's Conv1D layers, as hfmem does (test_oft_refuses_conv1d_like_peft)")
     wrapped = peft_model(model_id, method, 2, torch.float32)
     trainable = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
@@ -67,10 +71,10 @@ def test_trainable_parameters_equal_peft(model_id: str, method: str) -> None:
     settings = TrainingSettings(method=method, lora_rank=8, num_virtual_tokens=20).validated()
     split = parameter_split(read_architecture(config), build_inventory(config), settings)
     assert split.trainable == trainable
-    if method in {"lora-fa", "vera"}:  # LoRA-FA's frozen A, VeRA's shared frozen projections (buffers)
-        buffers = sum(b.numel() for n, b in wrapped.named_buffers() if "vera_" in n)
+    if method in {"lora-fa", "vera", "boft"}:  # LoRA-FA's frozen A; VeRA's shared projections, BOFT's boft_P (buffers)
+        buffers = sum(b.numel() for n, b in wrapped.named_buffers() if "vera_" in n or "boft_P" in n)
         frozen_a = sum(p.numel() for n, p in wrapped.named_parameters() if "lora_A" in n and not p.requires_grad)
-        assert split.frozen_adapters == (buffers if method == "vera" else frozen_a) > 0
+        assert split.frozen_adapters == (frozen_a if method == "lora-fa" else buffers) > 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,8 +128,11 @@ def predicted_saved(model_id: str, method: str, layers: int, backends: list[int]
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("model_id", sorted(FEEDFORWARD))
 def test_saved_tensors_match_peft_within_5_percent(model_id: str, method: str) -> None:
-    if method == "oft" and model_id == "openai-community/gpt2":
+    if method in {"oft", "boft"} and model_id == "openai-community/gpt2":
         pytest.skip("PEFT's OFT refuses GPT-2's Conv1D layers, as hfmem does (test_oft_refuses_conv1d_like_peft)")
+    if method == "boft" and model_id not in BOFT_SAVED:
+        pytest.skip("BOFT's in x in rotations make its forward slow on CPU: two families here, every family in "
+                    "`python bench/peft_methods.py boft`")
     measured = {}
     for layers in (1, 2):
         measured[layers], backends = alive_saved_bytes(peft_model(model_id, method, layers, torch.bfloat16), B, S)
@@ -187,3 +194,19 @@ def test_oft_refuses_conv1d_like_peft() -> None:
     config = tiny_config("openai-community/gpt2", 1)
     with pytest.raises(InvalidInputError, match="c_attn"):
         parameter_split(read_architecture(config), build_inventory(config), TrainingSettings(method="oft").validated())
+
+
+
+def test_the_assumptions_line_names_each_adapter_s_size() -> None:
+    """The `assumes:` line gives OFT's and BOFT's rotation blocks where LoRA's rank would mean nothing, each once."""
+    from tiny_models import reference_model
+
+    from hfmem.memory.estimate import estimate
+    from hfmem.render.common import settings_line
+
+    arch, inventory = reference_model("meta-llama/Meta-Llama-3-8B")
+    report = {"estimates": {m: estimate(arch, inventory, TrainingSettings(method=m, oft_block_size=64,
+                                                                          boft_block_size=8)).to_dict()
+                            for m in ("boft", "oft", "lora", "qlora")}}
+    line = settings_line(report)
+    assert line.endswith(" · BOFT blocks of 8 × 1 butterfly, OFT blocks of 64, LoRA r=16 on all-linear")

@@ -138,7 +138,8 @@ def test_run_scan_records_each_model_once_and_never_stops(tmp_path):
 def test_fit_filter_parses_and_matches():
     assert str(parse_fit_filter("QLoRA:rtx-4090")) == "qlora:RTX 4090"
     assert str(parse_fit_filter("lora:my card")) == "lora:my card"  # a custom --gpu name=GiB
-    for bad in ("qlora", "qlora:", ":rtx4090", "dora:rtx4090", "q lora:x"):
+    assert str(parse_fit_filter("lora_fa:4090")) == "lora-fa:RTX 4090"  # PEFT's other methods, by alias too
+    for bad in ("qlora", "qlora:", ":rtx4090", "adalora:rtx4090", "q lora:x", "-:rtx4090"):
         with pytest.raises(errors.InvalidInputError):
             parse_fit_filter(bad)
     fit = [fit_entry("qlora", RTX4090[0], RTX4090[1], True),
@@ -282,6 +283,25 @@ def test_exports_carry_memory_per_method_and_the_settings(tmp_path, monkeypatch)
     text = md_path.read_text()
     assert "Settings: bf16 · adamw · seq 1024" in text and "full 134 GiB: " not in text  # seq 1024, not 2048
     assert f"lora {float(rows['example:gpt2']['lora_gib_per_gpu']):g} GiB\\: RTX 4090" in text  # `:` escaped
+
+
+def test_exports_carry_peft_methods_like_lora():
+    """A scan of PEFT's other methods exports their GiB and smallest GPU in columns of their own, as LoRA's; the
+    dashboard shows a method's columns only when some model has its figure."""
+    from hfmem.scan.export import dashboard_data
+
+    fit = [fit_entry("dora", *RTX4090[:2], True), fit_entry("prefix-tuning", H100[0], H100[1], True),
+           fit_entry("lora", *RTX4090[:2], True)]
+    row = next(row for row, _ in summarise([ok_record("org/x", SETTINGS, fake_report("org/x", 10, fit))], []))
+    assert (row["dora_fits_on"], row["prefix-tuning_fits_on"], row["lora_fits_on"]) == ("RTX 4090", "H100 80GB",
+                                                                                     "RTX 4090")
+    assert row["dora_gib_per_gpu"] == row["lora_gib_per_gpu"] == 10.0 and row["ia3_gib_per_gpu"] is None
+    header = to_csv([row]).splitlines()[0]
+    assert '"dora_gib_per_gpu","dora_fits_on"' in header and '"prefix-tuning_fits_on"' in header
+    assert "dora 10 GiB\\: RTX 4090" in to_markdown([row], [])
+    keys = [c["key"] for c in dashboard_data([row], [])["columns"]]
+    assert "dora_gib_per_gpu" in keys and "prefix-tuning_fits_on" in keys
+    assert "ia3_gib_per_gpu" not in keys and "full_gib_per_gpu" not in keys
 
 
 def test_exports_survive_malformed_fit_entries():

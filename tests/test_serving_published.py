@@ -28,7 +28,10 @@ def test_a_row_states_where_it_comes_from_and_what_ran(row: dict) -> None:
 
 
 def test_rows_come_from_two_engines_and_several_sources() -> None:
+    """At least 20 scored rows, vLLM's and SGLang's among them, from at least 10 sources."""
     scored = [r for r in ROWS if "excluded" not in r]
+    assert len(scored) >= 20
     assert {r["engine"] for r in scored} >= {"vllm", "sglang", "llama.cpp"}
-    assert len({r["provenance"]["url"] for r in scored}) >= 4
+    assert min(sum(r["engine"] == e for r in scored) for e in ("vllm", "sglang")) >= 2
+    assert len({r["provenance"]["url"] for r in scored}) >= 10
     assert len({r["id"] for r in ROWS}) == len(ROWS)

@@ -67,8 +67,8 @@ def model(
     plot_dir: Annotated[Path | None, typer.Option("--plot-dir", metavar="DIR", rich_help_panel=OUTPUT_PANEL,
                                                      help="Also write each chart of the HTML report as a file of its "
                                                           "own in DIR (created if missing): fit, terms, seq-len, "
-                                                          "micro-batch-size, and frontier with --tokens and --price; "
-                                                          "adds `curves` to the JSON.")] = None,
+                                                          "micro-batch-size, frontier with --tokens and --price, "
+                                                          "serving with -m serve; adds `curves` to the JSON.")] = None,
     plot_format: Annotated[PlotFormat | None, typer.Option(
         "--plot-format", rich_help_panel=OUTPUT_PANEL, show_default=False,
         help="svg (default): standalone SVG files; png: also a PNG of each, drawn by headless Chromium or Chrome "

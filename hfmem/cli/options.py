@@ -31,7 +31,7 @@ from hfmem.memory.fields import (
     field_docs,
     setting_of,
 )
-from hfmem.memory.settings import ALL_METHODS, METHOD_ALIASES, METHODS, TrainingSettings
+from hfmem.memory.settings import ALL_METHODS, METHOD_ALIASES, METHODS, SERVE, TrainingSettings
 from hfmem.reporting.budget import budget_tokens, parse_prices
 
 
@@ -201,10 +201,12 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, fra
     layers = Layers.of(framework, config)
     given = {name: value for name, value in values.items() if value is not None}
     named = tuple(METHOD_ALIASES.get(m.lower(), m.lower()) for m in split_list(method))
+    serve = SERVE in named
+    named = tuple(m for m in named if m != SERVE)  # serve alone: the serving column beside the default methods
     chosen = named or layers.methods or METHODS
     unknown = [m for m in chosen if m not in ALL_METHODS]
     if unknown:
-        raise InvalidInputError(f"--method must be one of {', '.join(ALL_METHODS)}; got {unknown[0]!r}.")
+        raise InvalidInputError(f"--method must be one of {', '.join(ALL_METHODS)} or {SERVE}; got {unknown[0]!r}.")
     merged, sources = layers.merged(given)
     training = build_settings(TrainingSettings, merged | {"method": chosen[0]}).validated()
     notes = layers.notes
@@ -217,7 +219,7 @@ def make_plan(method: list[str] | None = None, gpu: list[str] | None = None, fra
                 config=layers.config_dict(), notes=notes, model=layers.model,
                 tokens=budget_tokens(tokens, epochs, dataset_tokens),
                 rank=_ranking(rank),
-                prices=parse_prices(split_list(price)))
+                prices=parse_prices(split_list(price)), serve=serve)
 
 
 def _ranking(rank: str | None) -> str | None:
@@ -269,6 +271,8 @@ class Layers:
         if self.file.unknown:
             out.append(f"{self.file.path}: keys not read (unknown to hfmem): {', '.join(self.file.unknown)}")
         out += [f"{self.file.path}: {key} changes memory but hfmem does not model it" for key in self.file.unmodelled]
+        out += [f"{self.file.path}: {key} is not taken from the file: {why}"
+                for key, why in self.file.unresolved.items()]
         return tuple(out)
 
     def merged(self, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -310,4 +314,5 @@ class Layers:
             return None
         f = self.file
         return {"path": f.path, "format": f.format, "framework": f.framework, "model": f.model,
-                "values": f.values, "sources": f.sources, "unknown": list(f.unknown), "unmodelled": list(f.unmodelled)}
+                "values": f.values, "sources": f.sources, "unknown": list(f.unknown), "unmodelled": list(f.unmodelled),
+                "unresolved": f.unresolved, "architecture": f.architecture}

@@ -126,11 +126,12 @@ def scan_settings(hub: HubSettings, plan: Plan, compact: bool = False) -> dict[s
 def _check_filters(filters: list[FitFilter], plan: Plan) -> None:
     """Refuse a --fits that this scan's methods and GPUs can never satisfy (a typo would export nothing)."""
     from hfmem.memory.gpu_defaults import matrix_gpus
+    from hfmem.memory.settings import SERVE
     from hfmem.scan.export import gpu_key
 
     gpus = {gpu_key(name) for g in matrix_gpus(plan.training.validated(), plan.gpus) for name in (g.name, *g.aliases)}
     for f in filters:
-        if f.method not in plan.methods:
+        if f.method not in plan.methods and not (f.method == SERVE and plan.serve):
             raise errors.InvalidInputError(f"--fits {f}: {f.method} is not among the scanned methods (--method).")
         if gpu_key(f.gpu) not in gpus:
             raise errors.InvalidInputError(f"--fits {f}: {f.gpu} is not among the GPUs fitted against (--gpu).")

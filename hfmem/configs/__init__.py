@@ -1,4 +1,5 @@
-"""Training-config files in: torchtune, Axolotl, LLaMA-Factory, DeepSpeed, accelerate and HF/TRL trainer arguments.
+"""Training-config files in: torchtune, Axolotl, LLaMA-Factory, DeepSpeed, accelerate, HF/TRL trainer arguments,
+Megatron-LM argument lists and launch scripts, torchtitan TOML and NeMo 2 recipe YAML.
 
 `read_config(path)` detects the file's format, parses it safely and maps what it says to TrainingSettings field
 values, naming the key each value came from, the keys it does not know and the known keys whose effect on memory

@@ -169,6 +169,11 @@ def lora(d: Draft) -> None:
     d.know("lora_modules_to_save")
     if d.boolean("peft_autocast_adapter_dtype") is False:
         d.set("adapter_dtype", "compute", "peft_autocast_adapter_dtype")
+    # peft.loftq_config (LoftQ): axolotl passes init_lora_weights "loftq" (src/axolotl/loaders/adapter.py#L142-L145 at
+    # 067b021c) and PEFT replaces each adapted base weight in place by its dequantised loftq_bits approximation, in
+    # the base's dtype (peft/tuners/lora/layer.py loftq_init: `self.get_base_layer().weight.data = qweight`): the
+    # initialisation changes, the memory is LoRA's on a 16-bit base
+    d.know("peft.loftq_config")
 
 
 def checkpointing(d: Draft) -> None:

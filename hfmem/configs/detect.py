@@ -19,7 +19,28 @@ def has_component(data: dict) -> bool:
     return any(isinstance(v, dict) and "_component_" in v for v in data.values())
 
 
+MEGATRON_FLAGS = frozenset({"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
+                            "--global-batch-size", "--use-distributed-optimizer", "--context-parallel-size",
+                            "--num-layers", "--seq-length"})
+"""pretrain_gpt.py's flags: an argument list naming any of them is Megatron-LM's."""
+TORCHTITAN_SECTIONS = frozenset({"parallelism", "activation_checkpoint", "float8"})
+"""JobConfig sections (torchtitan/config/job_config.py) no other format has at its top level."""
+
+
+def nemo_strategy(data: dict) -> bool:
+    """A NeMo 2 recipe as data: a Megatron strategy (`trainer.strategy` or `strategy`) with its `_target_`."""
+    trainer = data.get("trainer")
+    strategy = trainer.get("strategy") if isinstance(trainer, dict) else None
+    strategy = strategy if isinstance(strategy, dict) else data.get("strategy")
+    return isinstance(strategy, dict) and "MegatronStrategy" in str(strategy.get("_target_", ""))
+
+
 SIGNATURES: dict[str, tuple[str, Callable[[dict], bool]]] = {
+    "megatron": ("pretrain_gpt.py flags such as --tensor-model-parallel-size",
+                 lambda d: bool(MEGATRON_FLAGS & d.keys())),
+    "torchtitan": ("[parallelism] or [activation_checkpoint] sections",
+                   lambda d: any(isinstance(d.get(k), dict) for k in TORCHTITAN_SECTIONS)),
+    "nemo": ("a trainer.strategy whose _target_ is a MegatronStrategy", nemo_strategy),
     "torchtune": ("`_component_` keys", has_component),
     "axolotl": ("base_model with adapter or datasets",
                 lambda d: "base_model" in d and ("adapter" in d or "datasets" in d)),

@@ -63,6 +63,12 @@ class Draft:
         self.seen: set[str] = set()
         self.flagged: list[str] = []
         self.extra_unknown: list[str] = []
+        self.unresolved: dict[str, str] = {}
+        """Key paths whose value the file does not settle, each with why (a variable it never assigns, an
+        interpolation, a launch too small for its layout): left to hfmem's defaults or the flags."""
+        self.architecture: dict[str, int] = {}
+        """The model's dimensions as the file states them (Architecture field -> value), checked against the model's
+        once it is known."""
 
     # -- reading -------------------------------------------------------------------------------------------
     def fail(self, path: str, expected: str, value: Any) -> InvalidInputError:
@@ -171,6 +177,11 @@ class Draft:
         self.seen.add(path)
         if self.prefix + path not in self.flagged:
             self.flagged.append(self.prefix + path)
+
+    def unresolved_value(self, path: str, why: str) -> None:
+        """A key whose value the file does not settle: nothing is set from it, and the note says why."""
+        self.seen.add(path)
+        self.unresolved.setdefault(self.prefix + path, why)
 
     def unmodelled_if_active(self, *paths: str) -> None:
         """Each key that is present and turned on is unmodelled; off, it is known."""

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import stat
+import tomllib
 from pathlib import Path, PurePath
 from typing import Any
 
 import yaml
 
+from hfmem.configs import argument_list
 from hfmem.configs.draft import shown
 from hfmem.errors import InvalidInputError
 
@@ -26,7 +28,9 @@ MAX_NODES = 100_000
 """YAML nodes after alias expansion: a billion-laughs file is refused before it is built."""
 MAX_DEPTH = 64
 """Nesting depth of mappings and lists; real configs nest four or five deep."""
-SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+SUFFIXES = {".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".sh": "args", ".bash": "args",
+            ".txt": "args", ".args": "args", "": "args"}
+"""A .toml is torchtitan's JobConfig; a shell script or a plain text file (or no extension) is an argument list."""
 PROJECT_MARKERS = (".git", "pyproject.toml", "setup.py")
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -36,9 +40,11 @@ def read_mapping(path: Path, label: str) -> dict:
     """The top-level mapping of a YAML or JSON config file."""
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
-        raise InvalidInputError(f"{label}: expected a .yaml, .yml or .json training config file.")
+        raise InvalidInputError(f"{label}: expected a .yaml, .yml, .json or .toml training config file, or a "
+                                "Megatron-LM argument list (.sh, .txt).")
     text = read_text(path, label)
-    data = parse_json(text, label) if kind == "json" else parse_yaml(text, label)
+    parsers = {"json": parse_json, "yaml": parse_yaml, "toml": parse_toml, "args": argument_list.parse}
+    data = parsers[kind](text, label)
     if data is None:
         raise InvalidInputError(f"{label} is empty; expected a mapping of settings.")
     if not isinstance(data, dict):
@@ -82,6 +88,18 @@ def parse_json(text: str, label: str) -> Any:
         raise InvalidInputError(f"{label} is not valid JSON (line {err.lineno}: {err.msg}).") from None
     except (ValueError, RecursionError):  # integers past Python's digit limit, nesting past the recursion limit
         raise InvalidInputError(f"{label} is not valid JSON.") from None
+    check_depth(data, label)
+    return data
+
+
+def parse_toml(text: str, label: str) -> Any:
+    """Decode a TOML document (torchtitan's train configs), refusing invalid or too deeply nested ones."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise InvalidInputError(f"{label} is not valid TOML ({str(err).splitlines()[0]}).") from None
+    except RecursionError:
+        raise InvalidInputError(f"{label} nests too deeply to be a training config.") from None
     check_depth(data, label)
     return data
 

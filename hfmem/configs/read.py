@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,9 @@ from hfmem.configs import (
     deepspeed_config,
     file_io,
     llama_factory_config,
+    megatron_args,
+    nemo_config,
+    torchtitan_config,
     torchtune_config,
     trainer_args,
 )
@@ -30,9 +33,10 @@ class ConfigFile:
     path: str
     """The path as given."""
     format: str
-    """torchtune, axolotl, llama-factory, deepspeed, accelerate or trainer-args."""
+    """torchtune, axolotl, llama-factory, deepspeed, accelerate, trainer-args, megatron, torchtitan or nemo."""
     framework: str | None
-    """The framework the format implies: torchtune, axolotl, llama-factory, deepspeed, accelerate, hf-trainer or trl."""
+    """The framework the format implies: torchtune, axolotl, llama-factory, deepspeed, accelerate, hf-trainer, trl,
+    megatron, torchtitan or nemo."""
     model: str | None
     """The model id or path the file names (torchtune's checkpoint_dir or builder, base_model, model_name_or_path)."""
     values: dict[str, Any]
@@ -44,7 +48,20 @@ class ConfigFile:
     """Key paths the reader does not know at all."""
     unmodelled: tuple[str, ...]
     """Known key paths that change memory in a way hfmem cannot model."""
+    unresolved: dict[str, str] = field(default_factory=dict)
+    """Key paths whose value the file does not settle (a shell variable it never assigns, an OmegaConf
+    interpolation, a launch with fewer GPUs than its layout), each with why; nothing is set from them."""
+    architecture: dict[str, int] = field(default_factory=dict)
+    """The model's dimensions the file states (Architecture field -> value: Megatron's --num-layers, ...); the
+    model's own are counted, and a disagreement is a warning (hfmem.memory.warnings.shape_disagreements)."""
 
+
+STANDALONE_READERS: dict[str, Callable[[Draft], tuple[str, str | None]]] = {
+    "megatron": megatron_args.read,
+    "torchtitan": torchtitan_config.read,
+    "nemo": nemo_config.read,
+}
+"""The formats that name no other file: Megatron-LM's argument lists, torchtitan's TOML, NeMo 2's recipe YAML."""
 
 LinkedReader = Callable[[Draft, Linked | None], tuple[str, str | None]]
 LINKED_READERS: dict[str, tuple[LinkedReader, str]] = {
@@ -68,13 +85,16 @@ def read_config(path: str | Path) -> ConfigFile:
     elif kind == "deepspeed":
         deepspeed_config.read_file(draft)
         framework, model = "deepspeed", None
+    elif kind in STANDALONE_READERS:
+        framework, model = STANDALONE_READERS[kind](draft)
     else:
         reader, key = LINKED_READERS[kind]
         framework, model = reader(draft, linked_deepspeed(file, data, key, label))
     checked(draft, label)
     return ConfigFile(path=label, format=kind, framework=framework, model=model, values=dict(draft.values),
                       sources=dict(draft.sources), unknown=tuple(dict.fromkeys(draft.unknown())),
-                      unmodelled=tuple(draft.flagged))
+                      unmodelled=tuple(draft.flagged), unresolved=dict(draft.unresolved),
+                      architecture=dict(draft.architecture))
 
 
 def linked_deepspeed(file: Path, data: dict, key: str, label: str) -> Linked | None:

@@ -14,19 +14,25 @@ from hfmem.frameworks import (
     hf_trainer,
     litgpt,
     llama_factory,
+    megatron,
+    nemo,
+    torchtitan,
     torchtune,
     trl,
     unsloth,
 )
 from hfmem.frameworks.profile import Default, Profile
 
-MODULES = (hf_trainer, trl, accelerate, torchtune, litgpt, axolotl, llama_factory, unsloth, deepspeed)
+MODULES = (hf_trainer, trl, accelerate, torchtune, litgpt, axolotl, llama_factory, unsloth, deepspeed, megatron,
+           torchtitan, nemo)
 """Every profile module, in the order the profiles are listed."""
 
 PROFILES: dict[str, Profile] = {m.PROFILE.name: m.PROFILE for m in MODULES}
 
 ALIASES = {"hf": "hf-trainer", "peft": "hf-trainer", "transformers": "hf-trainer", "trainer": "hf-trainer",
-           "llamafactory": "llama-factory", "lit-gpt": "litgpt"}
+           "llamafactory": "llama-factory", "lit-gpt": "litgpt",
+           "megatron-lm": "megatron", "mcore": "megatron", "megatron-core": "megatron", "nemo2": "nemo",
+           "nemo-2": "nemo"}
 """Other spellings of profile names; underscores and case are normalised before the look-up."""
 
 

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from hfmem import __version__, errors
 from hfmem.constants import DEFAULT_SEQ_LEN
-from hfmem.memory.settings import ALL_METHODS, METHODS
+from hfmem.memory.settings import ALL_METHODS, ENGINES, METHODS, SERVE
 from hfmem.render.comment import Item, render
 
 MARKER = "<!-- hfmem-action: sticky fit table -->"
@@ -56,6 +56,10 @@ class Inputs:
     """USD per GPU-hour by catalogue GPU name (the CLI's --price)."""
     artifact: str = ""
     """The name action.yml uploads report.html under (input artifact-name); empty: no upload, no link."""
+    engine: str = "vllm"
+    """The serving column's engine (input engine; the CLI's --engine), where methods name serve."""
+    context: int | None = None
+    """The serving column's tokens per request (input context; the CLI's --context); None: its default."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +131,12 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
     gpus = resolve_gpu_names(split_list(get_input(env, "gpus"))) or list(DEFAULT_GPUS)
     methods = [m.lower() for m in split_list(get_input(env, "methods"))] or list(METHODS)
     for method in methods:
-        if method not in ALL_METHODS:
-            raise errors.InvalidInputError(f"input methods: {method!r}; choose from {', '.join(ALL_METHODS)}.")
+        if method not in (*ALL_METHODS, SERVE):
+            raise errors.InvalidInputError(f"input methods: {method!r}; choose from {', '.join(ALL_METHODS)} or "
+                                           f"{SERVE}.")
+    engine = get_input(env, "engine").lower() or "vllm"
+    if engine not in ENGINES:
+        raise errors.InvalidInputError(f"input engine: {engine!r}; choose from {', '.join(ENGINES)}.")
     fail_on = []
     for condition in split_list(get_input(env, "fail-on") or "error"):
         condition = condition.lower()
@@ -151,6 +159,7 @@ def read_inputs(env: Mapping[str, str], workspace: Path) -> Inputs:
         models=models, config_globs=globs, gpus=gpus, methods=methods, tokens=tokens, prices=prices, artifact=artifact,
         seq_len=positive_int("seq-len", get_input(env, "seq-len")),
         batch_size=positive_int("batch-size", get_input(env, "batch-size")) or 1,
+        engine=engine, context=positive_int("context", get_input(env, "context")),
         token=get_input(env, "token") or env.get("GITHUB_TOKEN", ""),
         hf_token=get_input(env, "hf-token"), fail_on=fail_on,
     )
@@ -190,9 +199,9 @@ def parse_fit_condition(condition: str, gpus: list[str]) -> tuple[str, str]:
     from hfmem.hardware.gpus import find_gpu
 
     method, _, gpu = (part.strip() for part in condition.partition(":"))
-    if method not in ALL_METHODS:
+    if method not in (*ALL_METHODS, SERVE):
         raise errors.InvalidInputError(f"input fail-on: {condition!r}: method must be one of "
-                                       f"{', '.join(ALL_METHODS)}.")
+                                       f"{', '.join((*ALL_METHODS, SERVE))}.")
     custom = {spec.split("=", 1)[0].strip().lower(): spec for spec in gpus if "=" in spec}
     if gpu in custom:
         return method, custom[gpu]
@@ -324,6 +333,9 @@ def settings_line(inputs: Inputs) -> str:
              f"gradient checkpointing {t.gradient_checkpointing}",
              f"LoRA rank {t.lora_rank} on {', '.join(t.lora_targets)}",
              "one GPU each: " + ", ".join(g.split("=", 1)[0].strip() for g in inputs.gpus)]
+    if SERVE in inputs.methods:
+        s = replace(t.serving, engine=inputs.engine, context=inputs.context or t.serving.context)
+        parts.append(f"serve: {s.engine}, context {s.context:,}, one replica per GPU")
     if inputs.tokens:
         parts.append(f"timed for {inputs.tokens:.3g} tokens")
         if prices := price_words(price_entry(prices_for([g.name for g in gpus], inputs.prices)),
@@ -456,12 +468,15 @@ def default_report_fn(inputs: Inputs) -> ReportFn:
     """`build_report` with the inputs' hf-token and Plan (training settings, methods, GPUs)."""
     from hfmem.hardware.gpus import resolve_gpus
     from hfmem.hub.hub_settings import HubSettings
-    from hfmem.memory.settings import Method, TrainingSettings
+    from hfmem.memory.settings import Method, Serving, TrainingSettings
     from hfmem.reporting.plan import Plan, build_report
 
     hub = HubSettings.from_env(token=inputs.hf_token or None)
-    method = cast(Method, inputs.methods[0])  # read_inputs checked it
-    training = TrainingSettings(method=method, seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size)
-    plan = Plan(training=training.validated(), methods=tuple(inputs.methods), gpus=resolve_gpus(inputs.gpus),
-                tokens=inputs.tokens, prices=inputs.prices)
+    methods = tuple(m for m in inputs.methods if m != SERVE) or METHODS  # serve alone: beside the default methods
+    method = cast(Method, methods[0])  # read_inputs checked it
+    serving = Serving(engine=inputs.engine, context=inputs.context or Serving().context)
+    training = TrainingSettings(method=method, seq_len=inputs.seq_len, micro_batch_size=inputs.batch_size,
+                                serving=serving)
+    plan = Plan(training=training.validated(), methods=methods, gpus=resolve_gpus(inputs.gpus),
+                tokens=inputs.tokens, prices=inputs.prices, serve=SERVE in inputs.methods)
     return lambda ref: build_report(ref, hub, plan, curves=True)  # the HTML page's curves

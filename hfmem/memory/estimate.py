@@ -230,6 +230,8 @@ def _trainability(ctx: Context, settings: TrainingSettings) -> Trainability:
         input_requires_grad=settings.gradient_checkpointing != "off" or "embed_tokens" in copies.names,
         adapter=ADAPTER_KINDS[settings.method],
         oft_block_size=settings.oft_block_size if settings.method == "oft" else 0,
+        boft_block_size=settings.boft_block_size if settings.method == "boft" else 0,
+        boft_butterfly=settings.boft_n_butterfly_factor if settings.method == "boft" else 0,
         ia3_feedforward=frozenset(g.name for g in groups if is_feedforward(g) and settings.method == "ia3"),
     )
 
@@ -265,9 +267,10 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
         trained=trained, dequant_workspace=workspace, loss_chunks=settings.loss_chunks,
         fused_loss=settings.fused_loss, weight_bytes=settings.precision.weight_bytes,
         compiled_loss=settings.compile_loss, activation_offloading=settings.activation_offloading,
-        compiled_layers=settings.compile_layers,
+        compiled_layers=settings.compile_layers, fused_softmax=settings.fused_softmax,
         retained_inputs=trained.kept_inputs if settings.previous_step_alive else frozenset(),
-        loss_upcast=settings.loss_upcast, repeat_kv=settings.repeat_kv, activation=settings.activation_fn,
+        loss_upcast=settings.loss_upcast, loss_in_place=settings.loss_in_place, repeat_kv=settings.repeat_kv,
+        activation=settings.activation_fn,
         padding_mask=settings.padding_mask or trained.prefix_tokens > 0,  # a prefix makes the causal mask explicit
         quantized_input_bytes=recipe.input_bytes if recipe is not None else None,
     )
@@ -332,7 +335,10 @@ RankEstimate = tuple[ParameterSplit, ModelState, ActivationEstimate, MemoryBreak
 
 
 def most_loaded_rank(ctx: Context, s: TrainingSettings, seq: int, layout: Layout) -> RankEstimate:
-    """The estimate of the layout's most-loaded rank: the first pipeline stage or the last, whichever needs more."""
+    """The estimate of the layout's most-loaded rank: the first pipeline stage or the last, whichever needs more
+    (or the stage the settings name, pp_stage)."""
+    if s.pp_stage is not None:
+        return rank_estimate(ctx, s, seq, layout, s.pp_stage)
     return max((rank_estimate(ctx, s, seq, layout, stage) for stage in layout.stages), key=lambda r: r[3].total)
 
 
@@ -346,7 +352,7 @@ def rank_estimate(ctx: Context, s: TrainingSettings, seq: int, layout: Layout, s
     staged = s if gradients_at_peak(layout, stage) else replace(s, gradient_accumulation_steps=1)
     if rank.experts and layout.ep > 1:
         dense, experts = dense_and_experts(rank)
-        expert_ranks = replace(staged, num_gpus=s.num_gpus // s.ep)
+        expert_ranks = replace(staged, num_gpus=s.num_gpus * s.tp // (s.ep * s.resolved_expert_tp))
         state = summed_states(_rank_state(ctx, whole_split, staged, dense, rank),
                               _rank_state(ctx, whole_split, expert_ranks, experts, rank))
     else:
@@ -460,6 +466,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
         },
         "quantization": _quantization(ctx, s),
         "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation},
+        "serving": s.serving.to_dict(),  # the serving column's deployment (--method serve); no training term reads it
         "dropout_masks": "1 byte per element (CUDA bool masks)",
         "padding": ("padded to the longest sample, with an attention mask (seq_len is the padded length)"
                     if s.padding_mask else "none (full-length or packed sequences; no padding mask)"),

@@ -36,8 +36,8 @@ per GPU (built on the split) and the activations (built on trainability)."""
 Code = Callable[[str], str]
 """How a description writes a literal value: as is (str) for --help, in backticks for docs/settings.md."""
 
-MODEL_PANEL, TRAINING_PANEL, SHARDING_PANEL, TIME_PANEL, OUTPUT_PANEL = PANELS = (
-    "Model", "Training", "Sharding & GPUs", "Time & cost", "Output")
+MODEL_PANEL, TRAINING_PANEL, SHARDING_PANEL, TIME_PANEL, SERVING_PANEL, OUTPUT_PANEL = PANELS = (
+    "Model", "Training", "Sharding & GPUs", "Time & cost", "Serving (-m serve)", "Output")
 """The groups `hfmem --help` lists its options in, in this order; every setting names the one of its flag."""
 
 

@@ -57,6 +57,8 @@ from hfmem.units import GIB
 
 VERDICTS = ("fits", "change", "gpus", "none")
 """A cell's verdict: fits as asked, fits the same GPUs with a change, needs (more) GPUs, no fit found."""
+MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
+"""A verdict's mark in the terminal and in markdown, for the training cells and the serving column alike."""
 MAX_SUGGESTED_GPUS = 64
 """Up to this many GPUs, more GPUs are preferred to another method or offload; beyond it they come last."""
 SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing", "model_loading")
@@ -303,7 +305,7 @@ def _layout(planner: _Planner, single: TrainingSettings, seq: int, gpu: Gpu, max
     Infinity Fabric joins, PP, CP), with checkpointing as asked, else full; None where none fits within max_gpus.
     Each layout's per-rank bytes are GPU-independent, so memoised for the whole matrix."""
     limit = gpu.usable_bytes
-    limits = Limits.of(planner.ctx.arch, seq, tp_domain(gpu, single.gpus_per_node))
+    limits = Limits.of(planner.ctx.arch, seq, tp_domain(gpu, single.gpus_per_node), planner.ctx.inventory)
     for s in dict.fromkeys((single, replace(single, gradient_checkpointing="full"))):
         base = planner.base(s, seq)
 

@@ -4,7 +4,11 @@ At each GPU count (powers of two) the layouts are tried in the usual order of pr
 most-loaded rank fits wins: fewer context-parallel ranks first, then fewer pipeline stages, then fewer tensor-parallel
 ranks; i.e. data parallelism with FSDP (ZeRO-3) sharding alone, then TP inside a node (at most the GPUs one link
 joins and the model's KV heads), then PP across nodes, and CP only for sequences the rest cannot hold, DP/FSDP
-over what is left. Pure: the per-rank bytes come from a function the caller passes (memory.fit's `_layout`).
+over what is left. A sequence long enough that attention outweighs the linear layers (`attention_bound`) reverses
+TP and CP: CP first, then PP, then TP (Megatron-LM docs/user-guide/features/context_parallel.md: more TP "can make
+compute in layers such as Linear too short to hide communication latency", while CP scales compute and
+communication down together and GQA shrinks its K/V exchange). Pure: the per-rank bytes come from a function the
+caller passes (memory.fit's `_layout`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, replace
 from hfmem.errors import InvalidInputError
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
+from hfmem.model.inventory import Inventory
 
 
 @dataclass(frozen=True)
@@ -48,11 +53,14 @@ class Limits:
     seq_len: int
     tp_domain: int = 8
     """The most GPUs TP may span: those one fast link joins inside a node (memory.fit.tp_domain)."""
+    attention_bound: bool = False
+    """The sequence is long enough that each layer's causal attention takes more multiply-adds per token than its
+    linear layers (`attention_bound`): CP is then preferred to TP."""
 
     @classmethod
-    def of(cls, arch: Architecture, seq_len: int, tp_domain: int) -> Limits:
+    def of(cls, arch: Architecture, seq_len: int, tp_domain: int, inventory: Inventory | None = None) -> Limits:
         return cls(arch.num_attention_heads, arch.num_key_value_heads or arch.num_attention_heads, arch.num_layers,
-                   seq_len, tp_domain)
+                   seq_len, tp_domain, inventory is not None and attention_bound(arch, inventory, seq_len))
 
     def tp_ok(self, tp: int) -> bool:
         return tp <= min(self.tp_domain, self.kv_heads) and not self.heads % tp and not self.kv_heads % tp
@@ -67,6 +75,19 @@ class LayoutChoice:
     reason: str
 
 
+def attention_bound(arch: Architecture, inventory: Inventory, seq_len: int) -> bool:
+    """Whether a causal sequence of `seq_len` tokens spends more multiply-adds per token on each layer's attention
+    scores and weighted values (seq_len/2 keys each, over heads x head_dim) than on the layer's linear layers (one
+    per weight a token uses: the routed experts' top-k share). Past that point CP's K/V exchange, linear in the
+    sequence, hides behind attention compute that grows with its square; TP's collectives stay beside the linears."""
+    layers = max(1, arch.num_layers)
+    dense = sum(g.parameters for g in inventory.linears if g.component in {"attention", "mlp", "shared_expert"})
+    experts = inventory.by_component.get("experts", 0)
+    routed = experts * arch.experts_per_token / arch.num_experts if arch.is_moe and arch.num_experts else 0
+    attention = seq_len * arch.num_attention_heads * arch.head_dim  # 2 x (seq_len / 2) x heads x head_dim
+    return attention > (dense + routed) / layers
+
+
 def _powers(limit: int) -> Iterator[int]:
     """1, 2, 4, ... up to `limit`."""
     n = 1
@@ -77,7 +98,7 @@ def _powers(limit: int) -> Iterator[int]:
 
 def candidates(n: int, limits: Limits) -> list[Candidate]:
     """The layouts of `n` GPUs the model can take, in order of preference (fewer CP, then fewer PP, then fewer TP
-    ranks: the rest is data parallel)."""
+    ranks: the rest is data parallel; for an attention-bound sequence fewer TP, then fewer PP, then fewer CP)."""
     found = []
     for cp in _powers(n):
         if limits.seq_len % cp:
@@ -88,7 +109,7 @@ def candidates(n: int, limits: Limits) -> list[Candidate]:
             for tp in _powers(n // (cp * pp)):
                 if limits.tp_ok(tp):
                     found.append(Candidate(tp, pp, cp, n // (tp * pp * cp)))
-    return found
+    return sorted(found, key=lambda c: (c.tp, c.pp, c.cp)) if limits.attention_bound else found
 
 
 def search(per_rank: Callable[[Candidate], int | None], usable_bytes: int, limits: Limits,
@@ -116,7 +137,11 @@ def reason(chosen: Candidate, limits: Limits, rejected: list[Candidate]) -> str:
     if chosen.pp > 1:
         parts.append(f"PP {chosen.pp} splits the {limits.layers} layers into stages"
                      + (" where TP alone did not hold them" if any(c.pp == 1 and c.cp == 1 for c in rejected) else ""))
-    if chosen.cp > 1:
+    if chosen.cp > 1 and limits.attention_bound:
+        parts.append(f"CP {chosen.cp} splits the {limits.seq_len:,}-token sequence, whose attention outweighs the "
+                     f"linear layers: the ring exchange of its {limits.kv_heads} KV heads' chunks hides behind that "
+                     "attention, where TP's per-layer collectives would not")
+    elif chosen.cp > 1:
         parts.append(f"CP {chosen.cp} splits the {limits.seq_len:,}-token sequence's activations, which no layout of "
                      "TP, PP and FSDP alone held")
     if chosen.dp > 1:
@@ -135,7 +160,7 @@ def layout_settings(s: TrainingSettings, layout: Candidate) -> TrainingSettings:
     return replace(s, tp=layout.tp, pp=layout.pp, cp=layout.cp, num_gpus=layout.num_gpus,
                    sharding="fsdp_full_shard" if sharded else None,
                    sequence_parallel="megatron" if layout.tp > 1 else "off",
-                   pp_schedule="1f1b" if layout.pp > 1 else s.pp_schedule, vpp=1)
+                   pp_schedule="1f1b" if layout.pp > 1 else s.pp_schedule, vpp=1, pp_stage=None)
 
 
 def per_rank_required(required: Callable[[TrainingSettings], int], s: TrainingSettings

@@ -222,9 +222,10 @@ def parameter_split(arch: Architecture, inventory: Inventory, settings: Training
         last = 0
     else:
         groups = lora_targets(inventory, settings.lora_targets)
-        added = adapters(settings.method, groups, r, settings.oft_block_size)
-        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r,
-                           settings.oft_block_size)
+        block = settings.boft_block_size if settings.method == "boft" else settings.oft_block_size
+        added = adapters(settings.method, groups, r, block, settings.boft_n_butterfly_factor)
+        decoder = adapters(settings.method, tuple(g for g in groups if g.component != "head"), r, block,
+                           settings.boft_n_butterfly_factor)
         last = round(decoder.trainable / _layer_count(arch))
     base = settings.base_format(arch.quantization)
     quantized = quantized_linears(inventory, quantizes_head(base, settings)) if base else ()
@@ -342,6 +343,7 @@ def _active_block(t: _Terms, settings: TrainingSettings, split: ParameterSplit, 
     t.grads *= share
     t.masters *= share
     t.states *= share
+    t.optimized = active
     if optimizer == "badam" and not b.master and b.train_w < 4:
         # BAdam's BlockOptimizer keeps an fp32 copy of the active block and steps it (badam/block_optim.py
         # param_idx2hp), whatever the model's 16-bit dtype: fp32 master weights and AdamW states for `active`
@@ -380,6 +382,8 @@ class _Terms:
     cpu: float = 0.0
     step: float = 0.0
     persist: bool = False
+    optimized: float | None = None
+    """Parameters the optimizer holds at a time, when fewer than the trainable ones (BAdam's, LISA's active layers)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -404,6 +408,8 @@ def _element_bytes(settings: TrainingSettings, whole: bool = False) -> _ElementB
     else:
         train_w = train_g = 4 if settings.adapter_dtype == "fp32" or stored == 4 else stored
     master = 4 if (p.master_copy and train_w < 4) else 0  # AMP keeps fp32 weights instead of a master copy
+    if settings.grad_dtype == "fp32":
+        train_g = 4  # Megatron's main_grad: gradients accumulate in an fp32 buffer whatever the weights' dtype
     return _ElementBytes(train_w, train_g, stored, master, 4 if (master or train_w == 4) else 2)
 
 
@@ -479,13 +485,17 @@ def model_state_bytes(
         t.notes.append("torchao float8 all-gather: FSDP2 gathers the decoder linears' weights in float8 (1 byte)")
     whole_model, whole_states = t.weights, t.states
     sharding = settings.resolved_sharding
-    if sharding == "ddp":
+    if sharding == "ddp" and not settings.grad_bucket_view:
         t.buffers += t.grads  # DDP's reducer keeps the gradients again in its flat buckets
         t.notes.append("DDP: gradient buckets hold a second copy of the gradients (gradient_as_bucket_view=False)")
     elif sharding in {"zero1", "zero2", "zero3"}:
         _zero(t, settings, split, b, units)
     elif sharding in {"fsdp_full_shard", "fsdp_shard_grad_op"}:
         _fsdp(t, settings, split, b, units)
+    if sharding in {"ddp", "zero1", "zero2"} and settings.grad_bucket_view:
+        t.persist = True  # the buckets are allocated once: the gradients they hold exist through the forward too
+        t.notes.append("gradients are views of the data-parallel buckets, allocated once and alive through the forward "
+                       "(Megatron's gradient buffer, gradient_as_bucket_view=True)")
     if optimizer == "adamw_foreach":
         t.step += t.states / 2  # torch._foreach_sqrt(exp_avg_sq): one more buffer the size of a moment
     _offload(t, settings, b, units)
@@ -613,17 +623,25 @@ def _zero(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
     t.persist = True
     t.masters /= n
     t.states /= n
-    t.step += split.trainable * 4 / n if (b.master or b.state == 4) and b.train_g < 4 else 0  # fp32 grad partition
-    t.buffers += units.reduce_bucket
+    # the fp32 gradient partition of the parameters in the optimizer: under BAdam only the active block's, as its
+    # BlockOptimizer rebuilds DeepSpeed's fp16 groups and fp32 partitions from the active block at each switch
+    # (https://github.com/Ledzy/BAdam/blob/bf989dcb8c1a7bbcf7360034b323e1b5616bf3e4/src/badam/block_optim.py#L290-L311)
+    optimized = split.trainable if t.optimized is None else t.optimized
+    partition = (b.master or b.state == 4) and b.train_g < 4
+    t.step += optimized * 4 / n if partition else 0
+    bucket = stage >= 3 or not settings.grad_bucket_view  # Megatron reduces in place, in its gradient buffer
+    t.buffers += units.reduce_bucket if bucket else 0
     if stage >= 2:
         t.grads /= n
     if stage >= 3:
         t.weights /= n
         live = min(split.total, max(2 * units.layer_parameters, DEEPSPEED_MAX_LIVE_PARAMETERS))
         t.buffers += units.gathered * live / max(1, min(2 * units.layer_parameters, split.total))
-    t.notes.append(f"ZeRO-{stage}: reduce bucket (hidden² elements, HF 'auto')"
+    t.notes.append(f"ZeRO-{stage}: " + ("reduce bucket (hidden² elements, HF 'auto')" if bucket else
+                                        "gradients reduced in place in their buffer")
                    + (", up to stage3_max_live_parameters (1e9) gathered parameters resident" if stage >= 3 else "")
-                   + "; the fp32 gradient partition exists only during the optimizer step")
+                   + ("; the fp32 gradient partition exists only during the optimizer step" if partition else
+                      f"; gradients kept in {b.train_g}-byte elements"))
 
 
 def _fsdp(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _ElementBytes, units: _Units) -> None:

@@ -37,6 +37,12 @@ LINEAR_INPUT_SUFFIX = "norm.out"
 rank without SP; under Megatron's SP saved sharded (gathered again in backward); under torch's DTensor SP the
 all-gathered input is what the linears save, whole."""
 LINEAR_INPUT_PREFIXES = ("attn_in.", "mlp_in.")
+EXPERT_TOKEN_TERMS = ("experts.gathered_input", "experts.weighted_output", "experts.routing")
+"""The routed experts' tensors of the hidden width, one per token copy: Megatron's token dispatcher gathers the
+sequence-parallel tokens over the expert-TP ranks before the experts (MoEAlltoAllTokenDispatcher.dispatch_postprocess,
+megatron/core/transformer/moe/token_dispatcher.py:741-751 at d98e8a6; core_v0.6.0's MoEAllGatherTokenDispatcher over
+TP x EP, token_dispatcher.py:110-166), so a rank holds tp/expert_tp of the copies a TP rank's tokens would make,
+each whole; the experts' inner tensors split over expert-TP as well, which nets 1/tp."""
 
 
 @dataclass(frozen=True)
@@ -54,12 +60,17 @@ class Layout:
     cp_kind: str = "ring"
     micro_batches: int = 1
     """Micro-batches per step (gradient_accumulation_steps): what a pipeline schedule runs through its stages."""
+    expert_tp: int = 1
+    """Tensor parallel ranks of each routed expert (Megatron's expert_tensor_parallel_size)."""
+    pp_buffers: str = "step"
+    """How a stage allocates its boundary tensors: per step (torch.distributed.pipelining) or per transfer
+    (Megatron-core)."""
 
     @classmethod
     def of(cls, s: TrainingSettings) -> Layout:
         """The layout of validated settings."""
         return cls(s.tp, s.pp, s.cp, s.ep, s.data_parallel, s.vpp, s.pp_schedule, s.sequence_parallel, s.cp_kind,
-                   s.gradient_accumulation_steps)
+                   s.gradient_accumulation_steps, s.resolved_expert_tp, s.pp_buffers)
 
     @property
     def trivial(self) -> bool:
@@ -109,16 +120,27 @@ def in_flight(layout: Layout, stage: int) -> float:
     torch's Schedule1F1B: warmup_chunks = min(n_microbatches, num_stages - stage_index));
     interleaved: (2(pp - stage - 1) + (vpp - 1)·pp + 1) model chunks of 1/vpp of the layers, which on the first
     stage is Megatron's penalty pp·(1 + (pp-1)/(pp·vpp)) (tmu:342-355); GPipe: every micro-batch; zero-bubble
-    (ZB-H1, Qi et al. 2023): as 1F1B."""
+    (ZB-H1, Qi et al. 2023): as 1F1B; with vpp > 1 (torch's ScheduleInterleavedZeroBubble) one warm-up chunk per
+    stage away from the last instead of two: (pp - stage - 1) + (vpp - 1)·pp + 1 chunks (torch/distributed/
+    pipelining/schedules.py _get_warmup_ops with multiply_factor=1)."""
     p, m = layout.pp, layout.micro_batches
     if p == 1:
         return 1.0
     if layout.schedule == "gpipe":
         return float(m)
-    if layout.schedule == "interleaved":
-        chunks = 2 * (p - stage - 1) + (layout.vpp - 1) * p + 1
+    if layout.vpp > 1:
+        hops = (2 if layout.schedule == "interleaved" else 1) * (p - stage - 1)
+        chunks = hops + (layout.vpp - 1) * p + 1
         return min(chunks, m * layout.vpp) / layout.vpp
     return float(min(p - stage, m))
+
+
+def outputs_in_flight(layout: Layout) -> float:
+    """Micro-batches whose head input, logits and loss the last stage holds at its peak: GPipe keeps every
+    micro-batch's; the 1F1B schedules run each one's backward right after its last-chunk forward, so one (with vpp,
+    the last stage's warm-up forwards are its earlier model chunks: Megatron's get_model_chunk_id,
+    megatron/core/pipeline_parallel/schedules.py, and torch's forward_stage_index take chunk (k // pp) % vpp)."""
+    return float(layout.micro_batches) if layout.pp > 1 and layout.schedule == "gpipe" else 1.0
 
 
 @dataclass(frozen=True)
@@ -131,7 +153,7 @@ class RankParameters:
     """Norms, routers and other small tensors, whole on every TP rank."""
     experts: float
     """Routed experts, 1/(ep x expert-tp) of them (Megatron's expert_tensor_parallel_size defaults to tp,
-    megatron/training/arguments.py:587-588)."""
+    megatron/training/arguments.py:587-588; the expert_tp setting)."""
     vocabulary: float
     """The embedding (first stage) or the untied head, or the tied head's copy (last stage), split by TP."""
     layer: float
@@ -158,7 +180,7 @@ def rank_parameters(arch: Architecture, inventory: Inventory, layout: Layout, st
     if last and not first and not head:
         vocabulary += arch.vocab_size * arch.hidden_size  # the tied head's copy of the embedding
     extra = sum(by.get(k, 0) for k in ("vision", "projector")) if first else 0
-    tp, ep_tp = layout.tp, layout.ep * layout.tp
+    tp, ep_tp = layout.tp, layout.ep * layout.expert_tp
     moe_layers = max(1, arch.num_layers - arch.num_dense_layers) if arch.is_moe else 1
     layer = (linear / tp + replicated) / layers + experts / moe_layers / ep_tp
     return RankParameters(tp_split=linear * share / tp, replicated=replicated * share + extra,
@@ -204,11 +226,14 @@ def rank_split(split: ParameterSplit, whole: int, rank: RankParameters) -> Param
         decoder_linear_weights=scaled(split.decoder_linear_weights))
 
 
-def term_divisor(name: str, layout: Layout) -> int:
+def term_divisor(name: str, layout: Layout) -> float:
     """What TP divides one saved tensor of a layer by (Korthikanti Table 2): the attention and MLP insides always;
     the norms, dropouts and residual stream only with sequence parallelism; the column-parallel linears' input
-    only with Megatron's (torch's DTensor plan saves the all-gathered input)."""
+    only with Megatron's (torch's DTensor plan saves the all-gathered input); the routed experts' token copies by
+    tp / expert_tp (EXPERT_TOKEN_TERMS)."""
     sp = layout.sequence_parallel
+    if name in EXPERT_TOKEN_TERMS:
+        return layout.tp / layout.expert_tp
     if name.startswith(TP_SPLIT_PREFIXES) and RESIDUAL_DROPOUT not in name:
         return layout.tp
     if name.endswith(LINEAR_INPUT_SUFFIX) or name.startswith(LINEAR_INPUT_PREFIXES):
@@ -233,7 +258,7 @@ def rank_activations(act: ActivationEstimate, arch: Architecture, layout: Layout
     on the last, for each micro-batch in flight there (GPipe: all of them; 1F1B: one)."""
     layers = max(1, arch.num_layers + arch.encoder_layers)
     own = stage_layers(layers, layout.pp, stage)
-    flight = in_flight(layout, stage)
+    flight, outputs = in_flight(layout, stage), outputs_in_flight(layout)
     first, last = stage == 0, stage == layout.pp - 1
     total_count = max(1, sum(x.count for x in act.layers))
     kinds = [rank_layer(x, layout, round(x.count * own / total_count * flight)) for x in act.layers]
@@ -242,13 +267,13 @@ def rank_activations(act: ActivationEstimate, arch: Architecture, layout: Layout
     ratio = after / before if before else 1.0
     residual = layout.cp * (layout.tp if layout.sequence_parallel != "off" else 1)
     vocab = layout.cp * layout.tp
-    final = act.final / residual if last else 0  # one micro-batch's; the last stage keeps `flight` of them
+    final = act.final / residual if last else 0  # one micro-batch's; the last stage keeps `outputs` of them
     loss = act.loss / vocab if last else 0
     return replace(
         act, layers=tuple(kinds),
         embedding=round(act.embedding * flight / residual) if first else 0,
         checkpoint_inputs=round(act.checkpoint_inputs * own / total_count * flight / residual),
-        final=round(final * flight), loss=round(loss * flight), loss_peak=round(act.loss_peak / vocab) if last else 0,
+        final=round(final * outputs), loss=round(loss * outputs), loss_peak=round(act.loss_peak / vocab) if last else 0,
         recompute=round(act.recompute * ratio), adjustments=round(act.adjustments * ratio * flight) if first else 0,
         offloaded=round(act.offloaded * ratio * flight), retained=round(act.retained * ratio),
         dequant_workspace=round(act.dequant_workspace / layout.tp),
@@ -262,10 +287,12 @@ class CommBuffers:
     tp: int = 0
     """Megatron's SP all-gather of a layer's input into a whole-sequence buffer (gathered again in backward)."""
     pp: int = 0
-    """The stage's boundary tensors (torch.distributed.pipelining's PipelineStage): a receive buffer per
+    """The stage's boundary tensors. Per step (torch.distributed.pipelining's PipelineStage): a receive buffer per
     micro-batch of the step for each model chunk's input (not the first stage's) and its output's gradient (not
     the last stage's), allocated once for the step's micro-batches; and the output of each micro-batch in flight, kept
-    for its backward (the logits on the last stage, whose loss_fn runs outside the stage)."""
+    for its backward (the logits on the last stage, whose loss_fn runs outside the stage). Per transfer
+    (Megatron-core): the received input is the stage's own input, kept by its first layer (counted there), and the
+    sent output's data is freed, so only the output gradient being received is extra."""
     cp: int = 0
     """Ring attention's next K/V chunk received while the current one is used (double-buffered), all-gather's K/V
     of the whole sequence for the layer being computed (torch's _AllGatherRotater, its default:
@@ -296,10 +323,14 @@ def comm_buffers(arch: Architecture, layout: Layout, stage: int, micro_batch: in
     if layout.pp > 1:
         first, last = stage == 0, stage == layout.pp - 1
         boundary = local * h * p // sp
-        chunks = 2 * layout.vpp - (1 if first else 0) - (1 if last else 0)  # each model chunk's input and grad
-        receive = chunks * boundary * layout.micro_batches
-        output = local * arch.vocab_size * p // layout.tp if last else boundary
-        pp = round(receive + output * in_flight(layout, stage))
+        if layout.pp_buffers == "transfer":
+            pp = 0 if last and layout.vpp == 1 else boundary
+        else:
+            chunks = 2 * layout.vpp - (1 if first else 0) - (1 if last else 0)  # each model chunk's input and grad
+            receive = chunks * boundary * layout.micro_batches
+            output = local * arch.vocab_size * p // layout.tp if last else boundary
+            outputs = outputs_in_flight(layout) if last else in_flight(layout, stage)
+            pp = round(receive + output * outputs)
     kv_width = (arch.num_key_value_heads or arch.num_attention_heads) * arch.head_dim // layout.tp
     if layout.cp == 1:
         cp = 0

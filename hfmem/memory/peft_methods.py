@@ -7,7 +7,9 @@ lambda_d (r) and lambda_b (out) per layer over one shared frozen pair vera_A (r 
 out x r), fp32 buffers (peft/tuners/vera/model.py _find_dim, _init_vera_A_vera_B). IA3 trains one vector per
 layer: out elements, or in for a feedforward layer (peft/tuners/ia3/layer.py: `x * ia3_scaling` before the
 base layer). OFT trains, per adapted layer, in/bs skew-symmetric blocks of bs(bs - 1)/2 values
-(peft/tuners/oft/layer.py OFTRotationModule: weight (r, n_elements)). Prompt tuning trains n x hidden; prefix
+(peft/tuners/oft/layer.py OFTRotationModule: weight (r, n_elements)). BOFT trains boft_R (factor, in/bs, bs, bs)
+and boft_s (out, 1) per adapted layer beside a frozen fp32 buffer boft_P (factor, in, in) (peft/tuners/boft/layer.py
+BOFTLayer.update_layer). Prompt tuning trains n x hidden; prefix
 tuning n x layers x 2 x (kv heads x head dim) (peft/tuners/prefix_tuning/model.py PrefixEncoder;
 peft/utils/other.py _prepare_prompt_learning_config's GQA rule). Pure arithmetic.
 """
@@ -21,7 +23,7 @@ from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import LinearGroup
 
 ADAPTER_KINDS = {"lora": "lora", "qlora": "lora", "dora": "dora", "lora-fa": "lora-fa", "vera": "vera", "ia3": "ia3",
-                 "oft": "oft"}
+                 "oft": "oft", "boft": "boft"}
 """Methods that adapt linear layers (the lora_targets), and the adapter each puts on them."""
 PROMPT_METHODS = frozenset({"prompt-tuning", "prefix-tuning"})
 """Methods that train virtual tokens and adapt no layer."""
@@ -52,10 +54,13 @@ def is_feedforward(group: LinearGroup) -> bool:
     return group.component in {"mlp", "experts"} and group.name.rsplit(".", 1)[-1] in FEEDFORWARD_LEAVES
 
 
-def adapters(method: str, groups: tuple[LinearGroup, ...], rank: int, block_size: int = 32) -> Adapters:
-    """The parameters `method` (one of ADAPTER_KINDS) adds on the adapted `groups` at rank `rank` (OFT: in blocks of
-    `block_size`)."""
+def adapters(method: str, groups: tuple[LinearGroup, ...], rank: int, block_size: int = 32,
+             butterfly: int = 1) -> Adapters:
+    """The parameters `method` (one of ADAPTER_KINDS) adds on the adapted `groups` at rank `rank` (OFT and BOFT: in
+    blocks of `block_size`; BOFT: `butterfly` factors)."""
     kind = ADAPTER_KINDS[method]
+    if kind == "boft":
+        return boft_adapters(groups, block_size, butterfly)
     if kind == "oft":
         conv = sorted({g.name for g in groups if g.kind != "linear"})
         if conv:  # peft/tuners/oft/model.py _create_new_module: "Target module Conv1D ... is not supported"
@@ -87,6 +92,35 @@ def adapters(method: str, groups: tuple[LinearGroup, ...], rank: int, block_size
     magnitude = sum(g.count * g.out_features for g in groups) if kind == "dora" else 0
     return Adapters(a_params + b_params + magnitude, matrices=a + b, vectors=magnitude, largest=largest,
                     matmul=a_params + b_params)
+
+
+def boft_adapters(groups: tuple[LinearGroup, ...], block_size: int, butterfly: int) -> Adapters:
+    """BOFT on the adapted `groups`, with PEFT's checks (peft/tuners/boft/layer.py BOFTLayer.update_layer): boft_R
+    (butterfly, in/bs, bs, bs) and boft_s (out, 1) trained, the permutations boft_P (butterfly, in, in) frozen."""
+    conv = sorted({g.name for g in groups if g.kind != "linear"})
+    if conv:  # peft/tuners/boft/model.py _create_new_module: only torch.nn.Linear and torch.nn.Conv2d
+        raise InvalidInputError(f"boft: PEFT's BOFT adapts nn.Linear only here; {','.join(conv)} are not.")
+    span = block_size * 2 ** (butterfly - 1)
+    odd = sorted({g.name for g in groups if g.in_features % span or (butterfly > 1 and block_size % 2)})
+    if odd:
+        raise InvalidInputError(f"boft_block_size {block_size} with boft_n_butterfly_factor {butterfly} does not fit "
+                                f"the input width of {','.join(odd)} (PEFT needs each to be a multiple of {span}).")
+    rotations = tuple((block_size, block_size, g.count * butterfly * (g.in_features // block_size)) for g in groups)
+    scales = sum(g.count * g.out_features for g in groups)
+    trained = sum(r * c * n for r, c, n in rotations) + scales
+    return Adapters(trained, frozen=sum(g.count * butterfly * g.in_features ** 2 for g in groups), matrices=rotations,
+                    vectors=scales, largest=max((butterfly * g.in_features * block_size for g in groups), default=0))
+
+
+def boft_rotation_bytes(in_features: int, out_features: int, block_size: int, butterfly: int, compute_bytes: int,
+                        adapter_bytes: float) -> float:
+    """What one BOFT layer's forward keeps for backward whatever the token count (peft/tuners/boft/layer.py
+    Linear.forward, measured with autograd's saved tensors at butterfly 1): the block-diagonal rotation, the
+    permutation cast to the input's dtype and their product, each (butterfly, in, in) in the compute dtype; the Cayley
+    transform's three (in/bs, bs, bs) tensors and its int32 pivots in the adapter dtype; the ones it scales and the
+    (out) scale."""
+    cayley = butterfly * in_features * (3 * block_size * adapter_bytes + 4)
+    return 3 * butterfly * in_features ** 2 * compute_bytes + cayley + out_features * (compute_bytes + adapter_bytes)
 
 
 def oft_rotation_bytes(in_features: int, block_size: int, adapter_bytes: float) -> float:
@@ -133,6 +167,9 @@ METHOD_NOTES = {
            "output it scales, or the feedforward input cast to the adapter dtype; the base keeps no weight inputs",
     "oft": "OFT: a block-diagonal orthogonal rotation (Cayley-Neumann) of each adapted layer's input; each keeps its "
            "input cast to the adapter dtype and four block-sized tensors of the rotation's series",
+    "boft": "BOFT: a butterfly product of block-diagonal rotations of each adapted layer's input and a scale per "
+            "output; each layer holds frozen fp32 permutations (in x in per butterfly factor), keeps its input and "
+            "its base output, and each forward builds the in x in rotation (three such matrices kept for backward)",
     "prompt-tuning": "prompt tuning: num_virtual_tokens x hidden trained; every sequence is num_virtual_tokens longer "
                      "and every layer's input needs a gradient, but no weight does",
     "prefix-tuning": "prefix tuning: num_virtual_tokens keys and values per layer trained; under SDPA each layer's "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from hfmem.memory.fit import VERDICTS, Fit, timed_gpus
+from hfmem.memory.settings import SERVE
 
 COMPACT_COLUMNS = ("method", "gpu", "verdict", "total_bytes", "max_micro_batch_size", "gpus_needed", "suggestion")
 """A cell of a compact scan record (`hfmem scan --compact`): the verdict, the total, the fewest GPUs with the
@@ -93,6 +94,21 @@ def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, A
     return out
 
 
+def serving_cells(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The serving column's cells (--method serve) as fit cells of method "serve": the GPU's entry joined (name and
+    usable GiB, from `gpus` or a compact record's [name, GiB] pairs), the context they are judged at, and `src`
+    ("serving.cells.2"); none without a serving column."""
+    serving = report.get("serving")
+    if not isinstance(serving, dict):
+        return []
+    table = report.get("gpus") or {}
+    usable = ({row[0]: row[1] for row in table} if isinstance(table, list)
+              else {name: g.get("usable_gib") for name, g in table.items()})
+    context = (serving.get("settings") or {}).get("context")
+    return [c | {"method": SERVE, "gpu": {"name": c["gpu"], "usable_gib": usable.get(c["gpu"])}, "context": context,
+                 "src": f"serving.cells.{k}"} for k, c in enumerate(serving.get("cells") or [])]
+
+
 def path(cell: dict[str, Any], column: str) -> str:
     """Where a cell's figure is in the record, e.g. "fit.4.total_bytes" (a chart's data-src)."""
     return f"{cell['src']}.{column}"
@@ -139,7 +155,8 @@ def compact_report(report: dict[str, Any]) -> dict[str, Any]:
         "architecture": {k: arch[k] for k in ("model_type", "model_class")},
         "parameters": {k: params[k] for k in ("total", "approximate", "checkpoint_total", "checkpoint_bytes")},
         "crosscheck": {"status": report["crosscheck"]["status"]},
-        **compact_tables(rows, {name: g["usable_gib"] for name, g in (report.get("gpus") or {}).items()})}
+        **compact_tables(rows, {name: g["usable_gib"] for name, g in (report.get("gpus") or {}).items()})} | (
+        {"serving": report["serving"]} if "serving" in report else {})  # --method serve's column, a row per GPU
 
 
 def compact_tables(rows: list[list[Any]], usable_gib: dict[str, float]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
 from hfmem.memory.activation_functions import ACTIVATION_SAVES
 from hfmem.memory.fields import (
+    SERVING_PANEL as SERVING,
     SHARDING_PANEL as SHARDING,
     TIME_PANEL as TIME,
     TRAINING_PANEL as TRAINING,
@@ -40,12 +41,24 @@ from hfmem.memory.quantization import BaseFormat, base_format
 from hfmem.model.architecture import StoredQuantization
 
 # The choice fields' values, each with its table of aliases (other spellings of those values, nothing else).
-Method = Literal["full", "lora", "qlora", "dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning"]
+Method = Literal["full", "lora", "qlora", "dora", "lora-fa", "vera", "ia3", "oft", "boft", "prompt-tuning",
+                 "prefix-tuning"]
 METHODS: tuple[Method, ...] = ("full", "lora", "qlora")
 """The methods estimated when none is named."""
-PEFT_METHODS: tuple[Method, ...] = ("dora", "lora-fa", "vera", "ia3", "oft", "prompt-tuning", "prefix-tuning")
+PEFT_METHODS: tuple[Method, ...] = ("dora", "lora-fa", "vera", "ia3", "oft", "boft", "prompt-tuning",
+                                     "prefix-tuning")
 """PEFT methods beyond LoRA, estimated when named (--method dora); hfmem.memory.peft_methods counts them."""
 ALL_METHODS: tuple[Method, ...] = get_args(Method)
+SERVE = "serve"
+"""The method value (--method serve) that adds the serving column to the fit matrix: the deployment `Serving`
+describes, with hfmem.serving's engine arithmetic, beside the training methods."""
+ENGINES = ("vllm", "sglang", "llama.cpp", "transformers")
+"""The serving engines hfmem.serving profiles (its ENGINES; tests/test_serving_surface.py holds the two equal)."""
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8", "fp8_e4m3", "fp8_e5m2", "q8_0", "q4_0")
+"""The KV cache element types hfmem.serving.kv knows (its KV_DTYPE_BYTES)."""
+SERVING_QUANTIZATIONS = ("fp8", "int8", "awq", "gptq", "nf4", "mxfp4", "nvfp4", "f16", "q8_0", "q6_k", "q5_k", "q5_0",
+                         "q4_k", "q4_0", "q3_k", "q2_k")
+"""The weight formats hfmem.serving.weights packs (its QUANTIZATIONS)."""
 METHOD_ALIASES = {"lora_fa": "lora-fa", "lorafa": "lora-fa", "prompt_tuning": "prompt-tuning",
                   "prefix_tuning": "prefix-tuning", "prompt": "prompt-tuning", "prefix": "prefix-tuning"}
 DTYPES = tuple(PRECISIONS)
@@ -135,6 +148,13 @@ SequenceParallel = Literal["off", "megatron", "dtensor"]
 SEQUENCE_PARALLEL: tuple[SequenceParallel, ...] = get_args(SequenceParallel)
 SEQUENCE_PARALLEL_ALIASES = {"false": "off", "no": "off", "none": "off", "true": "megatron", "on": "megatron",
                              "yes": "megatron", "torch": "dtensor", "torchtitan": "dtensor"}
+GradDtype = Literal["param", "fp32"]
+GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
+GRAD_DTYPE_ALIASES = {"params": "param", "weights": "param", "float32": "fp32", "main_grad": "fp32",
+                      "main-grad": "fp32"}
+PpBuffers = Literal["step", "transfer"]
+PP_BUFFERS: tuple[PpBuffers, ...] = get_args(PpBuffers)
+PP_BUFFER_ALIASES = {"torch": "step", "torchtitan": "step", "megatron": "transfer", "p2p": "transfer"}
 CpKind = Literal["ring", "all-gather", "all-to-all"]
 CP_KINDS: tuple[CpKind, ...] = get_args(CpKind)
 CP_KIND_ALIASES = {"p2p": "ring", "ring-attention": "ring", "allgather": "all-gather", "all_gather": "all-gather",
@@ -195,6 +215,27 @@ class Overhead:
 
 
 @dataclass(frozen=True)
+class Serving:
+    """The serving deployment the fit matrix's serving column (--method serve) judges: one replica per GPU at
+    tensor parallelism 1, a failing cell advising fp8 KV or the TP degree that fits (`hfmem serve` sets the rest)."""
+
+    engine: str = setting("vllm", Choice(ENGINES), panel=SERVING)
+    """The inference engine whose reserve and KV sizing rules apply (hfmem.serving.engines: each default cited)."""
+    context: int = setting(4096, COUNT, panel=SERVING)
+    """Tokens per request (prompt and output): the serving cell's concurrency is at this length."""
+    serve_concurrency: int = setting(1, COUNT, panel=SERVING)
+    """Requests at once to serve at --context (hfmem serve's --concurrency; hfmem scan's --concurrency is its
+    fetches): the cheapest serving pick holds this many, in as many replicas as that takes."""
+    kv_cache_dtype: str = setting("auto", Choice(KV_CACHE_DTYPES), panel=SERVING)
+    """The KV cache's element type (auto: the model's dtype, the engines' default)."""
+    quantization: str | None = setting(None, OrNone(Choice(SERVING_QUANTIZATIONS)), shown="as stored", panel=SERVING)
+    """The served weights packed in this format (each format's bytes, scales and zeros) instead of as stored."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class TrainingSettings:
     """One training configuration; each field's metadata names its CLI flag (`--seq-len` -> seq_len)."""
 
@@ -204,9 +245,11 @@ class TrainingSettings:
     NF4 base); PEFT's other methods on a frozen base (4-bit with base_quantization nf4): dora (LoRA plus a
     magnitude vector; each forward builds W + B·A to take its column norm), lora-fa (LoRA with A frozen), vera
     (shared frozen random A/B, two trained vectors per layer, rank lora_rank), ia3 (one trained vector per
-    adapted layer), oft (a block-diagonal rotation of each adapted layer's input, blocks of oft_block_size),
+    adapted layer), oft (a block-diagonal rotation of each adapted layer's input, blocks of oft_block_size), boft
+    (butterfly products of such rotations, blocks of boft_block_size, and a scale per output),
     prompt-tuning and prefix-tuning (num_virtual_tokens trained embeddings; prefix: per layer
-    K/V). The flag repeats or takes a comma-separated list: each method gets its estimate and fit."""
+    K/V). The flag repeats or takes a comma-separated list: each method gets its estimate and fit; serve adds a
+    serving column (the Serving panel's deployment) beside them, alone beside the default methods."""
     seq_len: int | None = setting(None, OrNone(COUNT), affects=("activations",),
                                   shown=f"{DEFAULT_SEQ_LEN}, or the model's maximum if smaller", panel=TRAINING)
     """Tokens per sequence."""
@@ -262,6 +305,17 @@ class TrainingSettings:
                                         affects=("state",), shown="none on one GPU, ddp on several", panel=SHARDING)
     """Data parallelism and sharding: ddp, ZeRO stages 1-3, FSDP full shard (= ZeRO-3) or shard-grad-op
     (= ZeRO-2); each adds its all-gather and bucket buffers."""
+    grad_dtype: GradDtype = setting("param", Choice(GRAD_DTYPES, GRAD_DTYPE_ALIASES), affects=("state",),
+                                    panel=SHARDING)
+    """The dtype trained weights' gradients accumulate and are reduced in: param (param.grad in the trained weights'
+    dtype, as autograd leaves it) or fp32 (Megatron-LM's main_grad buffer: accumulate_allreduce_grads_in_fp32, which
+    its bf16 training turns on unless grad_reduce_in_bf16): 4 bytes per trained parameter, kept whole by ZeRO-1 and
+    the distributed optimizer, sharded by ZeRO-2/3 and FSDP."""
+    grad_bucket_view: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
+    """Gradients live in the data-parallel reduction's own buckets (torch DDP gradient_as_bucket_view=True;
+    Megatron-LM's contiguous gradient buffer, of which each param.main_grad is a view): no second gradient copy
+    under ddp, and no separate reduce bucket under ZeRO-1/2 (Megatron's distributed optimizer); the buckets are
+    allocated once, so the gradients they hold exist through the forward as well."""
     num_gpus: int = setting(1, COUNT, affects=("state",), panel=SHARDING)
     """GPUs the estimate shards over."""
     offload_optimizer: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
@@ -415,7 +469,20 @@ class TrainingSettings:
     gradient (and a trained head's weight gradient) until backward. none: transformers' lm_head and loss."""
     compile_layers: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """Each decoder layer under torch.compile (torchtune compile=True; inductor's min-cut partitioner): norms keep
-    only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward."""
+    only input and rstd, activation functions and eager attention's fp32 softmax are recomputed in backward. The
+    same tensors Megatron's fused layers keep (TransformerEngine's LayerNormLinear, fused bias-GeLU/SwiGLU and
+    bias-dropout-add; with eager attention Korthikanti et al. 2022's 34·sbh + 5·as²b per layer)."""
+    fused_softmax: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
+    """Eager attention's scale, causal mask and softmax as one kernel that keeps only its compute-dtype output for
+    backward (Megatron's FusedScaleMaskSoftmax, on unless --no-masked-softmax-fusion: ScaledUpperTriangMaskedSoftmax
+    saves softmax_results, megatron/core/fusions/fused_softmax.py:20-36, for half inputs and key lengths
+    16 < sk <= 4096, fused_softmax.py:238-263); off: the model code's softmax (in fp32 where it upcasts). Only eager
+    attention reads it."""
+    loss_in_place: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
+    """The cross-entropy computes its fp32 softmax in the upcast logits' own buffer, keeps it and writes the
+    gradient into it (Megatron-core's vocab_parallel_cross_entropy, megatron/core/tensor_parallel/
+    cross_entropy.py:25-116): backward allocates only the logits' gradient in the compute dtype, where eager
+    cross-entropy (off) allocates two fp32 buffers of the logits' size."""
     quantize_head: bool = setting(False, SWITCH, affects=("split", "trainability", "activations"), panel=TRAINING)
     """QLoRA quantises the output head too (LitGPT: lightning's BitsandbytesPrecision replaces every nn.Linear);
     transformers' bitsandbytes integration keeps lm_head in the compute dtype (off)."""
@@ -453,7 +520,20 @@ class TrainingSettings:
     stage holds at once: 1f1b (min(pp, micro-batches)), interleaved (pp·(1 + (pp-1)/(pp·vpp)), Megatron's
     penalty), gpipe (every micro-batch), zero-bubble (ZB-H1: as 1f1b)."""
     vpp: int = setting(1, COUNT, affects=("activations",), panel=SHARDING)
-    """Virtual pipeline stages (model chunks) per rank of the interleaved schedule."""
+    """Virtual pipeline stages (model chunks) per rank of the interleaved schedule (and of interleaved
+    zero-bubble, torch's ScheduleInterleavedZeroBubble)."""
+    pp_stage: int | None = setting(None, OrNone(Integer(0)), affects=("state", "activations"),
+                                   shown="the most loaded", panel=SHARDING)
+    """The pipeline stage (0: the first) whose rank the estimate is for, instead of the most-loaded one: what a
+    figure logged by one rank measures (Megatron-LM logs its memory on the last rank only)."""
+    pp_buffers: PpBuffers = setting("step", Choice(PP_BUFFERS, PP_BUFFER_ALIASES), affects=("activations",),
+                                    panel=SHARDING)
+    """How a pipeline stage allocates its boundary tensors. step: torch.distributed.pipelining's PipelineStage
+    allocates a receive buffer for every micro-batch of the step up front (stage.py _prepare_forward_infra) and
+    keeps each output for its backward (torchtitan); transfer: Megatron-core allocates each receive when it comes
+    (p2p_communication.py:336-344), the received tensor being the stage's input that its first layer keeps, and
+    frees each output's data once sent (deallocate_pipeline_outputs, set by megatron/training/argument_utils.py:305;
+    schedules.py:171-195)."""
     cp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Context parallel ranks: each holds 1/cp of every sequence's tokens and their activations; the optimizer
     states shard over DP x CP, as Megatron's distributed optimizer and torchtitan's FSDP do."""
@@ -465,6 +545,11 @@ class TrainingSettings:
     ep: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Expert parallel ranks of an MoE: each holds num_experts/ep routed experts (their weights, gradients and
     states) and the dispatch and combine buffers of the tokens routed to them; carved out of DP x CP."""
+    expert_tp: int | None = setting(None, OrNone(COUNT), affects=("state", "activations"), shown="tp",
+                                    panel=SHARDING)
+    """Tensor parallel ranks of each routed expert (Megatron's --expert-tensor-parallel-size, which defaults to
+    --tp: megatron/training/arguments.py:587-588): each rank holds 1/(ep x expert_tp) of the routed experts, and
+    their gradients and states shard over the num_gpus / (pp x ep x expert_tp) expert-data-parallel ranks."""
     # PEFT methods beyond LoRA and the memory-saving optimizers (hfmem.memory.peft_methods, memory.optimizers)
     num_virtual_tokens: int = setting(20, COUNT, affects=("split", "trainability", "activations"), panel=TRAINING)
     """prompt-tuning and prefix-tuning: trained virtual tokens (PEFT num_virtual_tokens). Prompt tuning prepends
@@ -473,6 +558,14 @@ class TrainingSettings:
     oft_block_size: int = setting(32, COUNT, affects=("split", "trainability"), panel=TRAINING)
     """oft: the size of each rotation block (PEFT OFTConfig oft_block_size, default 32; it must divide each adapted
     layer's input width): bs·(bs - 1)/2 trained values per block, in/bs blocks per adapted layer."""
+    boft_block_size: int = setting(4, COUNT, affects=("split", "trainability"), panel=TRAINING)
+    """boft: the size of each rotation block (PEFT BOFTConfig boft_block_size, default 4; boft_block_size x
+    2^(boft_n_butterfly_factor - 1) must divide each adapted layer's input width): per adapted layer
+    boft_n_butterfly_factor x in x bs trained rotation values, a trained scale per output, and frozen fp32
+    permutation buffers of boft_n_butterfly_factor x in x in values (boft_P)."""
+    boft_n_butterfly_factor: int = setting(1, COUNT, affects=("split", "trainability"), panel=TRAINING)
+    """boft: butterfly factors (PEFT BOFTConfig boft_n_butterfly_factor, default 1). PEFT sets it back to 1 when its
+    CUDA extension (fbd_cuda, built with ninja at import) does not load (peft/tuners/boft/layer.py update_layer)."""
     galore_rank: int = setting(128, COUNT, affects=("state",), panel=TRAINING)
     """GaLore/APOLLO projection rank (transformers' optim_args rank, default 128; LLaMA-Factory galore_rank):
     each decoder matrix keeps its moments at rank x its longer side, plus the projection."""
@@ -487,6 +580,8 @@ class TrainingSettings:
     (LISA also trains the embeddings and the head throughout)."""
     overhead: Overhead = setting(None, Group(Overhead), affects=())
     """Memory outside PyTorch's tensors: the CUDA context and the allocator's fragmentation."""
+    serving: Serving = setting(None, Group(Serving), affects=())
+    """The serving deployment of the fit matrix's serving column (--method serve); no training part reads it."""
 
     @property
     def precision(self) -> Precision:
@@ -514,6 +609,11 @@ class TrainingSettings:
     def data_parallel(self) -> int:
         """Model replicas: num_gpus / (tp x pp x cp)."""
         return max(1, self.num_gpus // self.model_parallel)
+
+    @property
+    def resolved_expert_tp(self) -> int:
+        """Tensor parallel ranks of each routed expert: expert_tp, or tp when unset (Megatron's default)."""
+        return self.expert_tp or self.tp
 
     @property
     def shard_ranks(self) -> int:
@@ -575,7 +675,7 @@ class TrainingSettings:
 
 
 NO_MODEL_PARALLELISM: dict[str, Any] = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "sequence_parallel": "off",
-                                         "pp_schedule": "1f1b", "vpp": 1}
+                                         "pp_schedule": "1f1b", "vpp": 1, "expert_tp": None, "pp_stage": None}
 """The parallelism fields of a run without model parallelism (one GPU per replica)."""
 
 
@@ -590,11 +690,15 @@ def _layout_checked(s: TrainingSettings) -> TrainingSettings:
     if s.num_gpus % product:
         raise InvalidInputError(f"num_gpus {s.num_gpus} is not a multiple of tp x pp x cp = {s.tp} x {s.pp} x {s.cp} "
                                 f"= {product}.")
-    if (s.data_parallel * s.cp) % s.ep:
-        raise InvalidInputError(f"ep {s.ep} must divide DP x CP = {s.data_parallel * s.cp} (the ranks that hold "
-                                "the same layers' experts).")
-    if s.vpp > 1 and s.pp_schedule != "interleaved":
-        raise InvalidInputError(f"vpp {s.vpp} needs pp_schedule interleaved (virtual stages are its model chunks).")
+    etp = s.resolved_expert_tp
+    if (s.tp * s.data_parallel * s.cp) % (s.ep * etp):
+        raise InvalidInputError(f"ep {s.ep} x expert_tp {etp} must divide TP x DP x CP = "
+                                f"{s.tp * s.data_parallel * s.cp} (the ranks that hold the same layers' experts).")
+    if s.pp_stage is not None and s.pp_stage >= s.pp:
+        raise InvalidInputError(f"pp_stage {s.pp_stage} is not a stage of pp {s.pp} (stages count from 0).")
+    if s.vpp > 1 and s.pp_schedule not in ("interleaved", "zero-bubble"):
+        raise InvalidInputError(f"vpp {s.vpp} needs pp_schedule interleaved or zero-bubble (virtual stages are "
+                                "their model chunks).")
     if s.pp_schedule == "interleaved" and (s.vpp < 2 or s.pp < 2):
         raise InvalidInputError("pp_schedule interleaved needs pp >= 2 and vpp >= 2 (model chunks per rank).")
     return s

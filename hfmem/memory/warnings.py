@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from hfmem.memory.fit import Fit
@@ -39,3 +40,10 @@ def warnings_for(arch: Architecture, config: dict[str, Any], training: TrainingS
                 found.append(f"micro-batch {training.micro_batch_size} fits no GPU of the matrix with {method} "
                              f"(the largest that fits one is {best})")
     return found
+
+
+def shape_disagreements(arch: Architecture, declared: Mapping[str, int], source: str) -> list[str]:
+    """One line per model dimension a config file states (Megatron's --num-layers, --hidden-size, ...) that the
+    model does not have: the file was written for another model, and the model's own dimensions are counted."""
+    return [f"{source} states {name} {value:,} where the model has {getattr(arch, name):,}: the model's is counted"
+            for name, value in declared.items() if getattr(arch, name, value) != value]

@@ -50,7 +50,7 @@ def gpu_limits(report: dict[str, Any]) -> list[tuple[str, float]]:
     return [(f"{', '.join(names)} · {usable:g}", usable) for usable, names in sorted(by_usable.items(), reverse=True)]
 
 
-MARK_UNITS = {"GiB": "{:,.2f} GiB", "USD": "${:,.2f}", "h": "{:,.2f} h"}
+MARK_UNITS = {"GiB": "{:,.2f} GiB", "USD": "${:,.2f}", "h": "{:,.2f} h", "requests": "{:,.2f} requests"}
 """How a drawn mark's hover title writes its figure, by the unit it is drawn in (bytes are drawn in GiB)."""
 
 
@@ -248,6 +248,42 @@ def frontier_chart(report: dict[str, Any], scope: str = "") -> str:
     return chart(f"{scope}chart-frontier", 800, 352 + 16 * len(named), "Cost against time", desc, *parts)
 
 
+GPU_SERIES = 8
+"""Colours of the serving chart's GPU series (charts.css g-0 .. g-7), reused past the eighth GPU."""
+
+
+def serving_chart(report: dict[str, Any], scope: str = "") -> str:
+    """Requests each GPU's serving replica holds against the context per request (the report's `serving.curves`),
+    log-log, a line per GPU over the contexts where one request fits; the context asked marked."""
+    serving = report["serving"]
+    curves, asked = serving["curves"], serving["settings"]["context"]
+    contexts = curves["contexts"]
+    order = curves["gpus"]
+    drawn = {gpu: series for gpu, series in zip(order, curves["concurrency"], strict=True)
+             if any(v >= 1 for v in series)}
+    values = [v for series in drawn.values() for v in series if v >= 1] or [1.0]
+    y = Scale(0.8, max(values) * 1.3, 320, 24, base=10)
+    lo, hi = (contexts[0], contexts[-1]) if len(contexts) > 1 else (contexts[0] / 2, contexts[0] * 2)
+    x = Scale(lo, hi, 70, 720, base=2)
+    parts = [y_axis(y, 70, 720, "requests"), x_axis(x, 320, 24, "context per request (tokens)"),
+             tag("line", x1=x(asked), x2=x(asked), y1=24, y2=320, class_="as-set"),
+             text("text", f"as set: {asked:,}", x=x(asked) - 4, y=34, text_anchor="end", class_="tick")]
+    for gpu, series in drawn.items():
+        kept = [(k, c, v) for k, (c, v) in enumerate(zip(contexts, series, strict=True)) if v >= 1]
+        dots = [tag("circle", text("title", f"{gpu}: {v:,.2f} requests of {c:,} tokens"), cx=x(c), cy=y(v), r=3,
+                    **figure_attrs(f"serving.curves.concurrency.{order.index(gpu)}.{k}", v, "requests"))
+                for k, c, v in kept]
+        line = " ".join(f"{x(c)},{y(v)}" for _, c, v in kept)
+        parts.append(tag("g", tag("polyline", points=line), *dots, class_=f"g-{order.index(gpu) % GPU_SERIES}"))
+    parts.append(legend([(f"g-{order.index(g) % GPU_SERIES}", g) for g in drawn], 70, 372, 650, swatch="line"))
+    engine = serving["engine"]
+    left_out = [g for g in order if g not in drawn]
+    desc = (f"Requests one replica holds with {engine['name']} {engine['version']} against the tokens per request, "
+            f"both axes logarithmic, per GPU: {', '.join(drawn) or 'none'}"
+            + (f"; no request fits on {', '.join(left_out)}" if left_out else "") + ".")
+    return chart(f"{scope}chart-serving", 800, 392, "Serving: concurrency against context", desc, *parts)
+
+
 def report_charts(report: dict[str, Any]) -> dict[str, str]:
     """The charts the report has, by name, in the HTML report's order: the fit grid, memory by term, the curves
     when the report was built with them, and the cost/time frontier when setups are timed and priced."""
@@ -258,6 +294,8 @@ def report_charts(report: dict[str, Any]) -> dict[str, str]:
             drawn |= {axis.replace("_", "-"): curve_chart(report, axis) for axis in CURVE_AXES}
     if report.get("fit") and priced_setups(report):
         drawn["frontier"] = frontier_chart(report)
+    if (report.get("serving") or {}).get("curves"):
+        drawn["serving"] = serving_chart(report)
     return drawn
 
 

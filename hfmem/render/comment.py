@@ -1,11 +1,11 @@
 """The Action's markdown: the pull-request comment and the job summary, from one list of report items.
 
 Sections: base vs head for each changed config file, the fit matrix (one row per model and method,
-one column per GPU), with a token budget or prices the time and cost of each fitting cell in the same grid and each
-model's fastest and cheapest setup, then what could not be analysed. Rows past the first few are folded into
-`<details>`; if the text still exceeds the budget (GitHub refuses comments over 65,536 characters),
-trailing rows are left out with a note. Only fixed text goes inside HTML tags; every value from
-outside is escaped.
+one column per GPU; a serving row and its cheapest pick where methods name serve), with a token budget or prices
+the time and cost of each fitting cell in the same grid and each model's fastest and cheapest setup, then what
+could not be analysed. Rows past the first few are folded into `<details>`; if the text still exceeds the budget
+(GitHub refuses comments over 65,536 characters), trailing rows are left out with a note. Only fixed text goes
+inside HTML tags; every value from outside is escaped.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hfmem.memory.record import cells
+from hfmem.memory.record import cells, serving_cells
 from hfmem.render.common import EMOJI, legend, parameter_count, time_cell, time_line, wants_time_table
 from hfmem.render.diff import cell, fit_entries, memory_by_method, render_diff, verdict
+from hfmem.render.labels import serving_pick_line
 from hfmem.render.markdown import table
 from hfmem.units import count, gib
 
@@ -57,7 +58,7 @@ class Listed:
     @classmethod
     def of(cls, item: Item) -> Listed:
         head = item.head or {}  # listed items are the ones with a report
-        entries = fit_entries(head, cells(head))
+        entries = fit_entries(head, cells(head) + serving_cells(head))
         return cls(item, entries, memory_by_method(head, entries), time_line(head))
 
 
@@ -150,6 +151,9 @@ def render(items: list[Item], settings: str, budget: int, header: str = "", foot
             out += [table(headers, visible), ""] if visible else []
             out += _fold(_plural(len(rows) - VISIBLE_MODELS, "more model"), [table(headers, folded)] if folded else [])
             out += [LEGEND, ""] if methods else []
+            served = [(m, serving_pick_line(m.item.head or {})) for m in listed[:n_listed]]
+            out += [f"- **{cell(m.item.label)}**: {cell(line)}" for m, line in served if line]
+            out += [""] if any(line for _, line in served) else []
             timed = [m for m in listed[:n_listed] if m.line]
             if timed:  # the CLI's time table and line per model: each fitting cell, the fastest and the cheapest
                 out += ["### Time and cost", ""]

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from hfmem.memory.fit import MARKS
 from hfmem.memory.record import cells, estimates, picks, ranked, training as settings_of
-from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, setup_label, short_gib
+from hfmem.render.labels import SHARDING_NAMES, advice_label, fit_grid, serving_settings_text, setup_label, short_gib
 from hfmem.units import count
 
 ARCH_ROWS = [
@@ -18,10 +19,8 @@ ARCH_ROWS = [
     ("max_position_embeddings", "max positions"), ("sliding_window", "sliding window"), ("dtype", "stored dtype"),
 ]
 METHOD_TITLES = {"full": "full fine-tune", "lora": "LoRA", "qlora": "QLoRA", "dora": "DoRA", "lora-fa": "LoRA-FA",
-                 "vera": "VeRA", "ia3": "IA3", "oft": "OFT", "prompt-tuning": "prompt tuning",
+                 "vera": "VeRA", "ia3": "IA3", "oft": "OFT", "boft": "BOFT", "prompt-tuning": "prompt tuning",
                  "prefix-tuning": "prefix tuning"}
-MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
-"""A verdict's mark in the terminal and in markdown (memory.fit.VERDICTS)."""
 EMOJI = {"fits": "✅", "change": "⚠️", "gpus": "❌", "none": "❌"}
 """The same marks as GitHub renders them, for the pull-request comment."""
 
@@ -62,12 +61,22 @@ def setup_text(a: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _adapter_text(a: dict[str, Any]) -> str:
+    """The adapter's own size setting: LoRA's rank, or OFT's and BOFT's rotation blocks."""
+    if a.get("method") == "oft":
+        return f"OFT blocks of {a['oft_block_size']}"
+    if a.get("method") == "boft":
+        return f"BOFT blocks of {a['boft_block_size']} × {a['boft_n_butterfly_factor']} butterfly"
+    return f"LoRA r={a['lora']['rank']}"
+
+
 def settings_line(report: dict[str, Any]) -> str:
     """The assumptions every cell shares, in one line."""
     a = estimates(report)[0]["assumptions"]
     overhead = a["overhead"]
     lora = a.get("lora") or {}
-    lora_text = f" · LoRA r={lora['rank']} on {','.join(lora['targets'])}" if lora else ""
+    adapters = dict.fromkeys(_adapter_text(e["assumptions"]) for e in estimates(report) if e["assumptions"].get("lora"))
+    lora_text = f" · {', '.join(adapters)} on {','.join(lora['targets'])}" if lora else ""
     tie = a.get("tie_word_embeddings")
     overrides = [f"modules_to_save {','.join(a['modules_to_save'])}" if lora and a.get("modules_to_save") else "",
                  f"base {a['base_quantization']}" if lora and a.get("base_quantization") else "",
@@ -79,14 +88,14 @@ def settings_line(report: dict[str, Any]) -> str:
             f"checkpointing {a['gradient_checkpointing']} · {a['attention_kernel_used']} · "
             f"+{overhead['cuda_context_gib']} GiB CUDA context, +{overhead['fragmentation']:.0%} fragmentation"
             f"{lora_text}" + "".join(f" · {o}" for o in overrides if o) + other_settings_text(report)
-            + gpu_defaults_text(report)
+            + gpu_defaults_text(report) + serving_settings_text(report)
             + (f" · {prices}" if (prices := price_text(report)) else ""))
 
 
 SHOWN = frozenset({"method", "seq_len", "micro_batch_size", "dtype", "optimizer", "sharding", "num_gpus",
                    "offload_optimizer", "offload_params", "gradient_checkpointing", "attention", "activation_fn",
                    "tie_word_embeddings", "lora_rank", "lora_targets", "modules_to_save", "base_quantization",
-                   "eval_batch_size", "overhead", "resolved_optimizer", "resolved_sharding", "zero_stage"})
+                   "eval_batch_size", "overhead", "resolved_optimizer", "resolved_sharding", "zero_stage", "serving"})
 """The settings the assumes line already words (or that follow from others)."""
 
 

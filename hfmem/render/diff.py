@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfmem.memory.record import cells
+from hfmem.memory.record import cells, serving_cells
+from hfmem.memory.settings import SERVE
 from hfmem.render.common import ARCH_ROWS, EMOJI
 from hfmem.render.labels import advice_text
 from hfmem.render.markdown import escape, table
+from hfmem.serving.report import words
 from hfmem.units import count, gib
 
 MAX_CELL = 200  # characters of untrusted text per cell, before escaping
@@ -51,6 +53,7 @@ def fit_entries(report: dict[str, Any] | None,
     the caller has decoded them already)."""
     if found is None:
         found = cells(report) if report is not None and isinstance(report.get("fit"), list) else []
+        found += serving_cells(report) if report is not None else []
     by_key = {}
     for entry in found:
         if isinstance(entry, dict) and isinstance(entry.get("method"), str) and entry.get("gpu"):
@@ -67,6 +70,8 @@ def verdict(entry: dict[str, Any] | None) -> str:
     """A short cell: the verdict's mark (render.common.EMOJI) and, where it does not fit as set, what would."""
     if entry is None:
         return "—"
+    if entry.get("method") == SERVE:  # the serving column: its words say the pool and concurrency too
+        return f"{EMOJI[entry['verdict']]} {cell(words(entry, entry['context']), 40)}".rstrip()
     if fits(entry):
         return EMOJI["fits"]
     advice = advice_text(entry)

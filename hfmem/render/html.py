@@ -25,6 +25,7 @@ from hfmem.render.charts import (
     frontier_chart,
     method_title,
     priced_setups,
+    serving_chart,
     setup_name,
     terms_chart,
     time_src,
@@ -40,7 +41,7 @@ from hfmem.render.common import (
     settings_line,
     time_line,
 )
-from hfmem.render.labels import fit_grid, verdict_parts
+from hfmem.render.labels import fit_grid, serving_labels, serving_pick_line, verdict_parts
 from hfmem.render.markup import document, escape, number, tag, text
 from hfmem.units import GIB
 
@@ -136,6 +137,41 @@ def fit_section(report: dict[str, Any], scope: str = "") -> str:
                               "makes it fit", head, cells, "fit-table"),
                    data_table("largest micro-batch (at the set sequence length) and sequence length (at the set "
                               "micro-batch) that fit as asked", ["GPU"] + [method_title(m) for m in methods], limits))
+
+
+def serving_section(report: dict[str, Any], scope: str = "") -> str:
+    """The serving column (--method serve): each GPU's verdict and figures, the cheapest pick, and concurrency
+    against context when the report has its curves; absent without one."""
+    serving = report.get("serving")
+    if not serving:
+        return ""
+    labels = serving_labels(report, MARKS)
+    rows = []
+    for k, c in enumerate(serving["cells"]):
+        src = f"serving.cells.{k}"
+        rows.append([escape(c["gpu"]), tag("span", escape(labels[c["gpu"]]), class_=f"v-{c['verdict']}-text"),
+                     gib_number(c["weights_bytes"], f"{src}.weights_bytes"),
+                     gib_number(c["kv_bytes"], f"{src}.kv_bytes"),
+                     count_number(c["kv_tokens"], f"{src}.kv_tokens"),
+                     number(f"{c['concurrency_at_context']:,.2f}", c["concurrency_at_context"],
+                            f"{src}.concurrency_at_context", "requests"),
+                     count_number(c["context_at_concurrency"], f"{src}.context_at_concurrency")])
+    s = serving["settings"]
+    head = ["GPU", "verdict", "weights GiB", "KV pool GiB", "KV tokens", f"requests at {s['context']:,}",
+            f"context for {s['concurrency']:,} request" + ("s" if s["concurrency"] > 1 else "")]
+    parts = [table(f"Serving with {serving['engine']['name']} {serving['engine']['version']}, one replica per GPU "
+                   f"(TP{s['tp']})", head, rows, "serving-table")]
+    if line := serving_pick_line(report):
+        parts.append(text("p", line, class_="assumes"))
+    curves = serving.get("curves")
+    if curves:
+        points = [[count_number(c, f"serving.curves.contexts.{k}")]
+                  + [number(f"{series[k]:,.2f}", series[k], f"serving.curves.concurrency.{i}.{k}", "requests")
+                     for i, series in enumerate(curves["concurrency"])] for k, c in enumerate(curves["contexts"])]
+        parts += [tag("figure", serving_chart(report, scope)),
+                  data_table("requests one replica holds at each context, per GPU", ["context", *curves["gpus"]],
+                             points)]
+    return section(f"{scope}serving", "Serving", *parts)
 
 
 def limit_text(fit: dict[str, Any]) -> str:
@@ -272,7 +308,7 @@ def article(report: dict[str, Any], scope: str = "") -> list[str]:
     """One report's parts, in page order; `scope` prefixes every id, so several reports can share a page."""
     body = [header(report), messages(report)]
     if report.get("fit"):
-        body.append(fit_section(report, scope))
+        body += [fit_section(report, scope), serving_section(report, scope)]
     if report.get("estimates"):
         body += [terms_section(report, scope), curves_section(report, scope)]
     if report.get("fit"):

@@ -104,3 +104,51 @@ def fit_grid(report: dict[str, Any]) -> tuple[list[str], list[tuple[str, float, 
     for fit in found:
         rows.setdefault(fit["gpu"]["name"], {})[fit["method"]] = fit
     return methods, [(name, next(iter(by.values()))["gpu"]["usable_gib"], by) for name, by in rows.items()]
+
+
+def serving_labels(report: dict[str, Any], marks: dict[str, str]) -> dict[str, str]:
+    """The serving column (--method serve) by GPU name, each cell its verdict's mark in `marks` and its words
+    (serving.report.words: "✓ 54.5 GiB KV · 27× at 16K", "⚠ → fp8 KV", "✗ → TP2"); {} without one."""
+    from hfmem.serving.report import words
+
+    serving = report.get("serving")
+    if not serving:
+        return {}
+    context = serving["settings"]["context"]
+    return {c["gpu"]: f"{marks[c['verdict']]} {words(c, context)}".rstrip() for c in serving["cells"]}
+
+
+def serving_title(report: dict[str, Any]) -> str:
+    """The serving column's heading: "serve (vllm)"."""
+    return f"serve ({report['serving']['engine']['name']})"
+
+
+def serving_settings_text(report: dict[str, Any]) -> str:
+    """The serving column's assumptions for the assumes line, e.g. " · serve: vllm 0.9-0.11 (V1 engine), context
+    16,000, concurrency 8, KV auto, weights as stored, TP1"; "" without one."""
+    serving = report.get("serving")
+    if not serving:
+        return ""
+    s, eng = serving["settings"], serving["engine"]
+    weights = f"weights {s['quantization']}" if s["quantization"] else "weights as stored"
+    return (f" · serve: {eng['name']} {eng['version']}, context {s['context']:,}, concurrency {s['concurrency']:,}, "
+            f"KV {s['kv_cache_dtype']}, {weights}, TP{s['tp']}")
+
+
+def serving_pick_line(report: dict[str, Any]) -> str:
+    """The cheapest GPU that serves the target, e.g. "cheapest serving: 4× L4 (4 replicas) for 8 requests at
+    16K tokens, $3.20/h"; "" without a serving column or a priced GPU that fits."""
+    from hfmem.serving.report import words
+
+    serving = report.get("serving") or {}
+    pick = serving.get("cheapest")
+    if not pick:
+        return ""
+    s = serving["settings"]
+    cell = next(c for c in serving["cells"] if c["gpu"] == pick["gpu"])
+    each = pick["num_gpus"] // pick["replicas"]
+    how = f"{pick['replicas']} replica" + ("s" if pick["replicas"] > 1 else "") + (f" of TP{each}" if each > 1 else "")
+    change = f", {words(cell, s['context']).removeprefix('→ ')}" if cell["verdict"] == "change" else ""
+    return (f"cheapest serving: {pick['num_gpus']}× {pick['gpu']} ({how}{change}) for {s['concurrency']:,} "
+            f"request" + ("s" if s["concurrency"] > 1 else "") + f" at {s['context']:,} tokens, "
+            f"${pick['usd_per_hour']:,.2f}/h")

@@ -15,7 +15,15 @@ from hfmem.render.common import (
     settings_line,
     time_line,
 )
-from hfmem.render.labels import fit_grid, host_ram_line, rank0_line, verdict_parts
+from hfmem.render.labels import (
+    fit_grid,
+    host_ram_line,
+    rank0_line,
+    serving_labels,
+    serving_pick_line,
+    serving_title,
+    verdict_parts,
+)
 from hfmem.text import markdown as escape
 from hfmem.units import count
 
@@ -47,15 +55,20 @@ def render(report: dict[str, Any]) -> str:
             out += ["", "from " + escape(origin)]
         if timing := time_line(report):
             out += ["", escape(timing)]
+        if serving := serving_pick_line(report):
+            out += ["", escape(serving)]
     return "\n".join(out) + "\n"
 
 
 def fit_markdown(report: dict[str, Any]) -> str:
     """The fit matrix: GiB per GPU with each cell's verdict mark, then the legend."""
     methods, rows = fit_grid(report)
+    serving = serving_labels(report, MARKS)
     body = [[f"{escape(name)} ({usable:g} GiB)"]
             + [f"{MARKS[verdict]} {total} " + escape(rest) for verdict, total, rest in
-               (verdict_parts(by_method[m]) for m in methods)] for name, usable, by_method in rows]
+               (verdict_parts(by_method[m]) for m in methods)]
+            + ([escape(serving[name])] if serving else []) for name, usable, by_method in rows]
     named = (host_ram_line(report), rank0_line(report))  # they name GPUs, which a user may have named
     hints = "".join(f"\n\n{h}" for h in (paged_hint(report), *(escape(n) for n in named if n)) if h)
-    return table(["GPU"] + [METHOD_TITLES.get(m, m) for m in methods], body) + "\n" + legend() + hints
+    heads = [METHOD_TITLES.get(m, m) for m in methods] + ([serving_title(report)] if serving else [])
+    return table(["GPU", *heads], body) + "\n" + legend() + hints

@@ -25,7 +25,15 @@ from hfmem.render.common import (
     time_line,
     wants_time_table,
 )
-from hfmem.render.labels import fit_grid, host_ram_line, rank0_line, verdict_parts
+from hfmem.render.labels import (
+    fit_grid,
+    host_ram_line,
+    rank0_line,
+    serving_labels,
+    serving_pick_line,
+    serving_title,
+    verdict_parts,
+)
 from hfmem.units import count, gib, size
 
 
@@ -85,16 +93,28 @@ def fit_cell(fit: dict[str, Any]) -> Text:
     return Text.assemble((f"{MARKS[verdict]} {total}", colour), (f" {rest}", "dim" if verdict == "fits" else "yellow"))
 
 
-def grid_table(report: dict[str, Any], title: str, first: str, gpu: Any, cell: Any) -> Table:
-    """GPU rows by method columns of the fit matrix: `gpu(name, usable)` labels a row, `cell(fit)` fills a cell."""
+def grid_table(report: dict[str, Any], title: str, first: str, gpu: Any, cell: Any,
+               serving: dict[str, str] | None = None) -> Table:
+    """GPU rows by method columns of the fit matrix: `gpu(name, usable)` labels a row, `cell(fit)` fills a cell;
+    `serving`: the serving column's cells by GPU name, last."""
     methods, rows = fit_grid(report)
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column(first)
     for method in methods:
         table.add_column(METHOD_TITLES.get(method, method))
+    if serving:
+        table.add_column(serving_title(report))
     for name, usable, by_method in rows:
-        table.add_row(gpu(name, usable), *(cell(by_method[m]) for m in methods))
+        extra = [serving_text(serving[name])] if serving else []
+        table.add_row(gpu(name, usable), *(cell(by_method[m]) for m in methods), *extra)
     return table
+
+
+def serving_text(label: str) -> Text:
+    """A serving cell coloured as a training cell of its verdict: the mark and its words."""
+    mark, _, words = label.partition(" ")
+    colour = {MARKS["fits"]: "green", MARKS["change"]: "yellow"}.get(mark, "red")
+    return Text.assemble((mark, colour), (f" {words}" if words else "", "dim" if mark == MARKS["fits"] else "yellow"))
 
 
 def _gpu_label(name: str, usable: float) -> Text:
@@ -102,7 +122,8 @@ def _gpu_label(name: str, usable: float) -> Text:
 
 
 def fit_table(report: dict[str, Any]) -> Table:
-    return grid_table(report, "Fit per GPU (GiB)", "GPU (usable GiB)", _gpu_label, fit_cell)
+    return grid_table(report, "Fit per GPU (GiB)", "GPU (usable GiB)", _gpu_label, fit_cell,
+                      serving_labels(report, MARKS))
 
 
 def stacked_fit_tables(report: dict[str, Any]) -> Group:
@@ -116,6 +137,14 @@ def stacked_fit_tables(report: dict[str, Any]) -> Group:
         table.add_column()
         for name, usable, by_method in rows:
             table.add_row(_gpu_label(name, usable), fit_cell(by_method[method]))
+        tables.append(table)
+    if serving := serving_labels(report, MARKS):
+        table = Table(title=f"Fit per GPU: {serving_title(report)}", title_justify="left", box=box.SIMPLE_HEAD,
+                      pad_edge=False, show_edge=False, show_header=False)
+        table.add_column(no_wrap=True)
+        table.add_column()
+        for name, usable, _ in rows:
+            table.add_row(_gpu_label(name, usable), serving_text(serving[name]))
         tables.append(table)
     return Group(*tables)
 
@@ -199,6 +228,8 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
             parts.append(time_table(report))
         if timing := time_line(report):
             parts.append(Text(timing, style="dim"))
+        if serving := serving_pick_line(report):
+            parts.append(Text(serving, style="dim"))
         parts.append(Text(napkin_line(report), style="dim"))
         if details:
             parts += [breakdown_table(report), activations_table(report)]

@@ -51,6 +51,8 @@ class Plan:
     (hardware/prices.json) for its GPU."""
     rank: str | None = None
     """Order the timed setups by "cost", "time" or "gpus" (fit_ranking in the report); None: no ranking."""
+    serve: bool = False
+    """Add the serving column (--method serve): the deployment training.serving describes, per GPU of the matrix."""
 
     @property
     def stated(self) -> frozenset[str]:
@@ -69,7 +71,7 @@ class Plan:
                 "gpus": "catalogue" if whole else [g.spec for g in self.gpus], "sources": dict(self.sources),
                 "method_settings": {m: dict(v) for m, v in self.method_settings.items()},
                 "framework": self.framework, "config": self.config, "tokens": self.tokens,
-                "prices_usd_per_gpu_hour": dict(self.prices), "rank": self.rank}
+                "prices_usd_per_gpu_hour": dict(self.prices), "rank": self.rank, "serve": self.serve}
 
 
 def build_report(ref: ModelRef, settings: SettingsSource, plan: Plan | None = None, *,
@@ -86,17 +88,26 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     The plan's part is computed once per model shape (`shape_key`) and shared by the reports of that shape:
     treat a report as read-only."""
     from hfmem.memory.gpu_defaults import unsupported
-    from hfmem.memory.warnings import warnings_for
+    from hfmem.memory.warnings import shape_disagreements, warnings_for
 
     arch, inventory = result.architecture, result.inventory
     training = plan.training.validated()
     part = BY_SHAPE.get(shape_key(arch, inventory, plan), lambda: plan_part(arch, inventory, plan))
-    warnings = [*plan.notes, *warnings_for(arch, result.config, training, part.fits),
+    config = plan.config or {}
+    warnings = [*plan.notes, *shape_disagreements(arch, config.get("architecture", {}), config.get("path", "")),
+                *warnings_for(arch, result.config, training, part.fits),
                 *unsupported(training, part.gpus, plan.stated)]
     report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
                                  "estimates": part.estimates, "fit": part.fit,
                                  "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking,
                                  "prices": part.prices, "nodes": part.nodes}
+    if plan.serve:
+        from hfmem.serving.matrix import beyond_positions, serving_column, serving_settings
+
+        priced = {name: usd for name, (usd, _) in part.prices["by_gpu"].items()}
+        deployment = serving_settings(training)
+        report["serving"] = serving_column(result, part.gpus, deployment, priced, curves=curves)
+        report["warnings"] = [*warnings, *beyond_positions(result, deployment)]
     if curves:
         from hfmem.memory.curves import memory_curves
 

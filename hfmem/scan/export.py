@@ -14,29 +14,38 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from hfmem import errors
-from hfmem.memory.record import cells
-from hfmem.memory.settings import METHODS, TrainingSettings
+from hfmem.memory.record import cells, serving_cells
+from hfmem.memory.settings import ALL_METHODS, METHOD_ALIASES, SERVE, TrainingSettings
 from hfmem.model.load import READABLE_SCHEMA_VERSIONS
 from hfmem.scan.runner import record_key
 from hfmem.text import csv_cell, markdown
 from hfmem.units import GIB, count
 
-_FIT = re.compile(r"^\s*([A-Za-z]+)\s*:\s*(\S.*?)\s*$")
+_FIT = re.compile(r"^\s*([A-Za-z][A-Za-z_-]*)\s*:\s*(\S.*?)\s*$")
 
-METHOD_COLUMNS = tuple(f"{m}_{c}" for m in METHODS for c in ("gib_per_gpu", "fits_on"))
-"""Per method: the GiB one GPU needs at the scan's settings, and the smallest GPU it fits on (or N× the GPU
-needing the fewest, when one is not enough)."""
+METHOD_COLUMNS = tuple(f"{m}_{c}" for m in ALL_METHODS for c in ("gib_per_gpu", "fits_on"))
+"""Per method (every --method value, PEFT's other methods included; empty where the scan did not ask for it): the GiB
+one GPU needs at the scan's settings, and the smallest GPU it fits on (or N× the GPU needing the fewest, when one is
+not enough)."""
+SERVE_COLUMNS = ("serve_weights_gib", "serve_fits_on", "serve_cheapest")
+"""The serving column's (--method serve): the weights' GiB per GPU, the smallest GPU one replica fits on as asked
+(else the fewest tensor-parallel GPUs its advice names, "TP2× T4"), and the cheapest replicas for the concurrency
+with their USD per hour ("4× L4 $3.20/h")."""
 CSV_COLUMNS = ("model", "status", "repo_id", "revision", "sha", "model_type", "model_class", "parameters",
                "checkpoint_parameters", "checkpoint_bytes", "crosscheck", "smallest_fit", "fits", *METHOD_COLUMNS,
-               "settings", "error_type", "error", "settings_digest")
+               *SERVE_COLUMNS, "settings", "error_type", "error", "settings_digest")
 
 
 DASHBOARD_COLUMNS = (("model", "model", "text"), ("status", "status", "text"), ("model_type", "type", "text"),
                      ("parameters", "parameters", "count"),
-                     *(column for m in METHODS for column in ((f"{m}_gib_per_gpu", f"{m} GiB/GPU", "gib"),
-                                                               (f"{m}_fits_on", f"{m} fits on", "text"))),
+                     *(column for m in ALL_METHODS for column in ((f"{m}_gib_per_gpu", f"{m} GiB/GPU", "gib"),
+                                                                   (f"{m}_fits_on", f"{m} fits on", "text"))),
                      ("error", "error", "text"))
-"""The dashboard's columns: (CSV row key, header, kind: text, count or gib); `error` is the type and message."""
+"""The dashboard's columns: (CSV row key, header, kind: text, count or gib); `error` is the type and message. A
+method's two columns are shown when some row has its figure (dashboard_data)."""
+SERVE_DASHBOARD_COLUMNS = (("serve_weights_gib", "serve weights GiB/GPU", "gib"),
+                           ("serve_fits_on", "serve fits on", "text"), ("serve_cheapest", "serve cheapest", "text"))
+"""The serving column's (SERVE_COLUMNS), before `error` in a scan with --method serve."""
 
 
 @dataclass(frozen=True)
@@ -65,14 +74,15 @@ def parse_fit_filter(text: str) -> FitFilter:
     from hfmem.hardware.gpus import find_gpu
 
     match = _FIT.match(text)
-    if not match or match[1].lower() not in METHODS:
+    method = METHOD_ALIASES.get(match[1].lower(), match[1].lower()) if match else ""
+    if not match or method not in (*ALL_METHODS, SERVE):
         raise errors.InvalidInputError(f"--fits {text!r}: expected METHOD:GPU with METHOD one of "
-                                       f"{', '.join(METHODS)}, e.g. qlora:rtx4090.")
+                                       f"{', '.join((*ALL_METHODS, SERVE))}, e.g. qlora:rtx4090.")
     try:
         gpu = find_gpu(match[2]).name
     except errors.InvalidInputError:  # a custom GPU (--gpu name=GiB) is matched by its name
         gpu = match[2]
-    return FitFilter(match[1].lower(), gpu)
+    return FitFilter(method, gpu)
 
 
 def fit_cells(record: dict[str, Any]) -> list[FitCell]:
@@ -104,7 +114,7 @@ def _cells(record: dict[str, Any]) -> list[dict[str, Any]]:
             or report.get("schema_version") not in READABLE_SCHEMA_VERSIONS):
         return []
     try:
-        return cells(report, skip_bad=True)
+        return cells(report, skip_bad=True) + serving_cells(report)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # the estimates or GPUs do not read
         return []
 
@@ -195,7 +205,9 @@ def csv_row(record: dict[str, Any], entries: list[dict[str, Any]], found: list[F
         "crosscheck": (report.get("crosscheck") or {}).get("status"),
         "smallest_fit": "; ".join(f"{method}: {gpu}" for method, gpu in smallest.items()),
         "fits": "; ".join(f"{c.method}:{c.gpu}" for c in found if c.fits),
-        **_method_columns(_method_figures(entries, smallest)), "settings": settings_text(record) or None,
+        **_method_columns(_method_figures(entries, smallest)),
+        **_serve_columns(report, [e for e in entries if e["method"] == SERVE], smallest.get(SERVE)),
+        "settings": settings_text(record) or None,
         "error_type": error.get("type"), "error": error.get("message"), "settings_digest": record["settings_digest"],
     }
 
@@ -207,6 +219,19 @@ def _method_columns(figures: dict[str, tuple[float | None, str]]) -> dict[str, A
         gib, fits_on = figures.get(method, (None, None))
         columns[name] = gib if what == "gib_per_gpu" else fits_on
     return columns
+
+
+def _serve_columns(report: dict[str, Any], entries: list[dict[str, Any]], smallest: str | None) -> dict[str, Any]:
+    """SERVE_COLUMNS of one record; None without a serving column."""
+    if not entries:
+        return dict.fromkeys(SERVE_COLUMNS)
+    needs = [(e["advice"]["num_gpus"], -(e["gpu"]["usable_gib"] or 0), e["gpu"]["name"]) for e in entries
+             if e["verdict"] == "gpus" and e.get("advice")]
+    fits_on = smallest or (f"TP{min(needs)[0]}× {min(needs)[2]}" if needs else "no fit")
+    pick = report["serving"].get("cheapest")
+    cheapest = f"{pick['num_gpus']}× {pick['gpu']} ${pick['usd_per_hour']:,.2f}/h" if pick else None
+    return {"serve_weights_gib": round(entries[0]["weights_bytes"] / GIB, 2), "serve_fits_on": fits_on,
+            "serve_cheapest": cheapest}
 
 
 def to_csv(rows: Iterable[dict[str, Any]]) -> str:
@@ -256,8 +281,12 @@ def dashboard_data(rows: list[dict[str, Any]], filters: list[FitFilter]) -> dict
     summary = [f"{len(rows):,} models: {len(rows) - failed:,} analysed, {failed:,} failed."]
     if filters:
         summary.insert(0, f"Filtered to models that fit: {', '.join(str(f) for f in filters)}.")
-    values = [[_dashboard_value(r, key) for key, _, _ in DASHBOARD_COLUMNS] for r in rows]
-    return {"columns": [{"key": key, "label": label, "kind": kind} for key, label, kind in DASHBOARD_COLUMNS],
+    served = any(r.get("serve_fits_on") for r in rows)  # the serving columns only for a scan with --method serve
+    trained = [c for c in DASHBOARD_COLUMNS[:-1] if c[0] not in METHOD_COLUMNS
+               or any(r[f"{c[0].partition('_')[0]}_gib_per_gpu"] is not None for r in rows)]
+    columns = [*trained, *(SERVE_DASHBOARD_COLUMNS if served else ()), *DASHBOARD_COLUMNS[-1:]]
+    values = [[_dashboard_value(r, key) for key, _, _ in columns] for r in rows]
+    return {"columns": [{"key": key, "label": label, "kind": kind} for key, label, kind in columns],
             "rows": values, "summary": summary,
             "settings": list(dict.fromkeys(r["settings"] for r in rows if r["settings"]))}
 
@@ -272,7 +301,7 @@ def _dashboard_value(row: dict[str, Any], key: str) -> Any:
 def _memory_text(row: dict[str, Any]) -> str:
     """E.g. "full 134 GiB: 8× H100 80GB · lora 35.3 GiB: A100 40GB" from a row's method columns."""
     parts = []
-    for method in METHODS:
+    for method in ALL_METHODS:
         gib, fits_on = row.get(f"{method}_gib_per_gpu"), row.get(f"{method}_fits_on")
         if gib is not None:
             parts.append(f"{method} {gib:g} GiB: {fits_on}")

@@ -5,7 +5,9 @@ whether the model fits at all. Each term carries its explanation, as the trainin
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from hfmem.errors import InvalidInputError
@@ -96,9 +98,12 @@ class ServingEstimate:
 
 
 def estimate(arch: Architecture, weights_per_gpu: int, layout: KvLayout, gpu_bytes: int,
-             settings: ServingSettings) -> ServingEstimate:
-    """The engine's arithmetic for one GPU with `gpu_bytes` of memory."""
-    rule = {"vllm": _vllm, "sglang": _sglang, "llama.cpp": _llama_cpp, "transformers": _transformers}
+             settings: ServingSettings, gpu_name: str = "", marlin_padding: int = 0) -> ServingEstimate:
+    """The engine's arithmetic for one GPU with `gpu_bytes` of memory (`gpu_name`: the device name, which vLLM's
+    batch defaults read; `marlin_padding`: what vLLM's MXFP4 Marlin experts add there, weights.mxfp4_marlin_padding)."""
+    rule: dict[str, Callable[..., ServingEstimate]] = {
+        "vllm": partial(_vllm, name=gpu_name, marlin=marlin_padding), "sglang": _sglang, "llama.cpp": _llama_cpp,
+        "transformers": _transformers}
     result = rule[settings.engine](arch, weights_per_gpu, layout, gpu_bytes, settings)
     result.kv_bytes = max(0.0, result.budget_bytes - sum(t.bytes for t in result.terms))
     block = int(VLLM.default("block_size")) if settings.engine == "vllm" else 1
@@ -141,10 +146,11 @@ def _weights(weights: int) -> Term:
     return Term("weights", weights, "this GPU's share of the checkpoint's tensors", "weights")
 
 
-def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: ServingSettings) -> ServingEstimate:
-    """vLLM's determine_available_memory: a fraction of the card, less the weights, the profiling run's peak
-    and memory outside torch."""
-    large = gpu >= 70 * GIB
+def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: ServingSettings,
+          name: str = "", marlin: int = 0) -> ServingEstimate:
+    """vLLM's determine_available_memory: a fraction of the card, less the weights and the RoPE cache loaded beside
+    them, the profiling run's peak and memory outside torch."""
+    large = vllm_large_batch_defaults(gpu, name)
     fraction = s.memory_fraction or VLLM.default("memory_fraction")
     tokens = s.max_num_batched_tokens or int(VLLM.default("max_num_batched_tokens" if large else
                                                           "max_num_batched_tokens_small"))
@@ -155,8 +161,16 @@ def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: Servi
     # rank's cache by the smallest
     sampler = seqs * arch.vocab_size * (p + 4 * SAMPLER_FP32_COPIES) + tokens * arch.hidden_size * p
     result = ServingEstimate(gpu_bytes=gpu, budget_bytes=gpu * fraction)
-    result.terms = [
-        _weights(weights),
+    result.terms = [_weights(weights)]
+    if marlin:
+        result.terms.append(Term("MXFP4 Marlin padding", marlin, "the experts as vLLM's Marlin kernel allocates them "
+                                 "on this chip: intermediate size per rank to a multiple of 128, hidden to 256",
+                                 "weights"))
+    if rope := rope_cache_bytes(arch):
+        result.terms.append(Term("RoPE cache", rope, f"the cos/sin table of {arch.max_position_embeddings:,} "
+                                                     "positions every layer shares, built with the model",
+                                 "weights"))
+    result.terms += [
         Term("activation peak", max(forward, sampler),
              f"the larger of the profiling forward over max_num_batched_tokens={tokens:,} (the MLP's gate/up and "
              f"activation outputs beside the residual stream) and the dummy sampler over max_num_seqs={seqs:,} rows "
@@ -171,6 +185,23 @@ def _vllm(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: Servi
         block = int(VLLM.default("block_size"))
         result.window_kept = (math.ceil(min(layout.window - 1 + tokens, s.context) / block) + 1) * block
     return result
+
+
+def vllm_large_batch_defaults(gpu_bytes: int, name: str) -> bool:
+    """Whether vLLM picks its large-card batch defaults: 70 GiB or more and not an A100
+    (EngineArgs.get_batch_defaults: `device_memory >= 70 * GiB_bytes and "a100" not in device_name`)."""
+    return gpu_bytes >= 70 * GIB and "a100" not in name.lower()
+
+
+def rope_cache_bytes(arch: Architecture) -> int:
+    """vLLM's RoPE cos/sin table, [max_position_embeddings, rotary_dim] in the model dtype, registered as a buffer
+    when the model is built and shared by every layer (get_rope keeps one instance per configuration), so part of
+    what 'Model loading took' counts: Llama-3.1-8B (131,072 positions) logs 0.0293 GiB more than Llama-3-8B
+    (8,192), exactly (131,072 - 8,192) x 128 x 2 bytes (vllm#10517, vllm#12330)."""
+    if arch.position_embedding != "rope" or not arch.max_position_embeddings:
+        return 0
+    rotary = arch.mla.qk_rope_head_dim if arch.mla else int(arch.head_dim * arch.partial_rotary_factor)
+    return arch.max_position_embeddings * rotary * ACTIVATION_BYTES
 
 
 def _forward_peak(arch: Architecture, tokens: int, tp: int, p: int) -> float:
@@ -205,8 +236,8 @@ def _llama_cpp(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: 
     ctx = s.context * s.concurrency
     compute = ubatch * arch.vocab_size * 4 + ubatch * ctx * arch.num_attention_heads * 4 / s.tp
     result = ServingEstimate(gpu_bytes=gpu, budget_bytes=gpu)
-    if layout.window:  # the SWA cache: n_swa + n_ubatch cells unless --swa-full (src/llama-kv-cache-unified-iswa.cpp)
-        result.window_kept = layout.window + ubatch
+    if layout.window:
+        result.window_kept = llama_cpp_swa_cells(layout.window, s.context, ubatch)
     result.terms = [
         _weights(weights),
         Term("compute buffer", compute, f"one ubatch of {ubatch} tokens: fp32 logits and the attention scores "
@@ -214,6 +245,15 @@ def _llama_cpp(arch: Architecture, weights: int, layout: KvLayout, gpu: int, s: 
         Term("outside torch", s.cuda_context_gib * GIB, "CUDA context (--cuda-context-gib)"),
     ]
     return result
+
+
+def llama_cpp_swa_cells(window: int, n_ctx_seq: int, ubatch: int) -> int:
+    """Cells a sliding-window layer keeps per sequence in llama.cpp: `std::min(size_base, GGML_PAD(hparams.n_swa *
+    (unified ? n_seq_max : 1) + n_ubatch, n_pad))` (src/llama-kv-cache-iswa.cpp, one stream per sequence as
+    kv_unified = false builds it), n_pad = 32 without flash attention (llama_kv_cache::get_padding: `flash_attn ?
+    256u : 32u`), unless --swa-full."""
+    pad = int(LLAMA_CPP.default("n_pad"))
+    return min(n_ctx_seq, math.ceil((window + ubatch) / pad) * pad)
 
 
 def _transformers(arch: Architecture, weights: int, layout: KvLayout, gpu: int,

@@ -35,8 +35,9 @@ class Engine:
 
 VLLM = Engine(
     name="vllm", version="0.9-0.11 (V1 engine)",
-    rule=("KV memory = total x gpu_memory_utilization - (weights + the peak of the profiling forward over "
-          "max_num_batched_tokens and the sampler's dummy run over max_num_seqs + memory outside torch); "
+    rule=("KV memory = total x gpu_memory_utilization - (weights + the RoPE cos/sin table built with them + the peak "
+          "of the profiling forward over max_num_batched_tokens and the sampler's dummy run over max_num_seqs + "
+          "memory outside torch); "
           "blocks = KV memory // (block_size x bytes per token of every layer); "
           "'GPU KV cache size' = blocks x block_size (vllm/v1/worker/gpu_worker.py Worker.determine_available_memory "
           "at commit 0012cf69; vllm/v1/core/kv_cache_utils.py get_num_blocks, get_max_concurrency_for_kv_cache_config "
@@ -57,7 +58,11 @@ VLLM = Engine(
                   "gpu_memory_utilization headroom (0.11+ can count it first: "
                   "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)",
                   "NCCL and custom all-reduce buffers under TP (inside 'outside torch' only as --cuda-context-gib "
-                  "says)"),
+                  "says)",
+                  "which MXFP4 MoE backend a Hopper or Blackwell card takes (FlashInfer or Triton, as installed) "
+                  "and its padding; Ampere and Ada take Marlin, whose padding is modelled",
+                  "the total torch.cuda.mem_get_info reports, which gpu_memory_utilization multiplies, is below the "
+                  "catalogue's (nvidia-smi's) figure by up to 0.8 GiB; name the card as NAME=GiB to give it"),
 )
 
 SGLANG = Engine(
@@ -76,20 +81,24 @@ SGLANG = Engine(
         "block_size": Default(1, "server_args.py page_size = 1 (token-granular pool)"),
     },
     not_modelled=("the multimodal adjustment adjust_mem_fraction_for_vlm", "DP attention and speculative decoding "
-                  "reserves"),
+                  "reserves", "the free memory at start is the card less the CUDA context and, under TP, the NCCL "
+                  "communicators: 0.8-1.2 GiB under the catalogue's figure on the bench's logs that print it, where "
+                  "--cuda-context-gib assumes 0.5"),
 )
 
 LLAMA_CPP = Engine(
     name="llama.cpp", version="b5000-b6000",
     rule=("KV = n_ctx x layers x (n_embd_k_gqa + n_embd_v_gqa) x the cache type's bytes, for the layers offloaded "
           "by -ngl (src/llama-kv-cache.cpp, logged as 'KV self size' / 'llama_kv_cache: size'); a sliding-window "
-          "layer keeps window + n_ubatch cells unless --swa-full; the compute buffer holds one ubatch's logits and "
-          "attention scores."),
+          "layer keeps min(n_ctx, window + n_ubatch padded to n_pad) cells per sequence unless --swa-full "
+          "(src/llama-kv-cache-iswa.cpp); the compute buffer holds one ubatch's logits and attention scores."),
     defaults={
         "n_ctx": Default(4096, "common/common.h common_params.n_ctx = 4096 (llama.cpp PR #10136, November 2024; "
                                "builds from 2025 on default to 0, the trained context)"),
         "n_ubatch": Default(512, "common/common.h common_params.n_ubatch = 512 (commit de93b991)"),
         "cache_type": Default(2, "common/common.h cache_type_k = cache_type_v = GGML_TYPE_F16"),
+        "n_pad": Default(32, "src/llama-kv-cache.cpp llama_kv_cache::get_padding: `return cparams.flash_attn ? 256u : "
+                             "32u;` (flash attention off; 256 with -fa)"),
     },
     not_modelled=("the CUDA backend's own pools beyond the compute buffer estimate",),
 )

@@ -5,7 +5,9 @@ pipeline ranks."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from hfmem.errors import InvalidInputError
 from hfmem.hub.safetensors import Checkpoint
@@ -88,3 +90,27 @@ def weight_bytes(arch: Architecture, inventory: Inventory, checkpoint: Checkpoin
         total = inventory.total * MODEL_DTYPE_BYTES.get(dtype, 2)
         source = f"{inventory.total:,} parameters x {dtype}"
     return Weights(total_bytes=total, per_gpu_bytes=-(-total // (tp * pp)), source=source)
+
+
+MXFP4_MARLIN_ARCHS = frozenset({"ampere", "ada"})
+"""Chips vLLM runs MXFP4 MoE experts on with its Marlin kernel: capability below 9.0 (get_mxfp4_backend: `...
+or current_platform.get_device_capability()[0] < 9 ... return Mxfp4Backend.MARLIN`; Mxfp4Config.get_min_capability
+80). Hopper and Blackwell take FlashInfer or Triton as the installation allows."""
+
+
+def mxfp4_marlin_padding(arch: Architecture, config: dict[str, Any], tp: int = 1, pp: int = 1) -> int:
+    """Bytes per GPU vLLM's Marlin backend adds to an MXFP4 checkpoint's experts: it allocates every expert with
+    the intermediate size per rank rounded up to 128 and the hidden size to 256 (Mxfp4MoEMethod.create_weights:
+    "The moe marlin kernel requires that for each linear n % 256 == 0 and k % 128 == 0"), 4-bit blocks with a
+    UE8M0 scale per 32 and bf16 biases, against the checkpoint's own shapes."""
+    quantization = config.get("quantization_config") or {}
+    if quantization.get("quant_method") != "mxfp4" or not arch.num_experts:
+        return 0
+    inner, hidden = (arch.moe_intermediate_size or arch.intermediate_size) // tp, arch.hidden_size
+
+    def expert(i: int, h: int) -> float:
+        return 3 * i * h * (1 / 2 + 1 / 32) + (2 * i + h) * 2
+
+    padded = expert(math.ceil(inner / 128) * 128, math.ceil(hidden / 256) * 256)
+    layers = math.ceil((arch.num_layers - arch.num_dense_layers) / pp)
+    return round(layers * arch.num_experts * (padded - expert(inner, hidden)))

@@ -87,7 +87,7 @@ def _eager(saved: Saved, spec: ActivationSpec, s: int, heads: _Heads, o_needed: 
     a, kv, dq, dv = heads
     p, softcap = spec.p, spec.traits.softcap
     drop = spec.arch.attention_dropout > 0
-    softmax_fp32 = not spec.traits.softmax_in_compute_dtype or spec.autocast
+    softmax_fp32 = spec.softmax_fp32
     k_heads = a if heads.rep > 1 else kv
     if q_needed:
         saved.add("attn.q", p * a * dq)

@@ -57,5 +57,5 @@ def _attention(spec: ActivationSpec, s: int) -> float:
     a, d = spec.arch.num_attention_heads, spec.arch.head_dim
     if spec.kernel not in {"eager", "sdpa_math"}:
         return 0.0
-    fp32 = spec.kernel == "sdpa_math" or (spec.p < 4 and (not spec.traits.softmax_in_compute_dtype or spec.autocast))
+    fp32 = spec.kernel == "sdpa_math" or spec.softmax_fp32
     return 2 * (4 if fp32 else spec.p) * a * s + 2 * spec.p * a * d

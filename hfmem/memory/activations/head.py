@@ -47,6 +47,8 @@ def loss(spec: ActivationSpec, settings: ActivationSettings, tokens: int, notes:
         return liger_cross_entropy(spec, tokens, notes)
     p, v = spec.p, spec.arch.vocab_size
     compiled, upcast = settings.compiled_loss, settings.loss_upcast
+    if settings.loss_in_place and not compiled:
+        return in_place_cross_entropy(spec, tokens, notes)
     if compiled:
         saved = p * tokens * v + 8 * tokens + 8 * tokens + 4  # logits (compute dtype), 2 fp32 row stats, labels
     elif upcast:
@@ -72,6 +74,17 @@ def loss(spec: ActivationSpec, settings: ActivationSettings, tokens: int, notes:
         notes.append("compiled loss: saves the compute-dtype logits and fp32 row statistics, not log_softmax's fp32 "
                      "output; its fused backward allocates only the logits' gradient" + eager_layers)
     return Loss(saved, peak)
+
+
+def in_place_cross_entropy(spec: ActivationSpec, tokens: int, notes: list[str]) -> Loss:
+    """Megatron-core's vocab_parallel_cross_entropy (megatron/core/tensor_parallel/cross_entropy.py:25-116 at
+    d98e8a6): the logits cast to fp32 once, exp, normalised and saved as the softmax in that one buffer, the
+    gradient written into it in backward; autograd's cast of that fp32 gradient back to the logits' dtype is the
+    one new buffer. With TP the vocabulary is split (the caller divides)."""
+    v = spec.arch.vocab_size
+    notes.append("in-place cross-entropy (Megatron-core's vocab_parallel_cross_entropy): keeps the fp32 softmax "
+                 "and writes its gradient into it; backward allocates only the logits' gradient")
+    return Loss(4 * tokens * v + 16 * tokens + 4, spec.p * tokens * v)
 
 
 def cut_cross_entropy(spec: ActivationSpec, tokens: int, notes: list[str]) -> Loss:

@@ -8,7 +8,7 @@ from hfmem.memory.activations.ops import mask_bytes
 from hfmem.memory.activations.saved import Saved
 from hfmem.memory.activations.spec import ActivationSpec
 from hfmem.memory.activations.structure import LayerModules, Module
-from hfmem.memory.peft_methods import oft_rotation_bytes
+from hfmem.memory.peft_methods import boft_rotation_bytes, oft_rotation_bytes
 
 
 def linear_inputs(saved: Saved, name: str, spec: ActivationSpec, width: float, modules: tuple[Module, ...], *,
@@ -58,8 +58,10 @@ def lora_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[
 
 def _frozen_projection_adapters(saved: Saved, role: str, spec: ActivationSpec, modules: tuple[Module, ...], *,
                                 input_grad: bool) -> None:
-    """LoRA-FA, VeRA, IA3 and OFT, whose trained tensors never multiply the layer's input for a weight gradient
-    through the frozen layer. OFT keeps its input cast to the adapter dtype for the rotation's gradient;
+    """LoRA-FA, VeRA, IA3, OFT and BOFT, whose trained tensors never multiply the layer's input for a weight gradient
+    through the frozen layer. BOFT keeps its base output for the scale's gradient (its input, kept for the rotation's,
+    is counted by linear_inputs; boft_dropout drops rotation blocks, not tokens). OFT keeps its input cast to the
+    adapter dtype for the rotation's gradient;
     LoRA-FA keeps lora_A's rank-r output for B's gradient; VeRA its rank-r middle (for lambda_d's) and the
     out-wide product (for lambda_b's) in the adapter dtype (peft/tuners/vera/layer.py Linear.forward); IA3 the base
     output it scales, or a feedforward layer's input cast to the adapter dtype (peft/tuners/ia3/layer.py)."""
@@ -69,6 +71,9 @@ def _frozen_projection_adapters(saved: Saved, role: str, spec: ActivationSpec, m
         if m.name not in trained.lora:
             continue
         n = m.per_layer
+        if trained.adapter == "boft":  # result * boft_scale keeps the base output for the scale's gradient
+            saved.add(f"{role}.boft_output", n * m.out_features * spec.p)
+            continue
         if trained.lora_dropout > 0 and input_grad and trained.adapter != "ia3":
             saved.add(f"{role}.lora_dropout", n * m.in_features * mask_bytes(spec.mask_bytes, adapter_bytes))
         if trained.adapter == "oft":  # the einsum keeps the input cast to the rotation's dtype
@@ -89,6 +94,16 @@ def oft_rotations(spec: ActivationSpec, mods: LayerModules) -> float:
     if trained.adapter != "oft":
         return 0.0
     return sum(m.per_layer * oft_rotation_bytes(m.in_features, trained.oft_block_size, trained.adapter_output_bytes)
+               for role in fields(mods) for m in getattr(mods, role.name) if m.name in trained.lora)
+
+
+def boft_rotations(spec: ActivationSpec, mods: LayerModules) -> float:
+    """Bytes one layer's BOFT rotations keep whatever the token count (peft_methods.boft_rotation_bytes)."""
+    trained = spec.trained
+    if trained.adapter != "boft":
+        return 0.0
+    return sum(m.per_layer * boft_rotation_bytes(m.in_features, m.out_features, trained.boft_block_size,
+                                                 trained.boft_butterfly, spec.p, trained.adapter_output_bytes)
                for role in fields(mods) for m in getattr(mods, role.name) if m.name in trained.lora)
 
 

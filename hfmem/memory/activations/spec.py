@@ -55,6 +55,13 @@ class ActivationSettings:
     """Linears whose inputs the previous step still holds at the end of this forward (ctx attributes of a
     graph the training loop has not dropped yet); without full checkpointing every layer's forward recorded
     them, so their distinct inputs count once more, over all layers."""
+    fused_softmax: bool = False
+    """Eager attention's softmax as one kernel keeping only its compute-dtype output (Megatron's
+    FusedScaleMaskSoftmax)."""
+    loss_in_place: bool = False
+    """The cross-entropy works in the upcast logits' own fp32 buffer (Megatron-core's vocab_parallel_cross_entropy):
+    it keeps the fp32 softmax and writes the gradient into it, so backward allocates only the compute-dtype
+    logits' gradient."""
     loss_upcast: bool = True
     """The cross-entropy runs on fp32 logits (transformers' loss). False: on the compute-dtype logits, which
     the training loop holds (nn.CrossEntropyLoss on model(...).logits, LitGPT): log_softmax keeps its output
@@ -97,6 +104,8 @@ class ActivationSpec:
     mask_bytes: float | None
     compiled: bool
     """Decoder layers under torch.compile."""
+    fused_softmax: bool
+    """Eager attention's softmax is one kernel keeping only its compute-dtype output."""
     repeat_kv: bool
     activation: str
     """The MLP activation function that runs (an ACTIVATION_SAVES name, or the model's unknown hidden_act)."""
@@ -110,6 +119,12 @@ class ActivationSpec:
     def autocast(self) -> bool:
         """Autocast over an fp32 residual stream: each linear casts its input, softmax runs in fp32."""
         return self.r > self.p
+
+    @property
+    def softmax_fp32(self) -> bool:
+        """Eager attention's softmax keeps an fp32 result: the model upcasts (or autocast does), and no fused
+        kernel keeps the compute-dtype output instead."""
+        return self.p < 4 and (not self.traits.softmax_in_compute_dtype or self.autocast) and not self.fused_softmax
 
     def modules(self, mlp_kind: str) -> LayerModules:
         """The linear layers of a layer whose MLP is `mlp_kind` ("moe", "dense" or "none")."""
@@ -130,7 +145,8 @@ def activation_spec(arch: Architecture, inventory: Inventory, settings: Activati
         traits=traits, dense=dense, moe=moe, kernel=settings.attention,
         p=p, r=p if settings.residual_bytes is None else settings.residual_bytes, trained=settings.trained,
         w=settings.weight_bytes or p,
-        mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers, repeat_kv=settings.repeat_kv,
+        mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers,
+        fused_softmax=settings.fused_softmax, repeat_kv=settings.repeat_kv,
         activation=settings.activation or arch.hidden_act,
         padding_mask=settings.padding_mask, fused_loss=settings.fused_loss, q=settings.quantized_input_bytes,
     )

@@ -7,7 +7,7 @@ from dataclasses import replace
 from hfmem.memory.activations.attention import attention
 from hfmem.memory.activations.backward import backward_working
 from hfmem.memory.activations.layer import layer_at
-from hfmem.memory.activations.linears import dequantized_weights, merged_weights, oft_rotations
+from hfmem.memory.activations.linears import boft_rotations, dequantized_weights, merged_weights, oft_rotations
 from hfmem.memory.activations.norms import norm
 from hfmem.memory.activations.result import LayerActivation
 from hfmem.memory.activations.saved import Saved
@@ -26,6 +26,7 @@ def stack(spec: ActivationSpec, s: int, tokens: int, cache: dict, notes: list[st
         merged, largest = merged_weights(spec, mods)
         weights["lora_merged_experts"] = merged
         weights["oft_rotations"] = oft_rotations(spec, mods)
+        weights["boft_rotations"] = boft_rotations(spec, mods)
         if spec.trained.prefix_tokens and "attention" in kind:
             weights["prefix_kv"] = prefix_kv_bytes(spec, tokens // max(1, s), s)
         layers.append(_layer_activation(_label(kind, mlp_kind), count, saved, tokens, working, weights, largest))

@@ -34,11 +34,15 @@ class Trainability:
     as a trained weight's are. No adapter sees the tokens."""
     adapter: str = "lora"
     """The adapter on the `lora` layers (hfmem.memory.peft_methods.ADAPTER_KINDS): lora and dora read their own
-    input for lora_A's gradient; lora-fa (A frozen), vera (frozen shared A/B) and ia3 (a scaling vector) do not."""
+    input for lora_A's gradient, boft its input in the compute dtype for the rotation's; lora-fa (A frozen), vera
+    (frozen shared A/B) and ia3 (a scaling vector) do not."""
     ia3_feedforward: frozenset[str] = frozenset()
     """IA3 layers scaled on their input (the MLP's output projection); the others are scaled on their output."""
     oft_block_size: int = 0
     """OFT: the rotation's block size (its per-layer tensors are in/bs x bs x bs)."""
+    boft_block_size: int = 0
+    """BOFT: the rotation's block size; with boft_butterfly, its butterfly factors."""
+    boft_butterfly: int = 0
     prefix_tokens: int = 0
     """Prefix tuning: virtual tokens prepended to every layer's keys and values."""
     input_requires_grad: bool = True
@@ -59,6 +63,8 @@ class Trainability:
         kernel keeps it anyway, which it does only for an input that needs a gradient: `input_grad`)."""
         if self.full or name in self.trainable or name in self.merged or (input_grad and name in self.kept_inputs):
             return True
+        if self.adapter == "boft":  # x @ boft_rotation keeps the layer's own input for the rotation's gradient
+            return name in self.lora
         reads_input = self.adapter in {"lora", "dora"}
         return name in self.lora and reads_input and self.adapter_input_bytes == 0 and self.lora_dropout == 0
 
