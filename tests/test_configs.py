@@ -947,3 +947,23 @@ def test_torchtitan_float8_converter(tmp_path: Path, converters: str, edit: tupl
     config = read_config(str(path))
     assert config.values["dtype"] == dtype and config.values.get("fp8_all_gather") == all_gather
     assert ("model.converters" in config.unmodelled) == (dtype == "bf16")
+
+
+@pytest.mark.parametrize(("extra", "dtype", "history"), [
+    ({"fp8": "hybrid"}, "fp8-te", 1), ({"fp8": "hybrid", "fp8_amax_history_len": 1024}, "fp8-te", 1024),
+    ({"fp8": "e4m3", "fp8_recipe": "tensorwise"}, "fp8-te-current", None),
+    ({"fp8": "e4m3", "fp8_recipe": "mxfp8"}, "mxfp8", None), ({"fp4": "e2m1"}, "nvfp4", None),
+    ({"fp8": "e4m3", "fp8_recipe": "blockwise"}, "bf16", None)])
+def test_nemo_precision_plugin_fp8_and_fp4(tmp_path: Path, extra: dict, dtype: str, history: int | None) -> None:
+    """MegatronMixedPrecision's fp8 with fp8_recipe (default delayed, amax history 1) or fp4 names the recipe over
+    bf16-mixed; a recipe hfmem does not model is flagged and bf16 stands."""
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({"trainer": {
+        "_target_": "nemo.lightning.Trainer",
+        "strategy": {"_target_": "nemo.lightning.MegatronStrategy", "tensor_model_parallel_size": 2},
+        "plugins": {"_target_": "nemo.lightning.pytorch.plugins.MegatronMixedPrecision", "precision": "bf16-mixed",
+                    **extra}}}))
+    config = read_config(str(path))
+    assert config.format == "nemo" and config.values["dtype"] == dtype
+    assert config.values.get("fp8_amax_history_len") == history
+    assert bool(config.unmodelled) == (dtype == "bf16")
