@@ -53,7 +53,8 @@ def fit(model: str, method: Method | list[Method] | tuple[Method, ...] = ("full"
         **settings: Any) -> list[Fit]:
     """The fit matrix (methods outer, GPUs inner) for the settings: the cells of `hfmem MODEL`'s table, each GPU's at
     its machine's host RAM."""
-    from hfmem.hardware.gpus import catalogue, resolve_gpus
+    from hfmem.hardware.gpus import resolve_gpus
+    from hfmem.memory.gpu_defaults import matrix_gpus
     from hfmem.memory.settings import TrainingSettings
     from hfmem.reporting.plan import Plan, node_fits
 
@@ -61,7 +62,8 @@ def fit(model: str, method: Method | list[Method] | tuple[Method, ...] = ("full"
     analysed = analyse_model(model, revision, token)
     training = TrainingSettings(method=methods[0], **settings).validated()
     plan = Plan(training=training, methods=methods, sources=dict.fromkeys(settings, "argument"))
-    return node_fits(analysed.architecture, analysed.inventory, plan, resolve_gpus(gpus) or catalogue(), {})
+    asked = resolve_gpus(gpus) if gpus else ()
+    return node_fits(analysed.architecture, analysed.inventory, plan, matrix_gpus(training, asked), {})
 
 
 def serve(model: str, *, gpus: list[str] | tuple[str, ...] | None = None, revision: str | None = None,

@@ -29,8 +29,8 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
 
 
-def _report(capsys, *args: str) -> dict:
-    code, out, err = hfmem(capsys, *args, "--format", "json", "-g", "a100")
+def _report(capsys, *args: str, gpu: str = "a100") -> dict:
+    code, out, err = hfmem(capsys, *args, "--format", "json", "-g", gpu)
     assert code == 0, err
     return json.loads(out)
 
@@ -119,9 +119,12 @@ def test_a_megatron_script_brings_its_profile_and_its_flags_win(capsys) -> None:
     """The launch script sets the layout and precision; the megatron profile the rest (its fp32 gradient buffer
     stays under the script's --grad-reduce-in-bf16, its DDP under --use-distributed-optimizer)."""
     script = CONFIGS / "megatron" / "train_llama3_8b_h100_fp8.sh"
-    report = _report(capsys, "example:Meta-Llama-3-8B", "--config", str(script))
+    report = _report(capsys, "example:Meta-Llama-3-8B", "--config", str(script), gpu="h100")  # an FP8 script
     plan, est = report["plan"], estimates(report)
     assert plan["framework"]["name"] == "megatron" and plan["config"]["format"] == "megatron"
+    assert est[0]["settings"]["dtype"] == "fp8-te" and est[0]["per_gpu_bytes"]["quantized_weight_copies"] > 0
+    code, _, err = hfmem(capsys, "example:Meta-Llama-3-8B", "--config", str(script), "-g", "a100")
+    assert code == 2 and "A100 80GB has none" in err  # the script's FP8 on a GPU without it: one line
     assert [e["method"] for e in est] == ["full"]
     settings = est[0]["settings"]
     assert (settings["grad_dtype"], settings["sharding"], settings["num_gpus"]) == ("param", "zero1", 8)

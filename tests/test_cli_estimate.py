@@ -135,6 +135,9 @@ def test_sharding_divides_model_state(capsys):
     (["--lora-dropout", "1.5"], "lora_dropout"),
     (["--adapter-dtype", "int4"], "adapter_dtype"),
     (["--cuda-context-gib", "100"], "cuda_context_gib"),
+    (["--dtype", "fp8-te", "--gpu", "a100"], "A100 80GB has none"),
+    (["--dtype", "nvfp4", "--gpu", "b200", "--gpu", "h100"], "needs FP4 tensor cores"),
+    (["--dtype", "fp8-te", "--fp8-all-gather"], "fp8_all_gather needs dtype fp8-torchao"),
 ])
 def test_bad_flags_are_one_line_errors(capsys, args, words):
     code, out, err = hfmem(capsys, "example:gpt2", *args)

@@ -670,6 +670,53 @@ def test_grpo_generates_its_completions_between_steps(tmp_path):
     assert "generation_batch_size" not in vllm.values and "use_vllm" in " ".join(vllm.unmodelled)
 
 
+@pytest.mark.parametrize(("backend", "dtype"), [("TE", "fp8-te"), ("AO", "fp8-torchao"), ("MSAMP", None)])
+def test_accelerate_fp8_backend_names_the_recipe(tmp_path: Path, backend: str, dtype: str | None) -> None:
+    """mixed_precision fp8: fp8_config.backend TE is TransformerEngine's delayed scaling with its amax history, AO
+    torchao float8; another backend is unmodelled."""
+    path = tmp_path / "fp8.yaml"
+    path.write_text(yaml.safe_dump({"distributed_type": "MULTI_GPU", "num_processes": 8, "mixed_precision": "fp8",
+                                    "fp8_config": {"backend": backend, "amax_history_len": 16}}))
+    config = read_config(str(path))
+    assert config.values.get("dtype") == dtype
+    assert config.values.get("fp8_amax_history_len") == (16 if backend == "TE" else None)
+    assert config.values.get("fp8_all_gather") == (True if backend == "AO" else None)  # AORecipeKwargs' default
+    assert (dtype is None) == any("mixed_precision" in key for key in config.unmodelled)
+
+
+@pytest.mark.parametrize(("extra", "dtype", "history"), [
+    ({"fp8_backend": "te"}, "fp8-te", 16), ({}, "fp8-torchao-rowwise", None),
+    ({"fp8_backend": "torchao"}, "fp8-torchao-rowwise", None), ({"fp8_backend": "msamp"}, "amp-bf16", None)])
+def test_llama_factory_fp8_backend_names_the_recipe(tmp_path: Path, extra: dict, dtype: str, history: int | None):
+    """fp8: true on a full fine-tune: te is TE delayed scaling with LLaMA-Factory's amax_history_len 16, auto and
+    torchao torchao's rowwise recipe (train/fp8_utils.py); msamp is unmodelled and the Trainer's dtype stands (fp32
+    trained weights under autocast)."""
+    path = tmp_path / "fp8.yaml"
+    path.write_text(yaml.safe_dump({"model_name_or_path": "meta-llama/Meta-Llama-3-8B", "stage": "sft",
+                                    "finetuning_type": "full", "bf16": True, "fp8": True, "deepspeed": None,
+                                    "per_device_train_batch_size": 1, **extra}))
+    config = read_config(str(path))
+    assert config.format == "llama-factory" and "fp8_all_gather" not in config.values
+    assert config.values["dtype"] == dtype and config.values.get("fp8_amax_history_len") == history
+    assert (extra.get("fp8_backend") == "msamp") == ("fp8" in config.unmodelled)
+
+
+@pytest.mark.parametrize(("adapter", "dtype"), [(None, "fp8-torchao"), ("lora", None)])
+@pytest.mark.parametrize("all_gather", [True, False])
+def test_axolotl_fp8_is_torchao_tensorwise(tmp_path: Path, adapter: str | None, dtype: str | None, all_gather: bool):
+    """Axolotl's fp8: true hands accelerate an AORecipeKwargs over torchao's default (tensorwise) Float8LinearConfig;
+    on an adapter run the recipe is not modelled and says so."""
+    path = tmp_path / "fp8.yml"
+    path.write_text(yaml.safe_dump({"base_model": "meta-llama/Meta-Llama-3-8B", "bf16": True, "fp8": True,
+                                    "micro_batch_size": 1, "sequence_len": 2048, "datasets": [{"path": "d"}],
+                                    "fp8_enable_fsdp_float8_all_gather": all_gather,
+                                    **({"adapter": adapter} if adapter else {})}))
+    config = read_config(str(path))
+    assert config.format == "axolotl"
+    assert (config.values["dtype"] == dtype) if dtype else ("fp8" in config.unmodelled)
+    assert config.values.get("fp8_all_gather") == (True if all_gather and dtype else None)
+
+
 # -- Megatron-LM argument lists, torchtitan TOML, NeMo 2 recipe YAML -----------------------------------------
 
 
@@ -689,9 +736,13 @@ def test_megatron_llama3_8b_script():
     assert v["gradient_accumulation_steps"] == 128 // (1 * 8)  # global batch / (micro-batch x DP)
     assert v["sharding"] == "zero1"  # --use-distributed-optimizer
     assert "--sequence-parallel" in tokens and "sequence_parallel" not in v  # Megatron turns it off without TP
-    assert "--grad-reduce-in-bf16" in tokens and v["dtype"] == "bf16" and v["grad_dtype"] == "param"
+    assert "--grad-reduce-in-bf16" in tokens and v["grad_dtype"] == "param"
     assert v["tie_word_embeddings"] is False and v["attention"] == "flash_attention_2"  # --attention-backend fused
-    assert {"--fp8-format", "--fp8-param-gather", "--cross-entropy-loss-fusion"} <= set(config.unmodelled)
+    # --fp8-format hybrid with the default --fp8-recipe delayed: TE's DelayedScaling, the script's amax history
+    assert not any("--fp8-recipe" in t for t in tokens) and "--fp8-amax-history-len 1024" in tokens
+    assert (v["dtype"], v["fp8_amax_history_len"]) == ("fp8-te", 1024)
+    assert {"--fp8-param-gather", "--cross-entropy-loss-fusion"} <= set(config.unmodelled)
+    assert "--fp8-format" not in config.unmodelled
     assert config.sources["gradient_accumulation_steps"].startswith("--global-batch-size")
 
 
@@ -880,3 +931,60 @@ def test_argument_lists_parse_or_refuse_with_one_line(text):
         assert "\n" not in str(err)
     else:
         assert flags and all(key.startswith("--") for key in flags)
+
+
+@pytest.mark.parametrize(("flags", "dtype", "history"), [
+    ("--bf16 --fp8-format hybrid", "fp8-te", 1), ("--bf16 --fp8-format e4m3 --fp8-amax-history-len 16", "fp8-te", 16),
+    ("--bf16 --fp8-format hybrid --fp8-recipe tensorwise", "fp8-te-current", None),
+    ("--bf16 --fp8-format e4m3 --fp8-recipe mxfp8", "mxfp8", None), ("--bf16 --fp4-format e2m1", "nvfp4", None),
+    ("--bf16 --fp8-format e4m3 --fp8-recipe blockwise", "bf16", None)])
+def test_megatron_fp8_and_fp4_recipes(tmp_path: Path, flags: str, dtype: str, history: int | None) -> None:
+    """--fp8-recipe (default delayed) picks TE's recipe (core/fp8_utils.py): delayed with Megatron's default amax
+    history of 1, tensorwise current scaling, MXFP8; --fp4-format NVFP4; blockwise is unmodelled and --bf16 stands."""
+    path = tmp_path / "args.txt"
+    path.write_text(f"--tensor-model-parallel-size 1 --micro-batch-size 1 {flags}\n")
+    config = read_config(str(path))
+    assert config.format == "megatron" and config.values["dtype"] == dtype
+    assert config.values.get("fp8_amax_history_len") == history
+    assert ("--fp8-recipe" in config.unmodelled) == (dtype == "bf16")
+
+
+@pytest.mark.parametrize(("converters", "edit", "dtype", "all_gather"), [
+    ('["float8"]', ("enable_fsdp_float8_all_gather = false", "enable_fsdp_float8_all_gather = true"), "fp8-torchao",
+     True),
+    ('["quantize.linear.float8"]', ("filter_fqns", 'recipe_name = "rowwise"\nfilter_fqns'), "fp8-torchao-rowwise",
+     None),
+    ('["quantize.linear.mx"]', ("", ""), "bf16", None)])
+def test_torchtitan_float8_converter(tmp_path: Path, converters: str, edit: tuple[str, str], dtype: str,
+                                     all_gather: bool | None):
+    """llama3_8b.toml with its float8 converter on: torchao float8 training (tensorwise unless recipe_name says
+    rowwise) with its FSDP float8 all-gather; the MX converter is not modelled and the bf16 dtype stands."""
+    text = (ROOT / "torchtitan" / "llama3_8b.toml").read_text()
+    text = text.replace('# converters = ["float8"]', f"converters = {converters}")
+    if edit[0]:
+        text = text.replace(edit[0], edit[1], 1)
+    path = tmp_path / "float8.toml"
+    path.write_text(text)
+    config = read_config(str(path))
+    assert config.values["dtype"] == dtype and config.values.get("fp8_all_gather") == all_gather
+    assert ("model.converters" in config.unmodelled) == (dtype == "bf16")
+
+
+@pytest.mark.parametrize(("extra", "dtype", "history"), [
+    ({"fp8": "hybrid"}, "fp8-te", 1), ({"fp8": "hybrid", "fp8_amax_history_len": 1024}, "fp8-te", 1024),
+    ({"fp8": "e4m3", "fp8_recipe": "tensorwise"}, "fp8-te-current", None),
+    ({"fp8": "e4m3", "fp8_recipe": "mxfp8"}, "mxfp8", None), ({"fp4": "e2m1"}, "nvfp4", None),
+    ({"fp8": "e4m3", "fp8_recipe": "blockwise"}, "bf16", None)])
+def test_nemo_precision_plugin_fp8_and_fp4(tmp_path: Path, extra: dict, dtype: str, history: int | None) -> None:
+    """MegatronMixedPrecision's fp8 with fp8_recipe (default delayed, amax history 1) or fp4 names the recipe over
+    bf16-mixed; a recipe hfmem does not model is flagged and bf16 stands."""
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump({"trainer": {
+        "_target_": "nemo.lightning.Trainer",
+        "strategy": {"_target_": "nemo.lightning.MegatronStrategy", "tensor_model_parallel_size": 2},
+        "plugins": {"_target_": "nemo.lightning.pytorch.plugins.MegatronMixedPrecision", "precision": "bf16-mixed",
+                    **extra}}}))
+    config = read_config(str(path))
+    assert config.format == "nemo" and config.values["dtype"] == dtype
+    assert config.values.get("fp8_amax_history_len") == history
+    assert bool(config.unmodelled) == (dtype == "bf16")

@@ -164,7 +164,7 @@ PER_GPU_ORDER = ["weights", "gradients", "optimizer", "activations", "overhead",
                  "recompute", "backward_working", "optimizer_step_transient", "autocast_weight_copies",
                  "paged_optimizer", "gradient_activation_overlap", "allocated_peak", "reserved_peak", "cuda_context",
                  "fragmentation", "host_per_node", "load", "evaluation", "generation", "save",
-                 "parallel_buffers"]
+                 "parallel_buffers", "quantized_weight_copies", "scaling_state"]
 
 
 def test_breakdown_serialises_as_the_report_always_has() -> None:
@@ -201,13 +201,14 @@ def test_each_cell_is_the_verdict_for_the_setup_asked() -> None:
 def test_estimate_json_shape_and_how_the_terms_add_up() -> None:
     for settings in (SETTINGS, TrainingSettings(method="lora"), TrainingSettings(method="qlora"),
                      TrainingSettings(num_gpus=4, sharding="zero3", gradient_checkpointing="full"),
-                     TrainingSettings(dtype="amp-bf16", optimizer="adamw_foreach", gradient_accumulation_steps=4)):
+                     TrainingSettings(dtype="amp-bf16", optimizer="adamw_foreach", gradient_accumulation_steps=4),
+                     TrainingSettings(dtype="fp8-te")):
         data = json.loads(json.dumps(estimate(*LLAMA3, settings).to_dict()))
         b = data["per_gpu_bytes"]
         assert {"weights", "gradients", "optimizer", "activations", "overhead", "total"} <= set(b)
         assert b["total"] == (b["weights"] + b["gradients"] + b["optimizer"] + b["activations"] + b["sharding_buffers"]
                               + b["optimizer_step_transient"] + b["autocast_weight_copies"] + b["overhead"]
-                              - b["gradient_activation_overlap"])
+                              + b["quantized_weight_copies"] + b["scaling_state"] - b["gradient_activation_overlap"])
         assert b["overhead"] == b["cuda_context"] + b["fragmentation"]
         for key in ("dtype", "optimizer", "micro_batch_size", "seq_len", "gradient_checkpointing", "attention", "overhead"):
             assert key in data["assumptions"]

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tiny_models import reference_model
 
+from hfmem.compute.roofline import LOW_PRECISION_SPEEDUP
 from hfmem.constants import DEFAULT_SEQ_LEN
+from hfmem.errors import InvalidInputError
 from hfmem.github.action import Inputs, settings_line
-from hfmem.memory.estimate import estimate, rule_of_thumb
+from hfmem.hardware.gpus import catalogue, find_gpu
+from hfmem.memory.estimate import Context, estimate, rule_of_thumb
+from hfmem.memory.gpu_defaults import matrix_gpus
+from hfmem.memory.lowprecision import RECIPES
 from hfmem.memory.precision import PRECISIONS, precision
 from hfmem.memory.settings import DTYPES, TrainingSettings
+from hfmem.reporting.timing import float8_gather_share, flops_of, matmul_dtype, step_for
 
 LLAMA = reference_model("meta-llama/Llama-2-7b-hf")
 N = LLAMA[1].total
@@ -57,3 +65,120 @@ def test_the_actions_settings_line_names_the_precision() -> None:
                     batch_size=1, token="", hf_token="", fail_on=[])
     assert f" · {TrainingSettings().precision.label} · " in settings_line(inputs)
     assert f"sequence length {DEFAULT_SEQ_LEN:,} " in settings_line(inputs)
+
+
+DECODER = [g for g in LLAMA[1].linears if g.component != "head"]
+DECODER_WEIGHTS = sum(g.count * g.in_features * g.out_features for g in DECODER)
+
+
+@pytest.mark.parametrize("dtype", sorted(RECIPES))
+def test_a_recipe_adds_its_weight_copies_and_scaling_state_to_bf16_mixed_precision(dtype: str) -> None:
+    """Weights, gradients, master weights and states are bf16 mixed precision's; the quantized copies cover the
+    decoder's linear weights (not the head) at the recipe's bytes; only delayed scaling keeps amax histories: 5
+    quantizers per GEMM of history_len + 1 fp32 values (amaxes and the scale)."""
+    r = RECIPES[dtype]
+    bf16 = estimate(*LLAMA, TrainingSettings(dtype="bf16")).per_gpu_bytes
+    b = estimate(*LLAMA, TrainingSettings(dtype=dtype, fp8_amax_history_len=16)).per_gpu_bytes
+    assert (b.weights, b.gradients, b.optimizer) == (bf16.weights, bf16.gradients, bf16.optimizer)
+    assert b.quantized_weight_copies == round(r.weight_copy_bytes * DECODER_WEIGHTS)
+    gemms = sum(g.count for g in DECODER)
+    assert b.scaling_state == (5 * gemms * 17 * 4 if dtype == "fp8-te" else 0)
+    if r.weight_copy_bytes:  # the copies outweigh what the quantized inputs save
+        assert b.total > bf16.total and b.activations < bf16.activations
+    else:  # torchao: bf16 mixed precision's figures throughout
+        assert b == bf16
+
+
+@pytest.mark.parametrize("dtype", sorted(RECIPES))
+def test_a_recipe_saves_the_decoder_linears_inputs_at_its_bytes(dtype: str) -> None:
+    """Llama under FlashAttention: q/k/v's and gate/up's normed inputs and down's input are stored at the recipe's
+    bytes instead of bf16's 2, and o_proj keeps a quantized copy beside the kernel's bf16 output (heads x head_dim =
+    hidden): per layer and token (2 - q)(2h + ffn) - q·h fewer bytes; torchao saves bf16 inputs, no change."""
+    arch = LLAMA[0]
+    tokens, h, ffn = DEFAULT_SEQ_LEN, arch.hidden_size, arch.intermediate_size
+    bf16 = estimate(*LLAMA, TrainingSettings(dtype="bf16")).activations.stored
+    stored = estimate(*LLAMA, TrainingSettings(dtype=dtype)).activations.stored
+    q = RECIPES[dtype].input_bytes
+    saved = 0 if q is None else arch.num_layers * tokens * ((2 - q) * (2 * h + ffn) - q * h)
+    assert bf16 - stored == pytest.approx(saved, rel=1e-9, abs=arch.num_layers)
+
+
+def test_a_recipe_applies_to_a_full_fine_tune_only() -> None:
+    lora = estimate(*LLAMA, TrainingSettings(method="lora", dtype="fp8-te"))
+    assert lora.per_gpu_bytes == estimate(*LLAMA, TrainingSettings(method="lora", dtype="bf16")).per_gpu_bytes
+    assert any("bf16 mixed precision's" in n for n in lora.notes)
+    assert matmul_dtype(lora.settings) == "bf16"
+    assert [matmul_dtype(TrainingSettings(dtype=d).validated()) for d in ("fp8-te", "mxfp8", "nvfp4", "bf16")] == [
+        "fp8", "fp8", "fp4", "bf16"]
+
+
+def test_a_gpu_without_the_recipes_matmuls_is_a_one_line_error() -> None:
+    fp8, fp4 = TrainingSettings(dtype="fp8-torchao").validated(), TrainingSettings(dtype="nvfp4").validated()
+    with pytest.raises(InvalidInputError, match="A100 80GB has none"):
+        matrix_gpus(fp8, (find_gpu("a100"), find_gpu("h100")))
+    with pytest.raises(InvalidInputError, match="H100 80GB, MI300X 192GB have none"):
+        matrix_gpus(fp4, (find_gpu("h100"), find_gpu("mi300x")))
+    assert matrix_gpus(fp4, (find_gpu("b200"),)) == (find_gpu("b200"),)
+    default = matrix_gpus(fp8, ())
+    assert find_gpu("h100") in default and find_gpu("a100") not in default and find_gpu("t4") not in default
+    assert [g.name for g in matrix_gpus(fp4, ())] == [g.name for g in catalogue() if g.arch == "blackwell"]
+    assert matrix_gpus(TrainingSettings().validated(), ()) == catalogue()
+
+
+def test_a_recipe_saves_the_routed_experts_inputs_quantized_too() -> None:
+    """Mixtral: each token's k routed copies keep the experts' gate/up input and down input at the recipe's byte
+    (TE's GroupedLinear quantizes its inputs as Linear does); the MLP's normed input stays bf16, since the bf16
+    router reads it too: per layer and token (2 - 1)(h + k(h + ffn)) - h (o_proj's copy) fewer bytes for fp8-te."""
+    mixtral = reference_model("mistralai/Mixtral-8x7B-v0.1")
+    arch = mixtral[0]
+    h, ffn, k = arch.hidden_size, arch.intermediate_size, arch.experts_per_token
+    bf16 = estimate(*mixtral, TrainingSettings(dtype="bf16")).activations.stored
+    fp8 = estimate(*mixtral, TrainingSettings(dtype="fp8-te")).activations.stored
+    per_token = (h + k * (h + ffn)) - h
+    assert bf16 - fp8 == pytest.approx(arch.num_layers * DEFAULT_SEQ_LEN * per_token, abs=arch.num_layers)
+
+
+def test_float8_all_gather_gathers_the_decoder_linears_at_one_byte() -> None:
+    """fp8-torchao with FSDP2's float8 all-gather: two gathered Llama-2-7B layers hold their linear weights (4·h² +
+    3·h·ffn each) at 1 byte instead of 2, and the all-gathers move the decoder linears' half of the bytes less."""
+    arch = LLAMA[0]
+    h, ffn = arch.hidden_size, arch.intermediate_size
+    fsdp = TrainingSettings(dtype="fp8-torchao", num_gpus=8, sharding="fsdp_full_shard")
+    plain, gathered = estimate(*LLAMA, fsdp), estimate(*LLAMA, replace(fsdp, fp8_all_gather=True))
+    saved = plain.per_gpu_bytes.sharding_buffers - gathered.per_gpu_bytes.sharding_buffers
+    assert saved == pytest.approx(2 * (4 * h * h + 3 * h * ffn), rel=1e-5)
+    assert plain.per_gpu_bytes.weights == gathered.per_gpu_bytes.weights  # the shards stay bf16
+    assert float8_gather_share(plain) == 1.0
+    assert float8_gather_share(gathered) == pytest.approx(1 - DECODER_WEIGHTS / N / 2)
+    ddp = replace(fsdp, sharding="ddp", fp8_all_gather=True)
+    assert estimate(*LLAMA, ddp).per_gpu_bytes == estimate(*LLAMA, replace(ddp, fp8_all_gather=False)).per_gpu_bytes
+    with pytest.raises(InvalidInputError, match="fp8_all_gather needs dtype fp8-torchao"):
+        replace(fsdp, dtype="fp8-torchao-rowwise", fp8_all_gather=True).validated()
+
+
+def test_te_copies_under_sharding_follow_what_te_saves() -> None:
+    """FSDP full shard is FSDP2 to TE (is_fsdp2): no copy is saved, so two gathered layers' copies are alive; DeepSpeed
+    ZeRO-3 has no TE handling and every rank keeps the whole copies for its backward."""
+    layer = Context(*LLAMA).layer_parameters
+    copies = 2.0 * DECODER_WEIGHTS
+    fsdp = estimate(*LLAMA, TrainingSettings(dtype="fp8-te", num_gpus=8, sharding="fsdp_full_shard"))
+    zero3 = estimate(*LLAMA, TrainingSettings(dtype="fp8-te", num_gpus=8, sharding="zero3"))
+    assert fsdp.per_gpu_bytes.quantized_weight_copies == round(copies * 2 * layer / N)
+    assert zero3.per_gpu_bytes.quantized_weight_copies == round(copies)
+
+
+def test_a_recipe_is_timed_at_the_published_speedup_over_bf16() -> None:
+    """The matmuls of a recipe's full fine-tune run at its fp8/fp4 dense peak at the utilisation that makes them
+    LOW_PRECISION_SPEEDUP (1.35, TE issue #131) times as fast as bf16's; NVFP4 has no published speedup of its own
+    and is timed as FP8."""
+    def step(dtype: str, gpu: str) -> dict:
+        est = estimate(*LLAMA, TrainingSettings(dtype=dtype, gradient_checkpointing="full"))
+        return step_for(est, flops_of(*LLAMA, est), find_gpu(gpu), LLAMA[0])
+
+    bf16, fp8 = step("bf16", "h100"), step("fp8-te", "h100")
+    assert fp8["dtype"] == "fp8" and bf16["dtype"] == "bf16"
+    assert fp8["hfu_assumed"] == pytest.approx(bf16["hfu_assumed"] * LOW_PRECISION_SPEEDUP * 989.5 / 1979)
+    for term in ("compute_forward", "compute_backward"):
+        assert bf16["terms"][term] / fp8["terms"][term] == pytest.approx(LOW_PRECISION_SPEEDUP, rel=1e-3)
+    fp4, fp8_b200 = step("nvfp4", "b200"), step("fp8-te", "b200")
+    assert fp4["dtype"] == "fp4" and fp4["terms"] == fp8_b200["terms"]

@@ -30,7 +30,7 @@ from hfmem.hardware.specs import gpu_specs
 from hfmem.memory.settings import SHARDINGS as SETTING_SHARDINGS
 
 GPUS_JSON = Path(__file__).resolve().parent.parent / "hfmem" / "hardware" / "gpus.json"
-FIGURES = ("bf16_tflops", "fp16_tflops", "fp8_tflops", "memory_gbps", "link_gbps", "link_gpus", "pcie_gen")
+FIGURES = ("bf16_tflops", "fp16_tflops", "fp8_tflops", "fp4_tflops", "memory_gbps", "link_gbps", "link_gpus", "pcie_gen")
 
 # From the vendor pages, typed here by hand: H100 SXM "BFLOAT16 Tensor Core 1,979 teraFLOPS*" (* with sparsity),
 # "GPU memory bandwidth 3.35TB/s", "NVLink: 900GB/s"; L4 "BF16 242 teraFLOPS*", "300GB/s", PCIe Gen4 x16 64GB/s.

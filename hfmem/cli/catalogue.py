@@ -93,7 +93,7 @@ def show(output: OutputFormat, out: TextIO) -> None:
         console.print(grid)
         console.print(catalogue_units() + " GiB: usable; TF/s: dense vendor TFLOP/s (no sparsity); "
                       "GB/s: memory bandwidth; "
-                      "sources in --format json. runs: what the chip trains with (bf16 or fp16 only, fp8, "
+                      "sources in --format json. runs: what the chip trains with (bf16 or fp16 only, fp8, fp4, "
                       "FlashAttention-2/3, else SDPA, -mem: its memory-efficient kernel); hfmem's defaults follow it "
                       "per GPU." + ("" if wide else " Vendors, vendor memory, --gpu aliases and each GPU's machine: "
                                                     "--format markdown, or 120 columns."),

@@ -70,9 +70,11 @@ def scan(
     plan: Any = None,  # the estimate flags, validated by opt.with_plan_flags
 ) -> None:
     from hfmem.hub.hub_settings import HubSettings
+    from hfmem.memory.gpu_defaults import matrix_gpus
     from hfmem.scan import runner as engine
     from hfmem.scan.export import parse_fit_filter, summarise
 
+    matrix_gpus(plan.training.validated(), plan.gpus)  # a dtype the asked GPUs cannot run: one error, not one per model
     shard_k_n = engine.parse_shard(shard) if shard else None
     filters = [parse_fit_filter(f) for f in fits or []]
     hub = dataclasses.replace(HubSettings.from_env(token=token, timeout=timeout), max_retry_wait=RATE_LIMIT_WAIT_S)
@@ -123,11 +125,11 @@ def scan_settings(hub: HubSettings, plan: Plan, compact: bool = False) -> dict[s
 
 def _check_filters(filters: list[FitFilter], plan: Plan) -> None:
     """Refuse a --fits that this scan's methods and GPUs can never satisfy (a typo would export nothing)."""
-    from hfmem.hardware.gpus import catalogue
+    from hfmem.memory.gpu_defaults import matrix_gpus
     from hfmem.memory.settings import SERVE
     from hfmem.scan.export import gpu_key
 
-    gpus = {gpu_key(name) for g in plan.gpus or catalogue() for name in (g.name, *g.aliases)}
+    gpus = {gpu_key(name) for g in matrix_gpus(plan.training.validated(), plan.gpus) for name in (g.name, *g.aliases)}
     for f in filters:
         if f.method not in plan.methods and not (f.method == SERVE and plan.serve):
             raise errors.InvalidInputError(f"--fits {f}: {f.method} is not among the scanned methods (--method).")

@@ -29,8 +29,12 @@ IGNORED = (
 """accelerate keys that do not change what one GPU holds (launcher, network and TPU settings), or read below."""
 
 UNMODELLED = ("use_cpu", "dynamo_config.dynamo_backend", "parallelism_config", "megatron_lm_config",
-              "deepspeed_config.deepspeed_moe_layer_cls_names", "fp8_config")
-"""CPU training, torch.compile through dynamo, tensor/context parallelism, Megatron-LM, FP8."""
+              "deepspeed_config.deepspeed_moe_layer_cls_names")
+"""CPU training, torch.compile through dynamo, tensor/context parallelism, Megatron-LM."""
+FP8_BACKENDS = {"TE": "fp8-te", "AO": "fp8-torchao"}
+"""mixed_precision: fp8 by fp8_config.backend (accelerate utils/dataclasses.py FP8BackendType: TE, AO; the launcher
+reads fp8_config's keys as --fp8_* arguments, commands/launch.py): TransformerEngine's DelayedScaling recipe
+(TERecipeKwargs, amax_history_len default 1024) or torchao float8."""
 
 
 def read(d: Draft, linked: Linked | None) -> tuple[str, str | None]:
@@ -94,6 +98,19 @@ def precision(d: Draft, engine: bool, flag: str | None) -> None:
         d.set("dtype", flag or "fp32", "deepspeed_config.deepspeed_config_file")
         return
     mode = (d.text("mixed_precision") or "no").strip().lower()
+    backend = (d.text("fp8_config.backend") or "").strip().upper()
+    if mode == "fp8" and backend in FP8_BACKENDS:
+        d.set("dtype", FP8_BACKENDS[backend], "fp8_config.backend")
+        history = d.integer("fp8_config.amax_history_len")
+        if history is not None and backend == "TE":
+            d.set("fp8_amax_history_len", history, "fp8_config.amax_history_len")
+        if backend == "AO":  # AORecipeKwargs: enable_fsdp_float8_all_gather defaults to True (accelerate 1.16
+            # utils/dataclasses.py lines 321-325; the launcher's --fp8_enable_fsdp_float8_all_gather default "true")
+            d.given_or("fp8_all_gather", d.boolean("fp8_config.enable_fsdp_float8_all_gather"), True,
+                       "fp8_config.enable_fsdp_float8_all_gather")
+        d.know("fp8_config")
+        return
+    d.unmodelled_if_active("fp8_config")
     if mode in PRECISIONS:
         d.set("dtype", PRECISIONS[mode] if engine else f"amp-{mode}", "mixed_precision")
     elif mode != "no":

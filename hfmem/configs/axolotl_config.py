@@ -219,7 +219,17 @@ def parallelism(d: Draft, linked: Linked | None) -> tuple[bool, str | None]:
 
 
 def precision(d: Draft, method: str, engine: bool, flag: str | None) -> None:
-    """The dtype from Axolotl's load dtype rule and the Trainer's autocast flags (trainer_precision.py)."""
+    """The dtype from Axolotl's load dtype rule and the Trainer's autocast flags (trainer_precision.py); fp8: true on
+    a full fine-tune is torchao's tensorwise float8 (core/trainers/base.py lines 682-699: AORecipeKwargs over a
+    default Float8LinearConfig)."""
+    d.know("fp8", "fp8_enable_fsdp_float8_all_gather")
+    if d.boolean("fp8"):
+        if method == "full":
+            d.set("dtype", "fp8-torchao", "fp8")
+            if d.boolean("fp8_enable_fsdp_float8_all_gather"):  # Float8LinearConfig(enable_fsdp_float8_all_gather=)
+                d.set("fp8_all_gather", True, "fp8_enable_fsdp_float8_all_gather")
+            return
+        d.unmodelled("fp8")
     bf16 = d.raw("bf16")
     bf16_on = bf16 is True or (isinstance(bf16, str) and bf16.strip().lower() in {"auto", "true"})
     if bf16 is not None and not isinstance(bf16, bool) and not bf16_on:

@@ -19,6 +19,11 @@ METHODS = {"lora": "lora", "full": "full", "oft": "oft"}  # use_dora turns lora 
 FLASH_ATTN = {"auto": "sdpa", "sdpa": "sdpa", "disabled": "eager", "fa2": "flash_attention_2",
               "fa3": "flash_attention_2"}
 """flash_attn -> attention; auto leaves transformers to choose, which is SDPA (model_utils/attention.py)."""
+FP8_BACKENDS = {"te": "fp8-te", "torchao": "fp8-torchao-rowwise", "auto": "fp8-torchao-rowwise"}
+"""fp8: true by fp8_backend (hparams/training_args.py Fp8Arguments, default auto): train/fp8_utils.py gives te
+TransformerEngine's HYBRID delayed scaling with amax_history_len 16 (line 50) and auto or torchao torchao's
+Float8LinearConfig.from_recipe_name("rowwise") (line 60); msamp is not modelled."""
+FP8_TE_AMAX_HISTORY = 16
 STAGES = ("sft", "pt")
 """Stages with one model and one forward per batch; rm, ppo, dpo and kto add models or passes."""
 
@@ -170,7 +175,18 @@ def lora(d: Draft) -> None:
 
 
 def precision(d: Draft, method: str | None, run: Run, bits: int | None) -> None:
-    """The dtype (and LoRA adapters' dtype) from bf16/fp16/pure_bf16 and LLaMA-Factory's fp32 upcast rule."""
+    """The dtype (and LoRA adapters' dtype) from fp8, bf16/fp16/pure_bf16 and LLaMA-Factory's fp32 upcast rule."""
+    # fp8_enable_fsdp_float8_all_gather is only logged (train/fp8_utils.py lines 95-100): the rowwise config it
+    # builds cannot all-gather in float8
+    d.know("fp8", "fp8_backend", "fp8_enable_fsdp_float8_all_gather")
+    backend = (d.text("fp8_backend") or "auto").strip().lower()
+    if d.boolean("fp8") and method == "full" and backend in FP8_BACKENDS:
+        d.set("dtype", FP8_BACKENDS[backend], "fp8_backend" if "fp8_backend" in d.data else "fp8_backend (default)")
+        if backend == "te":
+            d.set("fp8_amax_history_len", FP8_TE_AMAX_HISTORY, "fp8_backend")
+        return
+    if d.boolean("fp8"):
+        d.unmodelled("fp8")
     if d.boolean("pure_bf16"):
         d.set("dtype", "bf16-pure", "pure_bf16")
         if method in {"lora", "qlora", "dora", "oft"}:

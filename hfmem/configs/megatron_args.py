@@ -24,6 +24,13 @@ DIMENSIONS = {"--num-layers": "num_layers", "--hidden-size": "hidden_size",
               "--num-experts": "num_experts", "--moe-router-topk": "experts_per_token"}
 """Model dimensions the arguments state, by the Architecture field they are (checked against the model's); with
 --group-query-attention, --num-query-groups is num_key_value_heads."""
+FP8_RECIPES = {"delayed": "fp8-te", "tensorwise": "fp8-te-current", "mxfp8": "mxfp8"}
+"""--fp8-recipe (default delayed, core/transformer/transformer_config.py L594-L596) as hfmem's dtype: core/fp8_utils.py
+L771-L788 builds TE's DelayedScaling, Float8CurrentScaling or MXFP8BlockScaling; blockwise and custom are not
+modelled. --fp4-format e2m1 with --fp4-recipe nvfp4 (the default, L679) is NVFP4BlockScaling."""
+MEGATRON_AMAX_HISTORY = 1
+"""TransformerConfig.fp8_amax_history_len's default (transformer_config.py L621), for --fp8-recipe delayed without
+--fp8-amax-history-len."""
 OPTIMIZERS = {"adam": "adamw", "sgd": "sgd_momentum", "lion": "lion"}
 """--optimizer: FusedAdam with decoupled weight decay; SGD with --sgd-momentum (0.9 by default); Lion."""
 
@@ -51,7 +58,7 @@ IGNORED_PREFIXES = ("--lr", "--min-lr", "--decoupled-", "--weight-decay", "--ada
                     "--fp8-amax-", "--fp8-margin", "--fp8-interval", "--moe-router-", "--moe-aux-loss-coeff",
                     "--moe-z-loss-coeff", "--moe-grouped-gemm")
 """Flags that do not change training memory, or that are read below."""
-UNMODELLED = ("--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--fp4-format", "--use-precision-aware-optimizer",
+UNMODELLED = ("--fp8-param-gather", "--fp4-param-gather", "--use-precision-aware-optimizer",
               "--exp-avg-dtype", "--exp-avg-sq-dtype", "--main-params-dtype", "--cpu-offloading",
               "--cross-entropy-loss-fusion", "--recompute-modules", "--moe-token-dispatcher-type",
               "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--use-megatron-fsdp",
@@ -59,7 +66,7 @@ UNMODELLED = ("--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--fp4-forma
               "--expert-tensor-parallel-size", "--decoder-first-pipeline-num-layers",
               "--decoder-last-pipeline-num-layers", "--account-for-embedding-in-pipeline-split",
               "--account-for-loss-in-pipeline-split", "--mtp-num-layers", "--fp16-lm-cross-entropy")
-"""FP8/FP4 training, low-precision optimizer states, activation offloading, the fused cross-entropy, recomputing
+"""FP8/FP4 parameters, low-precision optimizer states, activation offloading, the fused cross-entropy, recomputing
 chosen modules, MoE dispatcher buffers, Megatron/torch FSDP, an expert TP other than TP, uneven pipeline stages,
 multi-token prediction."""
 
@@ -190,6 +197,29 @@ def precision(d: Draft) -> None:
         d.set("dtype", "fp32", "--bf16 (absent: fp32)")
         d.set("grad_dtype", "fp32", "--bf16 (absent: fp32)")
     d.know("--main-grads-dtype")
+    low_precision(d)
+
+
+def low_precision(d: Draft) -> None:
+    """--fp8-format / --fp4-format with their recipe, over --bf16: hfmem's low-precision dtype (FP8_RECIPES)."""
+    d.know("--fp8-format", "--fp8-recipe", "--fp4-format", "--fp4-recipe")
+    if literal(d, "--fp4-format") is not None:
+        if (literal(d, "--fp4-recipe") or "nvfp4") == "nvfp4" and d.boolean("--bf16"):
+            d.set("dtype", "nvfp4", "--fp4-format")
+        else:
+            d.unmodelled("--fp4-recipe")
+        return
+    if literal(d, "--fp8-format") is None:
+        return
+    recipe = str(literal(d, "--fp8-recipe") or "delayed")
+    if recipe not in FP8_RECIPES or not d.boolean("--bf16"):
+        d.unmodelled("--fp8-recipe")
+        return
+    d.set("dtype", FP8_RECIPES[recipe], "--fp8-recipe" if d.raw("--fp8-recipe") is not None else "--fp8-format")
+    if recipe == "delayed":
+        history = literal(d, "--fp8-amax-history-len")
+        d.given_or("fp8_amax_history_len", None if history is None else d.integer("--fp8-amax-history-len"),
+                   MEGATRON_AMAX_HISTORY, "--fp8-amax-history-len")
 
 
 def batches(d: Draft, gpus: int | None) -> None:

@@ -124,6 +124,36 @@ def precision(d: Draft, plugins: str, strategy: str) -> None:
     for path in (f"{strategy}.ddp.grad_reduce_in_fp32", f"{plugins}.grad_reduce_in_fp32"):
         if plain(d, path) is not None:
             d.set("grad_dtype", "fp32" if d.boolean(path) else "param", path)
+    low_precision(d, plugins)
+
+
+FP8_RECIPES = {"delayed": "fp8-te", "tensorwise": "fp8-te-current", "mxfp8": "mxfp8"}
+"""MegatronMixedPrecision's fp8 with its fp8_recipe (default delayed; nemo/lightning/pytorch/plugins/mixed_precision.py
+at 8cfedd72, L69-L83, handed to Megatron's TransformerConfig, which builds TE's recipe) as hfmem's dtype; fp4 with
+fp4_recipe nvfp4 is NVFP4."""
+NEMO_AMAX_HISTORY = 1
+"""MegatronMixedPrecision's fp8_amax_history_len default (L77)."""
+
+
+def low_precision(d: Draft, plugins: str) -> None:
+    """The plugin's fp8/fp4 over a bf16 precision: hfmem's low-precision dtype; FP8 parameters are unmodelled."""
+    d.know(*(f"{plugins}.{k}" for k in ("fp8", "fp8_recipe", "fp4", "fp4_recipe", "fp8_amax_history_len", "fp8_margin",
+                                         "fp8_amax_compute_algo", "fp8_wgrad")))
+    d.unmodelled_if_active(f"{plugins}.fp8_params", f"{plugins}.fp8_param_gather", f"{plugins}.fp8_param")
+    fp4, fp8 = plain(d, f"{plugins}.fp4"), plain(d, f"{plugins}.fp8")
+    if fp4 is None and fp8 is None:
+        return
+    recipe = str(plain(d, f"{plugins}.fp4_recipe") or "nvfp4") if fp4 is not None else str(
+        plain(d, f"{plugins}.fp8_recipe") or "delayed")
+    dtype = ("nvfp4" if recipe == "nvfp4" else None) if fp4 is not None else FP8_RECIPES.get(recipe)
+    if dtype is None or d.values.get("dtype") not in {"bf16", "bf16-pure"}:
+        d.unmodelled(f"{plugins}.fp4_recipe" if fp4 is not None else f"{plugins}.fp8_recipe")
+        return
+    d.set("dtype", dtype, f"{plugins}.fp4" if fp4 is not None else f"{plugins}.fp8_recipe")
+    if dtype == "fp8-te":
+        history = plain(d, f"{plugins}.fp8_amax_history_len")
+        d.given_or("fp8_amax_history_len", None if history is None else d.integer(f"{plugins}.fp8_amax_history_len"),
+                   NEMO_AMAX_HISTORY, f"{plugins}.fp8_amax_history_len")
 
 
 def optimizer(d: Draft) -> None:

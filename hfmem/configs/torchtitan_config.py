@@ -47,12 +47,37 @@ def read(d: Draft) -> tuple[str, str | None]:
         d.set("compile_loss", bool(compiled) and "loss" in parts, "compile.enable")
         d.know("compile.components")
     optimizer(d)
-    if d.names("model.converters"):
-        d.unmodelled("model.converters")  # float8 / MX training
+    converters(d)
     if d.boolean("validation.enable"):
         d.set("eval_batch_size", d.integer("validation.local_batch_size") or 8, "validation.local_batch_size")
     d.know("validation.enable", "validation.local_batch_size", *IGNORED)
     return "torchtitan", d.text("model.hf_assets_path")
+
+
+FLOAT8_CONVERTERS = ("quantize.linear.float8", "float8")
+"""The converter that swaps nn.Linear for torchao's Float8Linear: its name at 238fa99
+(components/quantization/float8.py L238) and the older one its own llama3_405b.toml still lists."""
+FLOAT8_RECIPES = {"tensorwise": "fp8-torchao", "rowwise": "fp8-torchao-rowwise"}
+"""Float8Linear.recipe_name (job_config.py L738; None is torchao's default, tensorwise); rowwise_with_gw_hp is not
+modelled."""
+
+
+def converters(d: Draft) -> None:
+    """model.converters: torchao float8 training of the linears as an fp8-torchao dtype, with its FSDP float8
+    all-gather; MX and the grouped-GEMM converters are not modelled."""
+    names = d.names("model.converters") or []
+    float8 = [n for n in names if n in FLOAT8_CONVERTERS]
+    if float8 and d.values.get("dtype") in {"bf16", "amp-bf16", "bf16-pure"}:
+        section = "quantize.linear.float8" if d.raw("quantize.linear.float8") is not None else "float8"
+        recipe = (d.text(f"{section}.recipe_name") or "tensorwise").lower()
+        if recipe in FLOAT8_RECIPES:
+            d.set("dtype", FLOAT8_RECIPES[recipe], "model.converters")
+            if recipe == "tensorwise" and d.boolean(f"{section}.enable_fsdp_float8_all_gather"):
+                d.set("fp8_all_gather", True, f"{section}.enable_fsdp_float8_all_gather")
+        else:
+            d.unmodelled(f"{section}.recipe_name")
+    if float8 != names or (float8 and d.values.get("dtype") not in FLOAT8_RECIPES.values()):
+        d.unmodelled("model.converters")
 
 
 def parallelism(d: Draft) -> int | None:

@@ -6,6 +6,10 @@ Per generation, not per card, because the kernels and dtypes follow the architec
   torch.cuda.is_bf16_supported() is False on Volta and Turing.
 - fp8 (E4M3/E5M2) tensor cores: Ada (sm_89), Hopper and Blackwell (NVIDIA Transformer Engine's
   "FP8 ... on Hopper, Ada and Blackwell"); CDNA3 (MI300X, AMD's datasheet states FP8); not Ascend 910B.
+- MXFP8 and NVFP4 training: compute capability 10.0 or later (TransformerEngine transformer_engine/pytorch/
+  quantization.py at d0067d0, lines 162-176: "Device compute capability 10.0 or higher required for MXFP8
+  execution", the same for NVFP4): Blackwell. TE refuses MXFP8 on 12.0 (GeForce Blackwell), which shares the
+  catalogue's "blackwell" generation: its row is answered as asked.
 - FlashAttention-2: "Ampere, Ada, or Hopper GPUs (e.g., A100, RTX 3090, RTX 4090, H100). Support for Turing GPUs
   (T4, RTX 2080) is coming soon" and, on ROCm, "MI200 or MI300" (https://github.com/Dao-AILab/flash-attention,
   README, Installation and features). FlashAttention-3: Hopper (same README). Blackwell is not in that list, so
@@ -32,6 +36,10 @@ class Capabilities:
     arch: str | None
     bf16: bool = True
     fp8: bool = False
+    mxfp8: bool = False
+    """MXFP8 block-scaled matmuls (Blackwell)."""
+    fp4: bool = False
+    """NVFP4 matmuls (Blackwell)."""
     flash_attention: tuple[str, ...] = ()
     """FlashAttention generations available ("fa2", "fa3")."""
     sdpa: Literal["flash", "efficient"] = "flash"
@@ -46,7 +54,8 @@ class Capabilities:
         return "fa2" in self.flash_attention
 
     def to_dict(self) -> dict[str, object]:
-        return {"arch": self.arch, "bf16": self.bf16, "fp8": self.fp8, "flash_attention": list(self.flash_attention),
+        return {"arch": self.arch, "bf16": self.bf16, "fp8": self.fp8, "mxfp8": self.mxfp8, "fp4": self.fp4,
+                "flash_attention": list(self.flash_attention),
                 "sdpa": self.sdpa, "kernels": self.kernels or None}
 
     @property
@@ -55,7 +64,8 @@ class Capabilities:
         memory-efficient kernel)."""
         sdpa = {"efficient": "SDPA-mem", "flash": "SDPA"}[self.sdpa]
         kernels = [self.label] if self.label else [k.upper() for k in self.flash_attention] or [sdpa]
-        return " ".join(["bf16" if self.bf16 else "fp16", *(["fp8"] if self.fp8 else []), *kernels])
+        return " ".join(["bf16" if self.bf16 else "fp16", *(["fp8"] if self.fp8 else []),
+                         *(["fp4"] if self.fp4 else []), *kernels])
 
 
 ARCHS: dict[str | None, Capabilities] = {c.arch: c for c in (
@@ -64,7 +74,7 @@ ARCHS: dict[str | None, Capabilities] = {c.arch: c for c in (
     Capabilities("ampere", flash_attention=("fa2",)),
     Capabilities("ada", fp8=True, flash_attention=("fa2",)),
     Capabilities("hopper", fp8=True, flash_attention=("fa2", "fa3")),
-    Capabilities("blackwell", fp8=True),
+    Capabilities("blackwell", fp8=True, mxfp8=True, fp4=True),
     Capabilities("cdna3", fp8=True, flash_attention=("fa2",),
                  kernels="ROCm: FlashAttention-2's composable_kernel build", label="FA2 (ROCm)"),
     Capabilities("davinci", flash_attention=("fa2",),
@@ -75,6 +85,11 @@ ARCHS: dict[str | None, Capabilities] = {c.arch: c for c in (
 
 UNKNOWN = Capabilities(None, flash_attention=("fa2",))
 """A chip hfmem knows nothing about (user-defined name=GiB): the settings stand as asked."""
+
+
+def runs_matmuls(caps: Capabilities, needs: str) -> bool:
+    """Whether a chip runs a low-precision recipe's matmuls: "fp8", "mxfp8" or "fp4"."""
+    return {"fp8": caps.fp8, "mxfp8": caps.mxfp8, "fp4": caps.fp4}[needs]
 
 
 def capabilities(gpu: Gpu) -> Capabilities:

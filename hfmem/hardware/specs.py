@@ -11,7 +11,7 @@ from typing import Any
 
 from hfmem.hardware.gpus import Gpu, catalogue_data
 
-DTYPES = ("bf16", "fp16", "fp8")
+DTYPES = ("bf16", "fp16", "fp8", "fp4")
 """The matmul dtypes the catalogue states a dense peak for."""
 PCIE_X16_GBPS = {3: 32.0, 4: 64.0, 5: 128.0}
 """A PCIe x16 link's bandwidth in GB/s, both directions together, as NVIDIA's datasheets state it (T4: "PCIe Gen3 x16:
@@ -42,7 +42,7 @@ class GpuSpecs:
         return PCIE_X16_GBPS.get(self.pcie_gen) if self.pcie_gen else None
 
     def peak_flops(self, dtype: str) -> float | None:
-        """Dense peak FLOP/s for a matmul dtype ("bf16", "fp16", "fp8"), None when not stated."""
+        """Dense peak FLOP/s for a matmul dtype ("bf16", "fp16", "fp8", "fp4"), None when not stated."""
         tflops = self.tflops.get(dtype)
         return tflops * 1e12 if tflops else None
 

@@ -2,8 +2,9 @@
 
 How the total is formed (all per GPU):
     allocated_peak = weights + gradients + optimizer + sharding_buffers + activations
-                     + optimizer_step_transient - gradient_activation_overlap
-                   = weights + optimizer + sharding_buffers - backward-only buffers
+                     + optimizer_step_transient + autocast_weight_copies + quantized_weight_copies
+                     + parallel_buffers + scaling_state - gradient_activation_overlap
+                   = weights + optimizer + scaling_state + sharding_buffers - backward-only buffers
                      + max(activations + gradients alive in forward,
                            stored activations + a layer's backward + backward-only buffers,
                            the first layer's backward + gradients + backward-only buffers,
@@ -107,6 +108,11 @@ class MemoryBreakdown:
     parallel_buffers: int
     """Model parallelism's communication buffers (hfmem.memory.parallel.CommBuffers: TP's SP all-gather, PP's
     boundary tensors, CP's K/V chunks, EP's token dispatch), alive with the activations."""
+    quantized_weight_copies: int = 0
+    """A low-precision recipe's quantized copies of the decoder's linear weights (hfmem.memory.lowprecision),
+    alive from the forward through the backward like autocast's copies."""
+    scaling_state: int = 0
+    """FP8 delayed scaling's amax histories and scales (TransformerEngine), resident like the weights."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -128,19 +134,21 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     # the loss and the last layers run before most gradients exist, the first layer's backward after all but its
     # own and the input embedding's
     late_grads = round(state.gradients * (1 - split.last_trainable / split.trainable)) if split.trainable else 0
+    copies = state.forward_transient + state.quantized_weight_copies  # alive from the forward through the backward
     # the buffers of the layers' backward (FSDP's unsharded unit gradients) beside a layer's backward: any layer's
     # (with the stored activations) or the first layer's (the last to run, with nearly all gradients); not at the end
     # of the forward nor during the loss's backward
     layers_backward = act.stored + act.layer_backward + grads_in_forward if state.backward_buffers else 0
     backward_peak = (max(activations + grads_in_forward, layers_backward + state.backward_buffers,
                          act.first_layer_backward + late_grads + state.backward_buffers)
-                     + state.forward_transient + parallel_buffers)
+                     + copies + parallel_buffers)
     step_peak = state.gradients + state.step_transient
-    transients = state.step_transient + state.forward_transient + parallel_buffers + state.backward_buffers
+    transients = state.step_transient + copies + parallel_buffers + state.backward_buffers
     overlap = activations + state.gradients + transients - max(backward_peak, step_peak)
     paged = state.paged_optimizer
     resident_buffers = state.sharding_buffers - state.backward_buffers
-    allocated = state.weights + state.optimizer - paged + resident_buffers + max(backward_peak, step_peak)
+    resident = state.weights + state.optimizer - paged + state.scaling_state
+    allocated = resident + resident_buffers + max(backward_peak, step_peak)
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
 
@@ -150,8 +158,8 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
 
     # between steps: gradients were set to None unless they persist; a forward makes its autocast copies again and
     # gathers its units as the step did, a save unshards one unit at a time instead
-    held = state.weights + state.optimizer - paged + (state.gradients if state.gradients_persist else 0)
-    forward = held + resident_buffers + state.forward_transient
+    held = resident + (state.gradients if state.gradients_persist else 0)
+    forward = held + resident_buffers + copies
     load = device(state.load_peak) if state.load_peak else 0
     evaluation = device(forward + eval_forward) if eval_forward else 0
     generation = device(forward + state.generation_gathered + generate) if generate else 0
@@ -187,6 +195,8 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         generation=generation,
         save=save,
         parallel_buffers=parallel_buffers,
+        quantized_weight_copies=state.quantized_weight_copies,
+        scaling_state=state.scaling_state,
     )
 
 

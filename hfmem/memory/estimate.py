@@ -253,6 +253,7 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
     dequantizes = base is not None and not base.saves_dequantized_weight
     workspace = ctx.dequant_elements(quantizes_head(base, settings)) * p if dequantizes else 0
     trained = trainability(ctx, settings)
+    recipe = settings.precision.recipe if settings.method == "full" else None
     if settings.method == "dora":
         adapter_bytes = round(trained.adapter_input_bytes or trained.adapter_output_bytes)
         workspace += round(dora_workspace(lora_targets(ctx.inventory, settings.lora_targets), settings.lora_rank,
@@ -272,6 +273,7 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
         loss_upcast=settings.loss_upcast, loss_in_place=settings.loss_in_place, repeat_kv=settings.repeat_kv,
         activation=settings.activation_fn,
         padding_mask=settings.padding_mask or trained.prefix_tokens > 0,  # a prefix makes the causal mask explicit
+        quantized_input_bytes=recipe.input_bytes if recipe is not None else None,
     )
 
 
@@ -410,6 +412,9 @@ def method_notes(ctx: Context, s: TrainingSettings) -> tuple[str, ...]:
         notes.append(f"the checkpoint is stored {stored.format}-quantized (config.json quantization_config): "
                      + ("a full fine-tune is estimated on its weights dequantised to the compute dtype"
                         if s.method == "full" else "the frozen base keeps that format"))
+    if s.method != "full" and s.precision.recipe is not None:
+        notes.append(f"{s.precision.recipe.label} is modelled for a full fine-tune or pretraining: this "
+                     f"{s.method} estimate is bf16 mixed precision's")
     if s.method == "full" and s.precision.master_copy:
         notes.append("mixed precision: 16-bit weights and gradients, fp32 master weights and optimizer states "
                      "(ZeRO/DeepSpeed, FSDP mixed precision); use dtype bf16-pure for a bf16-only optimizer state")

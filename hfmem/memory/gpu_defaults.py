@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from hfmem.hardware.capabilities import capabilities
-from hfmem.hardware.gpus import Gpu
+from hfmem.errors import InvalidInputError
+from hfmem.hardware.capabilities import capabilities, runs_matmuls
+from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.memory.settings import TrainingSettings
 
 _WITHOUT_BF16 = {"bf16": "fp16", "amp-bf16": "amp-fp16"}
@@ -49,3 +50,20 @@ def unsupported(settings: TrainingSettings, gpus: Iterable[Gpu], stated: Collect
             verb = "has" if len(lacking) == 1 else "have"
             out.append(f"{what} was asked for, but {', '.join(lacking)} {verb} no {what}: the cells assume it as asked")
     return out
+
+
+def matrix_gpus(settings: TrainingSettings, asked: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
+    """The GPUs of the fit matrix: those asked, else the catalogue; for a low-precision dtype (fp8-te, mxfp8,
+    nvfp4, ...) the catalogue's GPUs that run its matmuls, and InvalidInputError naming an asked GPU that does not."""
+    recipe = settings.precision.recipe
+    if recipe is None:
+        return asked or catalogue()
+    if not asked:
+        return tuple(g for g in catalogue() if runs_matmuls(capabilities(g), recipe.needs))
+    lacking = [g.name for g in asked if not runs_matmuls(capabilities(g), recipe.needs)]
+    if lacking:
+        chips = {"fp8": "FP8 tensor cores (Ada, Hopper, Blackwell, MI300X)", "mxfp8": "MXFP8 tensor cores (Blackwell)",
+                 "fp4": "FP4 tensor cores (Blackwell)"}[recipe.needs]
+        raise InvalidInputError(f"dtype {settings.dtype} needs {chips}; {', '.join(lacking)} "
+                                f"{'has' if len(lacking) == 1 else 'have'} none: use dtype bf16 there.")
+    return asked

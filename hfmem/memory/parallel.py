@@ -225,7 +225,8 @@ def rank_split(split: ParameterSplit, whole: int, rank: RankParameters) -> Param
         trainable_matrices=tuple((max(1, scaled(r)), c, n) for r, c, n in split.trainable_matrices),
         trainable_vectors=scaled(split.trainable_vectors), largest_trainable=scaled(split.largest_trainable),
         matmul_parameters=scaled(split.matmul_parameters), trainable_copies=scaled(split.trainable_copies),
-        quantized_bytes=split.quantized_bytes * f, last_trainable=scaled(split.last_trainable))
+        quantized_bytes=split.quantized_bytes * f, last_trainable=scaled(split.last_trainable),
+        decoder_linear_weights=scaled(split.decoder_linear_weights))
 
 
 def term_divisor(name: str, layout: Layout) -> float:

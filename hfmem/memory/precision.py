@@ -5,12 +5,16 @@ FSDP MixedPrecision), the forward under autocast; bf16-pure: bf16 weights, gradi
 states, no master copy (torchtune, LitGPT "bf16-true", a bf16-loaded model trained without a master
 copy); fp32: everything in fp32; amp-bf16/amp-fp16: torch autocast over an fp32-loaded model (HF
 Trainer --bf16/--fp16 on fp32 weights): fp32 weights, gradients and states, 16-bit copies of the
-matmul weights kept for backward, an fp32 residual stream.
+matmul weights kept for backward, an fp32 residual stream. The low-precision recipes (fp8-te, fp8-te-current,
+fp8-torchao, fp8-torchao-rowwise, mxfp8, nvfp4) hold bf16 mixed precision's weights, gradients and states and add
+what hfmem.memory.lowprecision says for a full fine-tune.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from hfmem.memory.lowprecision import RECIPES, Recipe
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class Precision:
     """The forward runs under torch.autocast: each op casts its inputs (fp32 LoRA adapters get 16-bit inputs)."""
     label: str
     """The precision in words, for one-line summaries."""
+    recipe: Recipe | None = None
+    """The low-precision recipe its decoder linears run (FP8, MXFP8, NVFP4); None: the matmuls run in compute_bytes."""
 
     @property
     def weight_copies(self) -> bool:
@@ -46,6 +52,8 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (
     Precision("fp32", 4, 4, 4, 4, master_copy=False, autocast=False, label="fp32"),
     Precision("amp-bf16", 4, 4, 2, 4, master_copy=False, autocast=True, label="bf16 autocast over fp32 weights"),
     Precision("amp-fp16", 4, 4, 2, 4, master_copy=False, autocast=True, label="fp16 autocast over fp32 weights"),
+    *(Precision(r.name, 2, 2, 2, 2, master_copy=True, autocast=True, label=r.label, recipe=r)
+      for r in RECIPES.values()),
 )}
 
 KBIT_UPCAST = Precision("kbit-upcast", 4, 4, 4, 4, master_copy=False, autocast=False,

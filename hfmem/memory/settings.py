@@ -67,6 +67,10 @@ DTYPE_ALIASES = {
     "float16": "fp16", "half": "fp16", "mixed-fp16": "fp16", "mixed_fp16": "fp16",
     "pure-bf16": "bf16-pure", "bf16_pure": "bf16-pure", "bf16-true": "bf16-pure",
     "float32": "fp32", "32": "fp32", "amp_bf16": "amp-bf16", "amp_fp16": "amp-fp16",
+    "fp8_te": "fp8-te", "fp8-delayed": "fp8-te", "fp8-te-delayed": "fp8-te", "fp8-current": "fp8-te-current",
+    "fp8_te_current": "fp8-te-current", "fp8_torchao": "fp8-torchao", "fp8-tensorwise": "fp8-torchao",
+    "fp8-rowwise": "fp8-torchao-rowwise", "fp8_torchao_rowwise": "fp8-torchao-rowwise", "mxfp8-te": "mxfp8",
+    "nvfp4-te": "nvfp4",
 }
 Optimizer = Literal["adamw", "adamw_foreach", "adamw_8bit", "paged_adamw_8bit", "paged_adamw", "sgd", "sgd_momentum",
                     "adafactor", "lion", "galore_adamw", "galore_adamw_8bit", "galore_adamw_layerwise",
@@ -276,7 +280,16 @@ class TrainingSettings:
     """Training precision: bf16/fp16 mixed precision (16-bit weights and gradients, fp32 master weights and
     optimizer states; ZeRO/DeepSpeed, FSDP MixedPrecision); bf16-pure (bf16 weights, gradients and states, no
     master copy: torchtune, LitGPT bf16-true); fp32; amp-bf16/amp-fp16 (torch autocast over fp32 weights, as HF
-    Trainer --bf16/--fp16 on an fp32-loaded model: 16-bit copies of the matmul weights, an fp32 residual)."""
+    Trainer --bf16/--fp16 on an fp32-loaded model: 16-bit copies of the matmul weights, an fp32 residual).
+    Low-precision recipes for a full fine-tune or pretraining (bf16 mixed precision's weights and states plus the
+    recipe's terms, hfmem.memory.lowprecision; PEFT methods are estimated as bf16): fp8-te (TransformerEngine
+    delayed scaling, Megatron's --fp8-format hybrid), fp8-te-current (TE Float8CurrentScaling), fp8-torchao and
+    fp8-torchao-rowwise (torchao float8, torchtitan's [float8] recipe_name tensorwise/rowwise), mxfp8 and nvfp4
+    (TE MXFP8BlockScaling and NVFP4BlockScaling, Blackwell only)."""
+    fp8_amax_history_len: int = setting(1024, COUNT, affects=("state",), panel=TRAINING)
+    """fp8-te's amax history per quantizer (TE DelayedScaling amax_history_len, default 1024; Megatron-LM's
+    TransformerConfig.fp8_amax_history_len defaults to 1, transformer_config.py line 621 at d98e8a6): fp32 amaxes of
+    5 quantizers per GEMM."""
     optimizer: Optimizer | None = setting(None, OrNone(Choice(OPTIMIZERS + MEMORY_OPTIMIZERS, OPTIMIZER_ALIASES)),
                                           affects=("state",), shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
@@ -320,6 +333,11 @@ class TrainingSettings:
     accelerate loop with TRANSFORMER_BASED_WRAP; HF Trainer wraps adapters apart with PEFT's fsdp_auto_wrap_policy):
     a unit's flat gradient covers its frozen weights too, so the gradient shards are full-size (torch's FSDP
     docstring warns of "higher than expected gradient memory usage"). Only FSDP sharding reads it."""
+    fp8_all_gather: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
+    """dtype fp8-torchao under FSDP full shard: FSDP2 all-gathers the decoder linears' weights in float8 (torchao
+    Float8LinearConfig.enable_fsdp_float8_all_gather; fsdp_utils.py fsdp_pre_all_gather gathers the float8 data),
+    so the gathered layers hold them at 1 byte and the all-gathers move half the bytes. torchao allows it with
+    tensorwise scaling only. Only FSDP full shard reads it."""
     sync_each_batch: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """FSDP with gradient accumulation: reduce-scatter the gradients after every micro-batch (accelerate's
     sync_each_batch=True; torchtune, which calls no no_sync). Off, as accelerate, HF Trainer and LitGPT do, the
@@ -650,6 +668,9 @@ class TrainingSettings:
         if sharding == "none" and result.shard_ranks > 1:
             raise InvalidInputError("sharding 'none' means one GPU per model shard; use ddp, zero1/2/3 or fsdp for "
                                     "data parallelism (num_gpus > tp x pp x cp).")
+        if result.fp8_all_gather and result.dtype != "fp8-torchao":
+            raise InvalidInputError("fp8_all_gather needs dtype fp8-torchao (torchao's float8 all-gather supports "
+                                    "tensorwise scaling only).")
         if result.offload_params and sharding not in {"zero3", "fsdp_full_shard"}:
             raise InvalidInputError("offload_params needs parameter sharding (zero3 or fsdp_full_shard).")
         if result.offload_optimizer and sharding in {"none", "ddp"}:

@@ -170,9 +170,10 @@ def breakdown_table(report: dict[str, Any]) -> Table:
     for est in ests:
         table.add_column(METHOD_TITLES.get(est["method"], est["method"]), justify="right")
     phases = [p for p, _ in PHASES if any(e["per_gpu_bytes"][p] for e in ests)]  # the total where larger
-    terms = ["weights", "gradients", "optimizer", "activations", "overhead", *phases, "total"]
+    recipe = [t for t in ("quantized_weight_copies", "scaling_state") if any(e["per_gpu_bytes"].get(t) for e in ests)]
+    terms = ["weights", "gradients", "optimizer", "activations", *recipe, "overhead", *phases, "total"]
     for term in terms:
-        table.add_row(Text(term, style="bold" if term == "total" else ""),
+        table.add_row(Text(term.replace("_", " "), style="bold" if term == "total" else ""),
                       *(gib(e["per_gpu_bytes"][term]) for e in ests))
     table.add_row("trainable params", *(count(e["parameters"]["trainable"]) for e in ests))
     for key, words in (("model", "FLOPs/token (model)"), ("hardware", "FLOPs/token (executed)")):

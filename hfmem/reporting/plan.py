@@ -14,6 +14,7 @@ from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.hardware.prices import Price
 from hfmem.hub.modelref import ModelRef
 from hfmem.memory.fit import MAX_SUGGESTED_GPUS, timed_gpus, timed_setup
+from hfmem.memory.gpu_defaults import matrix_gpus
 from hfmem.memory.settings import METHODS, NO_MODEL_PARALLELISM, Method, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
@@ -158,7 +159,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     training = plan.training.validated()
     estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
     per_method = {m: plan.settings_for(m) for m in plan.method_settings}
-    gpus = plan.gpus or catalogue()
+    gpus = matrix_gpus(training, plan.gpus)
     fits = node_fits(arch, inventory, plan, gpus, per_method)
     prices = prices_for([g.name for g in gpus], plan.prices)
     setups: dict[tuple, tuple[Any, Any]] = {}  # (method, setup, changes) -> (estimate, FLOPs): GPU-independent

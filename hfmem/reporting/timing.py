@@ -17,6 +17,7 @@ from hfmem.compute.roofline import (
     hbm_traffic,
     hfu_for,
     layout_transfers,
+    low_precision_hfu,
     machine,
     offload_transfers,
     step_time,
@@ -41,7 +42,12 @@ HEADLINE = ("seconds", "tokens_per_s", "mfu", "hfu")
 
 def matmul_dtype(settings: TrainingSettings) -> str | None:
     """The tensor-core dtype a run's matmuls use: bf16 or fp16 (mixed, pure or autocast), None for fp32. With
-    kbit_upcast the quantised linears, which carry almost every FLOP, still compute in the dtype's 16 bits."""
+    kbit_upcast the quantised linears, which carry almost every FLOP, still compute in the dtype's 16 bits. A
+    low-precision recipe's full fine-tune runs at its fp8 or fp4 peak (hfmem.memory.lowprecision; PEFT methods
+    are estimated as bf16)."""
+    recipe = settings.precision.recipe
+    if recipe is not None:
+        return recipe.matmul if settings.method == "full" else "bf16"
     if settings.precision.compute_bytes != 2 and settings.precision is not KBIT_UPCAST:
         return None
     return "fp16" if "fp16" in settings.dtype else "bf16"
@@ -68,6 +74,17 @@ def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
     return settings.network_gbps if settings.network_gbps is not None else node_specs(gpu).network_gbps
 
 
+def default_hfu(gpu: Gpu, dtype: str) -> float:
+    """The utilisation assumed for `dtype`'s matmuls on `gpu`: its architecture's (hfu_for); for fp8/fp4, the share
+    of that peak that gives the published FP8 speedup over bf16 (compute.roofline.low_precision_hfu)."""
+    hfu = hfu_for(gpu.arch)
+    specs = gpu_specs(gpu)
+    bf16, peak = specs.peak_flops("bf16"), specs.peak_flops(dtype)
+    if dtype in {"fp8", "fp4"} and bf16 and peak:
+        return low_precision_hfu(hfu, bf16, peak)
+    return hfu
+
+
 def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, *,
              hfu: float | None = None) -> dict[str, Any]:
     """The step time of an estimate's setup (its `flops_of`) on `gpu` at `hfu` (default: its architecture's,
@@ -76,10 +93,10 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     none."""
     units = -(-arch.num_layers // est.settings.pp) + 1
     s = est.settings
-    hfu = hfu_for(gpu.arch) if hfu is None else hfu
     dtype = matmul_dtype(s)
     if dtype is None:
         return {"seconds": None, "reason": "fp32 training: the catalogue lists no fp32 tensor-core peak"}
+    hfu = default_hfu(gpu, dtype) if hfu is None else hfu
     try:
         node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node,
                        network_gbps=network_gbps(s, gpu))
@@ -90,7 +107,8 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     whole_weights = state.weights * (replicas if stage >= 3 else 1)
     gradients = state.gradients * (replicas if stage >= 2 else 1)
     trainable_bytes = est.split.trainable * s.precision.compute_bytes // s.model_parallel
-    transfers = (data_parallel_transfers(s.resolved_sharding, replicas, parameter_bytes=whole_weights,
+    gathered = whole_weights * float8_gather_share(est)
+    transfers = (data_parallel_transfers(s.resolved_sharding, replicas, parameter_bytes=gathered,
                                          trainable_bytes=trainable_bytes, gradient_bytes=gradients, units=units)
                  + offload_transfers(replicas, offload_optimizer=s.offload_optimizer,
                                      offload_params=s.offload_params, parameter_bytes=whole_weights,
@@ -112,6 +130,15 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
         k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu,
                                                   "flops_per_step": figure(flops.hardware * tokens)}
 
+
+
+def float8_gather_share(est: Estimate) -> float:
+    """The share of the weights' bytes FSDP's all-gathers move: 1, or with torchao's float8 all-gather
+    (fp8_all_gather) the decoder linears at 1 byte of their 2."""
+    s, split = est.settings, est.split
+    if not (s.fp8_all_gather and s.resolved_sharding == "fsdp_full_shard") or not split.total:
+        return 1.0
+    return 1.0 - split.decoder_linear_weights / split.total / 2
 
 
 SCHEDULE_NAMES = {"1f1b": "1f1b", "interleaved": "interleaved", "gpipe": "gpipe", "zero-bubble": "zb-h1"}

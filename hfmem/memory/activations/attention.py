@@ -55,6 +55,8 @@ def attention(saved: Saved, spec: ActivationSpec, s: int, mods: LayerModules, *,
         _sdpa_math(saved, spec, s, heads, o_needed)
     else:
         _fused(saved, spec, s, heads, o_needed, sliding, mods)
+    if o_needed and spec.q is not None:  # the kernel keeps its 16-bit output; o_proj saves its own quantized copy
+        saved.add("attn.o_proj_quantized_input", spec.q * heads.a * heads.dv)
 
 
 def _mla_latents(saved: Saved, spec: ActivationSpec, mods: LayerModules, input_grad: bool) -> None:

@@ -22,6 +22,8 @@ def linear_inputs(saved: Saved, name: str, spec: ActivationSpec, width: float, m
     needing = sum(m.per_layer for m in modules if spec.trained.needs_input(m.name, input_grad))
     if residual and spec.autocast:
         saved.add(name, spec.p * width * (needing + (1 if extra_need else 0)))
+    elif needing and spec.q is not None and not extra_need:
+        saved.add(name, spec.q * width)  # the low-precision recipe's quantized copy replaces the 16-bit input
     elif extra_need or needing:
         saved.add(name, spec.p * width)
 

@@ -20,6 +20,8 @@ class _Mlp(NamedTuple):
     fused: bool
     out_needed: bool
     unit: float
+    down_unit: float
+    """Bytes per token of the down projection's saved input (quantized under a low-precision recipe)."""
 
 
 def mlp(saved: Saved, prefix: str, spec: ActivationSpec, width: float, ins: tuple[Module, ...],
@@ -34,6 +36,7 @@ def mlp(saved: Saved, prefix: str, spec: ActivationSpec, width: float, ins: tupl
         fused=any(m.out_features == 2 * width for m in ins) or any("gate_up" in m.name for m in ins),
         out_needed=any(trained.needs_input(m.name) for m in outs),
         unit=spec.p * width * tokens_per_token,
+        down_unit=(spec.p if spec.q is None else spec.q) * width * tokens_per_token,
     )
     if spec.compiled:
         _compiled(saved, prefix, form)
@@ -53,7 +56,7 @@ def _compiled(saved: Saved, prefix: str, form: _Mlp) -> None:
     elif saves != ("out",) and saves:
         saved.add(f"{prefix}.fc_out", unit)  # the activation's input, for recomputing it
     if form.out_needed or (not form.gated and saves == ("out",)):
-        saved.add(f"{prefix}.down_input", unit)
+        saved.add(f"{prefix}.down_input", form.down_unit if form.out_needed else unit)
 
 
 def _eager(saved: Saved, prefix: str, form: _Mlp) -> None:
@@ -70,10 +73,12 @@ def _eager(saved: Saved, prefix: str, form: _Mlp) -> None:
         saved.add(f"{prefix}.act_internal", internal * unit)
         saved.add(f"{prefix}.act_out", unit)  # the product act(g) * u keeps both factors
         if form.out_needed:
-            saved.add(f"{prefix}.down_input", unit)
+            saved.add(f"{prefix}.down_input", form.down_unit)
     else:
         if "in" in saves:
             saved.add(f"{prefix}.fc_out", unit)
         saved.add(f"{prefix}.act_internal", internal * unit)
-        if "out" in saves or form.out_needed:
+        if "out" in saves or (form.out_needed and form.down_unit == unit):
             saved.add(f"{prefix}.act_out", unit)
+        if form.out_needed and form.down_unit != unit:
+            saved.add(f"{prefix}.down_input", form.down_unit)  # the down projection's quantized copy

@@ -29,7 +29,7 @@ def moe(saved: Saved, spec: ActivationSpec, mods: LayerModules) -> None:
     saved.add("router.probs", 4 * e + 12 * k + 4 + (e if spec.traits.fp32_router else 0))
     width = arch.moe_intermediate_size or arch.intermediate_size
     if any(trained.needs_input(m.name) for m in mods.experts_in) or (trained.full and mods.experts_in):
-        saved.add("experts.gathered_input", k * p * h)
+        saved.add("experts.gathered_input", k * (p if spec.q is None else spec.q) * h)  # quantized under TE
     mlp(saved, "experts", spec, width, mods.experts_in or (Module("gate_up_proj", h, 2 * width, 1, "experts"),),
         mods.experts_out or (Module("down_proj", width, h, 1, "experts"),),
         trained=trained if mods.experts_out else FULL, tokens_per_token=k)

@@ -77,6 +77,9 @@ class ActivationSettings:
     """The MLP activation the training code calls (hfmem.memory.activation_functions); None: the model's hidden_act."""
     padding_mask: bool = False
     """Padded batches with an attention mask: transformers passes SDPA a 4-D mask (see attention._fused)."""
+    quantized_input_bytes: float | None = None
+    """Bytes per element of a decoder linear's input saved for its weight gradient under a low-precision recipe
+    that saves it quantized (TransformerEngine FP8: 1; MXFP8, NVFP4 with their block scales); None: compute_bytes."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ class ActivationSpec:
     """The MLP activation function that runs (an ACTIVATION_SAVES name, or the model's unknown hidden_act)."""
     padding_mask: bool
     fused_loss: str
+    q: float | None = None
+    """Bytes per element of a decoder linear's saved input under a low-precision recipe; None: p."""
     """cce or liger: the head is not an nn.Linear that saves its input (see head.loss); none: it is."""
 
     @property
@@ -147,5 +152,5 @@ def activation_spec(arch: Architecture, inventory: Inventory, settings: Activati
         mask_bytes=settings.dropout_mask_bytes, compiled=settings.compiled_layers,
         fused_softmax=settings.fused_softmax, repeat_kv=settings.repeat_kv,
         activation=settings.activation or arch.hidden_act,
-        padding_mask=settings.padding_mask, fused_loss=settings.fused_loss,
+        padding_mask=settings.padding_mask, fused_loss=settings.fused_loss, q=settings.quantized_input_bytes,
     )
