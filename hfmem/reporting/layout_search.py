@@ -1,0 +1,189 @@
+"""The layouts of one method on one GPU kind, searched for a token budget: the fewest GPUs that fit, the fastest and
+the cheapest, each timed by reporting.timing and priced at the GPU's price.
+
+The space: the GPU counts from the fewest that fit (the fit matrix's) up to --max-gpus in powers of two; at each,
+tensor parallelism inside the GPUs one link joins (dividing the heads and KV heads, memory.layouts.Limits), pipeline
+stages up to the layers (1F1B; interleaved with two chunks per rank where the micro-batches are a multiple of the
+stages, Megatron-LM's rule for the interleaved schedule), context parallelism for sequences of 16k tokens and
+more, ZeRO-1 (Megatron's distributed optimizer) or FSDP full shard (ZeRO-3) over the data-parallel ranks,
+checkpointing off or full, micro-batches of 1, 2 and 4 (a larger one is not tried where a smaller one does not fit:
+memory grows with it), and optimizer offload (with full checkpointing) at the fewest count where nothing else fits
+there. A layout whose GPU memory or host RAM does not hold is never picked; neither is one slower than `floor` times
+the fastest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hfmem.errors import InvalidInputError
+from hfmem.hardware.gpus import Gpu
+from hfmem.memory.estimate import Estimate
+from hfmem.memory.fit import tp_domain
+from hfmem.memory.layouts import Limits
+from hfmem.memory.settings import TrainingSettings
+from hfmem.model.architecture import Architecture
+from hfmem.units import budget
+
+MICRO_BATCHES = (1, 2, 4)
+LONG_SEQUENCE = 16384
+"""The sequence length from which context parallelism is searched (CP 2 and 4)."""
+INTERLEAVED_RULE = ("https://github.com/NVIDIA/Megatron-LM/blob/d98e8a64ddf34856e74b24714e3bedb2f5a39553/megatron/"
+                    "core/pipeline_parallel/schedules.py#L1160-L1180")
+"""The interleaved schedule's rule: micro-batches in groups of at least the stages (microbatch_group_size_per_vp_stage,
+PP by default), the last group whole; so a multiple of the stages."""
+LABELS = ("fewest", "fastest", "cheapest")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One setup searched: its GPUs, model-parallel ranks, data-parallel sharding, checkpointing, micro-batch and
+    optimizer offload (the pipeline schedule follows: interleaved where `vpp` > 1)."""
+
+    num_gpus: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    vpp: int = 1
+    sharding: str = "fsdp_full_shard"
+    checkpointing: str = "off"
+    micro_batch: int = 1
+    offload_optimizer: bool = False
+
+    def changes(self) -> dict[str, Any]:
+        """The settings fields this layout sets."""
+        return {"num_gpus": self.num_gpus, "tp": self.tp, "pp": self.pp, "cp": self.cp, "vpp": self.vpp,
+                "pp_schedule": "interleaved" if self.vpp > 1 else "1f1b", "sharding": self.sharding,
+                "sequence_parallel": "megatron" if self.tp > 1 else "off", "gradient_checkpointing": self.checkpointing,
+                "micro_batch_size": self.micro_batch, "offload_optimizer": self.offload_optimizer,
+                "offload_params": False}
+
+    def describe(self) -> str:
+        """E.g. "64× TP8·PP2·ZeRO-1, b2, +ckpt", "16× TP8·FSDP, b1": the GPUs, the dimensions above 1, the sharding,
+        what else changed."""
+        dims = [f"TP{self.tp}" if self.tp > 1 else "", f"PP{self.pp}" if self.pp > 1 else "",
+                f"v{self.vpp}" if self.vpp > 1 else "", f"CP{self.cp}" if self.cp > 1 else "",
+                {"zero1": "ZeRO-1", "fsdp_full_shard": "FSDP", "none": ""}[self.sharding]]
+        extra = [f"b{self.micro_batch}", "+ckpt" if self.checkpointing == "full" else "",
+                 "+offload" if self.offload_optimizer else ""]
+        return f"{self.num_gpus}× " + "·".join(d for d in dims if d) + "".join(f", {e}" for e in extra if e)
+
+
+def gpu_counts(fewest: int, max_gpus: int) -> list[int]:
+    """The fewest GPUs that fit, then each power of two above it up to max_gpus."""
+    counts, n = [fewest], 1
+    while n <= max_gpus:
+        if n > fewest:
+            counts.append(n)
+        n *= 2
+    return counts
+
+
+def _powers(limit: int) -> Iterator[int]:
+    n = 1
+    while n <= limit:
+        yield n
+        n *= 2
+
+
+def shapes(n: int, limits: Limits, micro_batches: int) -> Iterator[tuple[int, int, int, int]]:
+    """(tp, pp, cp, vpp) of `n` GPUs the model can take: TP within the link and the heads, PP up to the layers, CP
+    for long sequences, two interleaved chunks where the layers split into 2·pp and the micro-batches into pp."""
+    cps = (1, 2, 4) if limits.seq_len >= LONG_SEQUENCE else (1,)
+    for cp in cps:
+        if n % cp or limits.seq_len % cp:
+            continue
+        for tp in _powers(n // cp):
+            if not limits.tp_ok(tp):
+                continue
+            for pp in _powers(n // (cp * tp)):
+                if pp > limits.layers:
+                    break
+                yield tp, pp, cp, 1
+                if pp > 1 and not limits.layers % (2 * pp) and not micro_batches % pp:  # INTERLEAVED_RULE
+                    yield tp, pp, cp, 2
+
+
+def space(base: TrainingSettings, limits: Limits, fewest: int, max_gpus: int) -> Iterator[list[Layout]]:
+    """The searched layouts, in groups that differ only in the micro-batch (smallest first)."""
+    for n in gpu_counts(fewest, max_gpus):
+        for tp, pp, cp, vpp in shapes(n, limits, base.gradient_accumulation_steps):
+            replicas = n // (tp * pp)  # DP x CP ranks share the weights
+            shardings = ("none",) if replicas == 1 else ("zero1", "fsdp_full_shard")
+            for sharding in shardings:
+                for ckpt in ("off", "full"):
+                    yield [Layout(n, tp, pp, cp, vpp, sharding, ckpt, b) for b in MICRO_BATCHES]
+        if n == fewest:  # offload last, and only where nothing else fits (search skips it otherwise)
+            for tp, pp, cp, vpp in shapes(n, limits, base.gradient_accumulation_steps):
+                if n // (tp * pp) > 1:
+                    yield [Layout(n, tp, pp, cp, vpp, "fsdp_full_shard", "full", b, True) for b in MICRO_BATCHES]
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A layout that fits the GPU's memory, with its step and budget (timing.step_for + units.budget) and whether its
+    machine has the host RAM it needs."""
+
+    layout: Layout
+    host_ok: bool
+    time: dict[str, Any]
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.time.get("tokens_per_s") or 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        keys = ("tokens_per_s", "seconds", "mfu", "hours", "gpu_hours", "usd_per_gpu_hour", "cost_usd", "reason")
+        return {"layout": self.layout.describe(), "settings_changes": self.layout.changes(),
+                "num_gpus": self.layout.num_gpus, "host_ram_ok": self.host_ok} | {
+                    k: self.time[k] for k in keys if self.time.get(k) is not None}
+
+
+def choose(timed: list[Timed], floor: float) -> dict[str, Timed | None]:
+    """The fewest-GPU layout (the faster at a tie), the fastest, and the cheapest (the quicker at a tie) no slower
+    than `floor` times the fastest; none of them one short of host RAM (None where nothing qualifies)."""
+    usable = [t for t in timed if t.tokens_per_s and t.host_ok]
+    fewest = min(usable, key=lambda t: (t.layout.num_gpus, -t.tokens_per_s), default=None)
+    fastest = max(usable, key=lambda t: t.tokens_per_s, default=None)
+    quick = [t for t in usable if fastest and t.tokens_per_s >= floor * fastest.tokens_per_s]
+    cheapest = min((t for t in quick if "cost_usd" in t.time), key=lambda t: (t.time["cost_usd"], t.time["hours"]),
+                   default=None)
+    return {"fewest": fewest, "fastest": fastest, "cheapest": cheapest}
+
+
+def frontier(timed: list[Timed]) -> list[Timed]:
+    """The fitting, priced layouts no other beats on both hours and cost, fastest first."""
+    priced = sorted((t for t in timed if t.host_ok and "cost_usd" in t.time),
+                    key=lambda t: (t.time["hours"], t.time["cost_usd"]))
+    out: list[Timed] = []
+    for t in priced:
+        if not out or t.time["cost_usd"] < out[-1].time["cost_usd"]:
+            out.append(t)
+    return out
+
+
+def search(base: TrainingSettings, arch: Architecture, gpu: Gpu, *, fewest: int, tokens: float | None,
+           price: float | None, estimate_of: Callable[[TrainingSettings], Estimate],
+           time_of: Callable[[Estimate], dict[str, Any]], host_ok: Callable[[Estimate], bool]) -> list[Timed]:
+    """Every layout of `space` timed on `gpu` (a micro-batch group stops at the first that does not fit), from the
+    asked settings `base` (its method, dtype, optimizer, sequence, accumulation): `estimate_of` the memory estimate
+    of settings, `time_of` its step (timing.step_for), `host_ok` whether its host RAM per machine is there."""
+    seq = base.resolved_seq_len(arch.max_position_embeddings)
+    limits = Limits.of(arch, seq, tp_domain(gpu, base.gpus_per_node))
+    found: list[Timed] = []
+    for group in space(base, limits, fewest, base.max_gpus):
+        if group[0].offload_optimizer and any(t.layout.num_gpus == fewest for t in found):
+            continue
+        for layout in group:
+            try:
+                est = estimate_of(replace(base, **layout.changes()))
+            except InvalidInputError:
+                break
+            if not est.fits(gpu.usable_bytes):
+                break
+            step = time_of(est)
+            spent = budget(step.get("tokens_per_s"), layout.num_gpus, tokens, price)
+            found.append(Timed(layout, host_ok(est), step | spent))
+    return found
