@@ -68,7 +68,8 @@ class Layout:
                 {"zero1": "ZeRO-1", "fsdp_full_shard": "FSDP", "none": ""}[self.sharding]]
         extra = [f"b{self.micro_batch}", "+ckpt" if self.checkpointing == "full" else "",
                  "+offload" if self.offload_optimizer else ""]
-        return f"{self.num_gpus}× " + "·".join(d for d in dims if d) + "".join(f", {e}" for e in extra if e)
+        shape = "·".join(d for d in dims if d) or "one GPU"
+        return f"{self.num_gpus}× {shape}" + "".join(f", {e}" for e in extra if e)
 
 
 def gpu_counts(fewest: int, max_gpus: int) -> list[int]:
@@ -106,19 +107,20 @@ def shapes(n: int, limits: Limits, micro_batches: int) -> Iterator[tuple[int, in
                     yield tp, pp, cp, 2
 
 
-def space(base: TrainingSettings, limits: Limits, fewest: int, max_gpus: int) -> Iterator[list[Layout]]:
-    """The searched layouts, in groups that differ only in the micro-batch (smallest first)."""
-    for n in gpu_counts(fewest, max_gpus):
-        for tp, pp, cp, vpp in shapes(n, limits, base.gradient_accumulation_steps):
-            replicas = n // (tp * pp)  # DP x CP ranks share the weights
-            shardings = ("none",) if replicas == 1 else ("zero1", "fsdp_full_shard")
-            for sharding in shardings:
-                for ckpt in ("off", "full"):
-                    yield [Layout(n, tp, pp, cp, vpp, sharding, ckpt, b) for b in MICRO_BATCHES]
-        if n == fewest:  # offload last, and only where nothing else fits (search skips it otherwise)
-            for tp, pp, cp, vpp in shapes(n, limits, base.gradient_accumulation_steps):
-                if n // (tp * pp) > 1:
-                    yield [Layout(n, tp, pp, cp, vpp, "fsdp_full_shard", "full", b, True) for b in MICRO_BATCHES]
+def space(base: TrainingSettings, limits: Limits, n: int, *, offload: bool = False) -> list[list[Layout]]:
+    """The layouts of `n` GPUs searched, in groups that differ only in the micro-batch (smallest first); with
+    `offload`, the optimizer-offload ones (FSDP, full checkpointing) instead."""
+    groups = []
+    for tp, pp, cp, vpp in shapes(n, limits, base.gradient_accumulation_steps):
+        replicas = n // (tp * pp)  # DP x CP ranks share the weights
+        if offload:
+            if replicas > 1:
+                groups.append([Layout(n, tp, pp, cp, vpp, "fsdp_full_shard", "full", b, True) for b in MICRO_BATCHES])
+            continue
+        for sharding in ("none",) if replicas == 1 else ("zero1", "fsdp_full_shard"):
+            for ckpt in ("off", "full"):
+                groups.append([Layout(n, tp, pp, cp, vpp, sharding, ckpt, b) for b in MICRO_BATCHES])
+    return groups
 
 
 @dataclass(frozen=True)
@@ -166,24 +168,41 @@ def frontier(timed: list[Timed]) -> list[Timed]:
 
 def search(base: TrainingSettings, arch: Architecture, gpu: Gpu, *, fewest: int, tokens: float | None,
            price: float | None, estimate_of: Callable[[TrainingSettings], Estimate],
-           time_of: Callable[[Estimate], dict[str, Any]], host_ok: Callable[[Estimate], bool]) -> list[Timed]:
-    """Every layout of `space` timed on `gpu` (a micro-batch group stops at the first that does not fit), from the
-    asked settings `base` (its method, dtype, optimizer, sequence, accumulation): `estimate_of` the memory estimate
-    of settings, `time_of` its step (timing.step_for), `host_ok` whether its host RAM per machine is there."""
+           time_of: Callable[[Estimate], dict[str, Any]], host_ok: Callable[[Estimate], bool],
+           bound_of: Callable[[TrainingSettings], float | None]) -> list[Timed]:
+    """The layouts of `space` that can be picked, timed on `gpu`, from the asked settings `base` (its method, dtype,
+    optimizer, sequence, accumulation): `estimate_of` the memory estimate of settings, `time_of` its step
+    (timing.step_for), `host_ok` whether its machine has the host RAM, `bound_of` the most tokens/s it can reach
+    (timing.throughput_bound; None: unknown).
+
+    At one GPU count the price per GPU-hour is the same, so only the fastest layout there can be the fewest, the
+    fastest, the cheapest or on the frontier: a group whose bound is below the best of its count is skipped (groups
+    are tried highest bound first), as is a micro-batch above one that does not fit, and offload where a plain
+    layout fits. Never skipped: a layout that could be picked."""
     seq = base.resolved_seq_len(arch.max_position_embeddings)
     limits = Limits.of(arch, seq, tp_domain(gpu, base.gpus_per_node))
     found: list[Timed] = []
-    for group in space(base, limits, fewest, base.max_gpus):
-        if group[0].offload_optimizer and any(t.layout.num_gpus == fewest for t in found):
-            continue
-        for layout in group:
-            try:
-                est = estimate_of(replace(base, **layout.changes()))
-            except InvalidInputError:
+    for n in gpu_counts(fewest, base.max_gpus):
+        best = 0.0
+        for offload in (False, True) if n == fewest else (False,):
+            if offload and any(t.layout.num_gpus == n for t in found):
                 break
-            if not est.fits(gpu.usable_bytes):
-                break
-            step = time_of(est)
-            spent = budget(step.get("tokens_per_s"), layout.num_gpus, tokens, price)
-            found.append(Timed(layout, host_ok(est), step | spent))
+            ranked = sorted(((bound_of(replace(base, **g[0].changes())), g) for g in space(base, limits, n,
+                                                                                            offload=offload)),
+                            key=lambda pair: -(pair[0] if pair[0] is not None else float("inf")))
+            for bound, group in ranked:
+                if bound is not None and bound < best:
+                    break
+                for layout in group:
+                    try:
+                        est = estimate_of(replace(base, **layout.changes()))
+                    except InvalidInputError:
+                        break
+                    if not est.fits(gpu.usable_bytes):
+                        break
+                    step = time_of(est)
+                    timed = Timed(layout, host_ok(est), step | budget(step.get("tokens_per_s"), n, tokens, price))
+                    found.append(timed)
+                    if timed.host_ok:
+                        best = max(best, timed.tokens_per_s)
     return found

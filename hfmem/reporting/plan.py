@@ -214,9 +214,10 @@ def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: lis
     time frontier, and why any layout went untimed. Estimates are GPU-independent, so shared by the matrix."""
     from hfmem.memory.estimate import estimate
     from hfmem.reporting.layout_search import LABELS, choose, frontier, search
-    from hfmem.reporting.timing import flops_of, step_for
+    from hfmem.reporting.timing import flops_for, flops_of, step_for, throughput_bound
 
     memo: dict[TrainingSettings, Any] = {}
+    seq = plan.training.resolved_seq_len(arch.max_position_embeddings)
 
     def estimate_of(s: TrainingSettings) -> Any:
         if s not in memo:
@@ -238,11 +239,14 @@ def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: lis
         def host_ok(est: Any, gpu: Gpu = gpu) -> bool:
             return host_room(est.per_gpu_bytes.host_per_node, gpu, est.settings)
 
+        def bound_of(s: TrainingSettings, gpu: Gpu = gpu) -> float | None:
+            return throughput_bound(flops_for(arch, inventory, s, seq), s, gpu)
+
         timed = search(base, arch, gpu, fewest=timed_gpus(cell, found[0]), tokens=plan.tokens,
                        price=None if price is None else price.usd_per_gpu_hour, estimate_of=estimate_of,
-                       time_of=time_of, host_ok=host_ok)
+                       time_of=time_of, host_ok=host_ok, bound_of=bound_of)
         chosen = {label: t.to_dict() if t else None for label, t in choose(timed, plan.training.pick_floor).items()}
-        out.append({"method": fit.method, "gpu": gpu.name, "searched": len(timed),
+        out.append({"method": fit.method, "gpu": gpu.name, "timed": len(timed),
                     **{label: chosen[label] for label in LABELS},
                     "frontier": [t.to_dict() for t in frontier(timed)],
                     "not_timed": sorted({t.time["reason"] for t in timed if t.time.get("reason")})})

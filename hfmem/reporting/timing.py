@@ -47,14 +47,31 @@ def matmul_dtype(settings: TrainingSettings) -> str | None:
 
 def flops_of(arch: Architecture, inventory: Inventory, est: Estimate) -> TrainingFlops:
     """Matmul FLOPs per token of the estimate's training step (GPU-independent: one per setup)."""
-    s = est.settings
+    return flops_for(arch, inventory, est.settings, est.seq_len)
+
+
+def flops_for(arch: Architecture, inventory: Inventory, s: TrainingSettings, seq_len: int) -> TrainingFlops:
+    """Matmul FLOPs per token of a training step with settings `s` at `seq_len`."""
     # PEFT's other methods are counted as LoRA: DoRA, LoRA-FA and VeRA with LoRA's adapter matmuls, IA3 and the
     # prompt methods with none (their vectors and virtual tokens are no matmuls of note)
     low_rank = s.method in {"lora", "qlora", "dora", "lora-fa", "vera"}
     adapters = lora_targets(inventory, s.lora_targets) if low_rank else ()
     method = s.method if s.method in {"full", "qlora"} else "lora"
-    return training_flops(arch, forward_flops(arch, inventory, est.seq_len), method=method, adapters=adapters,
+    return training_flops(arch, forward_flops(arch, inventory, seq_len), method=method, adapters=adapters,
                           rank=s.lora_rank, checkpointing=s.gradient_checkpointing)
+
+
+def throughput_bound(flops: TrainingFlops, s: TrainingSettings, gpu: Gpu, *, hfu: float | None = None) -> float | None:
+    """The most tokens/s (all GPUs) settings `s` can reach on `gpu`: its executed FLOPs alone at the HFU, stretched by
+    its pipeline bubble; step_for's time is never shorter (memory traffic, exposed transfers and the optimizer only
+    add). None where it has no peak to time against."""
+    dtype = matmul_dtype(s)
+    peak = None if dtype is None else gpu_specs(gpu).peak_flops(dtype)
+    if peak is None:
+        return None
+    hfu = hfu_for(gpu.arch) if hfu is None else hfu
+    work = flops.forward + flops.backward_input + flops.backward_weight + flops.recompute
+    return s.num_gpus * hfu * peak / (work * (1 + bubble_of(s)))
 
 
 def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
