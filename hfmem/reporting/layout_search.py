@@ -136,11 +136,15 @@ class Timed:
     def tokens_per_s(self) -> float:
         return self.time.get("tokens_per_s") or 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        keys = ("tokens_per_s", "seconds", "mfu", "hours", "gpu_hours", "usd_per_gpu_hour", "cost_usd", "reason")
-        return {"layout": self.layout.describe(), "settings_changes": self.layout.changes(),
-                "num_gpus": self.layout.num_gpus, "host_ram_ok": self.host_ok} | {
-                    k: self.time[k] for k in keys if self.time.get(k) is not None}
+    def to_dict(self, *, brief: bool = False) -> dict[str, Any]:
+        """The layout in words and as settings changes, and its figures; `brief`: the words, GPUs, tokens/s, hours
+        and cost only (a frontier point)."""
+        keys = ("tokens_per_s", "hours", "cost_usd") if brief else (
+            "tokens_per_s", "seconds", "mfu", "hours", "gpu_hours", "usd_per_gpu_hour", "cost_usd", "reason")
+        head = {"layout": self.layout.describe(), "num_gpus": self.layout.num_gpus}
+        if not brief:
+            head |= {"settings_changes": self.layout.changes(), "host_ram_ok": self.host_ok}
+        return head | {k: self.time[k] for k in keys if self.time.get(k) is not None}
 
 
 def choose(timed: list[Timed], floor: float) -> dict[str, Timed | None]:

@@ -127,8 +127,8 @@ class PlanPart:
     nodes: dict[str, Any]
     """The machine each GPU of the matrix is assumed in: its network and host RAM, and where they came from."""
     layout_picks: list[dict[str, Any]] | None = None
-    """With a token budget: per method and GPU, the fewest-GPU, fastest and cheapest layouts searched
-    (`layout_picks`); None without --tokens."""
+    """With a token budget and GPUs named (-g): per method and GPU, the fewest-GPU, fastest and cheapest layouts
+    searched (`layout_picks`); None otherwise (the whole catalogue is not searched layout by layout)."""
 
 
 BY_SHAPE: Memo[PlanPart] = Memo(64)
@@ -203,8 +203,8 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
                     fastest_and_cheapest=picked,
                     fit_ranking=None if ranked is None else [pick(cells[i]) for i in ranked],
                     prices=price_entry(prices), nodes=node_entry(gpus, training),
-                    layout_picks=None if plan.tokens is None else layout_picks(arch, inventory, plan, fits, cells,
-                                                                               prices))
+                    layout_picks=None if plan.tokens is None or plan.gpus in ((), catalogue()) else layout_picks(
+                        arch, inventory, plan, fits, cells, prices))
 
 
 def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: list[Any], cells: list[dict[str, Any]],
@@ -248,7 +248,7 @@ def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: lis
         chosen = {label: t.to_dict() if t else None for label, t in choose(timed, plan.training.pick_floor).items()}
         out.append({"method": fit.method, "gpu": gpu.name, "timed": len(timed),
                     **{label: chosen[label] for label in LABELS},
-                    "frontier": [t.to_dict() for t in frontier(timed)],
+                    "frontier": [t.to_dict(brief=True) for t in frontier(timed)],
                     "not_timed": sorted({t.time["reason"] for t in timed if t.time.get("reason")})})
     return out
 
