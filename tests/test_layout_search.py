@@ -26,6 +26,7 @@ from hfmem.reporting.layout_search import (
     space,
 )
 from hfmem.reporting.plan import host_room
+from hfmem.render.charts import frontier_chart
 from hfmem.reporting.timing import flops_for, flops_of, step_for, throughput_bound
 from hfmem.units import budget
 
@@ -137,6 +138,11 @@ def test_the_cli_names_a_fastest_and_a_cheapest_layout_per_gpu(capsys) -> None:
         assert fastest["tokens_per_s"] >= cheapest["tokens_per_s"] >= 0.1 * fastest["tokens_per_s"]
         assert cheapest["cost_usd"] <= min(f["cost_usd"] for f in entry["frontier"])
         assert fewest["num_gpus"] == 16 and entry["not_timed"] == []
+    chart = frontier_chart(report)  # the HTML report's cost-against-time chart draws each GPU's layout frontier
+    for i, entry in enumerate(report["layout_picks"]):
+        for j, point in enumerate(entry["frontier"]):
+            assert f'data-src="layout_picks.{i}.frontier.{j}.cost_usd"' in chart
+            assert f"{entry['gpu']}, {point['layout']}" in chart
     assert run(["example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "--tokens", "1e9"]) == 0
     text = capsys.readouterr().out.replace("\n", " ")  # rich wraps the line
     h100 = picks["H100 80GB"]

@@ -137,9 +137,9 @@ class Timed:
         return self.time.get("tokens_per_s") or 0.0
 
     def to_dict(self, *, brief: bool = False) -> dict[str, Any]:
-        """The layout in words and as settings changes, and its figures; `brief`: the words, GPUs, tokens/s, hours
-        and cost only (a frontier point)."""
-        keys = ("tokens_per_s", "hours", "cost_usd") if brief else (
+        """The layout in words and as settings changes, and its figures; `brief`: the words, GPUs, tokens/s, hours,
+        GPU-hours and cost only (a frontier point)."""
+        keys = ("tokens_per_s", "hours", "gpu_hours", "cost_usd") if brief else (
             "tokens_per_s", "seconds", "mfu", "hours", "gpu_hours", "usd_per_gpu_hour", "cost_usd", "reason")
         head = {"layout": self.layout.describe(), "num_gpus": self.layout.num_gpus}
         if not brief:
