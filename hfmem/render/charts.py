@@ -190,13 +190,15 @@ def curve_chart(report: dict[str, Any], axis: str, scope: str = "") -> str:
 def priced_setups(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(where its time is in the record, setup) for each fit cell timed and priced for a token budget, and each
     layout on a GPU's cost-against-time frontier (`layout_picks`, with -g), fastest first."""
-    timed = [(path(c, "time"), pick(c)) for c in cells(report)
+    timed = [(path(c, "time"), pick(c) | {"gpu": c["gpu"]["name"]}) for c in cells(report)  # the GPU by name
              if isinstance(c.get("time"), dict) and c["time"].get("cost_usd") is not None]
-    for i, entry in enumerate(report.get("layout_picks") or []):
+    seen = {(p["method"], p["gpu"], p["num_gpus"], p["time"]["hours"], p["time"]["cost_usd"]) for _, p in timed}
+    for i, entry in enumerate(report.get("layout_picks") or []):  # a cell's own setup is drawn once, as the cell
         timed += [(f"layout_picks.{i}.frontier.{j}", {"method": entry["method"], "gpu": entry["gpu"],
                                                       "num_gpus": point["num_gpus"], "layout": point["layout"],
                                                       "time": point})
-                  for j, point in enumerate(entry["frontier"])]
+                  for j, point in enumerate(entry["frontier"])
+                  if (entry["method"], entry["gpu"], point["num_gpus"], point["hours"], point["cost_usd"]) not in seen]
     return sorted(timed, key=lambda pair: (pair[1]["time"]["hours"], pair[1]["time"]["cost_usd"]))
 
 
