@@ -138,6 +138,12 @@ def test_the_cli_names_a_fastest_and_a_cheapest_layout_per_gpu(capsys) -> None:
         assert fastest["tokens_per_s"] >= cheapest["tokens_per_s"] >= 0.1 * fastest["tokens_per_s"]
         assert cheapest["cost_usd"] <= min(f["cost_usd"] for f in entry["frontier"])
         assert fewest["num_gpus"] == 16 and entry["not_timed"] == []
+    assert run(["example:Meta-Llama-3-8B", "-m", "lora", "-g", "rtx4090", "--tokens", "1e9", "--max-gpus", "32",
+                "--format", "json"]) == 0  # a GeForce box: one machine of 8 is timed, beyond it says what is missing
+    (desk,) = json.loads(capsys.readouterr().out)["layout_picks"]
+    assert desk["fastest"]["num_gpus"] <= 8 and desk["cheapest"] is None  # no default price for it
+    assert [u["num_gpus"] for u in desk["not_timed"]] == [[16, 32]] and "--network-gbps" in desk["not_timed"][0][
+        "reason"]
     chart = frontier_chart(report)  # the HTML report's cost-against-time chart draws each GPU's layout frontier
     for i, entry in enumerate(report["layout_picks"]):
         for j, point in enumerate(entry["frontier"]):

@@ -174,16 +174,25 @@ def layout_lines(report: dict[str, Any]) -> list[str]:
         for label in ("fewest", "fastest", "cheapest"):
             chosen = entry.get(label)
             if chosen is None:
-                parts.append(f"{label}: none fits")
+                priced = label != "cheapest" or entry.get("fastest") is None
+                parts.append(f"{label}: " + ("none fits" if priced else f"no price for {entry['gpu']} (--price)"))
                 continue
             figures = [f"{chosen['tokens_per_s'] / 1000:,.1f}k tok/s", f"{chosen['hours']:,.2f} h"]
             figures += [_usd(chosen)] if "cost_usd" in chosen else []
             parts.append(f"{label} {chosen['layout']}: " + " · ".join(figures))
-        untimed = f" (not timed: {'; '.join(entry['not_timed'])})" if entry.get("not_timed") else ""
+        untimed = "".join(f"; not timed at {_counts(u['num_gpus'])} GPUs: {u['reason']}"
+                          for u in entry.get("not_timed") or [])
         title = METHOD_TITLES.get(entry["method"], entry["method"])
         lines.append(f"layouts, {title} on {entry['gpu']} ({entry['timed']:,} timed): " + " · ".join(parts)
                      + untimed)
     return lines
+
+
+def _counts(counts: list[int]) -> str:
+    """GPU counts in words: "16", "16 and 32", "16 to 1,024 (7 counts)"."""
+    if len(counts) <= 2:
+        return " and ".join(f"{n:,}" for n in counts)
+    return f"{counts[0]:,} to {counts[-1]:,} ({len(counts)} counts)"
 
 
 def time_cell(fit: dict[str, Any]) -> str:

@@ -61,15 +61,16 @@ class Layout:
                 "offload_params": False}
 
     def describe(self) -> str:
-        """E.g. "64× TP8·PP2·ZeRO-1, b2, +ckpt", "16× TP8·FSDP, b1": the GPUs, the dimensions above 1, the sharding,
-        what else changed."""
+        """E.g. "64× TP8·PP2·ZeRO-1, b2, +ckpt", "16× TP8·FSDP, b1", "1 GPU, b4": the GPUs, the dimensions above 1,
+        the sharding, what else changed."""
         dims = [f"TP{self.tp}" if self.tp > 1 else "", f"PP{self.pp}" if self.pp > 1 else "",
                 f"v{self.vpp}" if self.vpp > 1 else "", f"CP{self.cp}" if self.cp > 1 else "",
                 {"zero1": "ZeRO-1", "fsdp_full_shard": "FSDP", "none": ""}[self.sharding]]
         extra = [f"b{self.micro_batch}", "+ckpt" if self.checkpointing == "full" else "",
                  "+offload" if self.offload_optimizer else ""]
-        shape = "·".join(d for d in dims if d) or "one GPU"
-        return f"{self.num_gpus}× {shape}" + "".join(f", {e}" for e in extra if e)
+        shape = "·".join(d for d in dims if d)
+        head = f"{self.num_gpus}× {shape}" if shape else f"{self.num_gpus} GPU"
+        return head + "".join(f", {e}" for e in extra if e)
 
 
 def gpu_counts(fewest: int, max_gpus: int) -> list[int]:
@@ -157,6 +158,20 @@ def choose(timed: list[Timed], floor: float) -> dict[str, Timed | None]:
     cheapest = min((t for t in quick if "cost_usd" in t.time), key=lambda t: (t.time["cost_usd"], t.time["hours"]),
                    default=None)
     return {"fewest": fewest, "fastest": fastest, "cheapest": cheapest}
+
+
+def untimed(timed: list[Timed]) -> list[dict[str, Any]]:
+    """Why layouts went untimed: each reason once, with the GPU counts it stopped (the counts in a reason read as
+    the smallest's), e.g. [{"num_gpus": [16, 32], "reason": "16 GPUs span machines of 8 and ... no network figure"}]."""
+    by_reason: dict[str, dict[str, Any]] = {}
+    for t in sorted(timed, key=lambda t: t.layout.num_gpus):
+        reason = t.time.get("reason")
+        if reason:
+            entry = by_reason.setdefault(reason.replace(str(t.layout.num_gpus), "N", 1),
+                                         {"num_gpus": [], "reason": reason})
+            if t.layout.num_gpus not in entry["num_gpus"]:
+                entry["num_gpus"].append(t.layout.num_gpus)
+    return list(by_reason.values())
 
 
 def frontier(timed: list[Timed]) -> list[Timed]:

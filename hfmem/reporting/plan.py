@@ -213,7 +213,7 @@ def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: lis
     (reporting.layout_search), the fewest-GPU, fastest and cheapest of them for the plan's tokens, the cost-against-
     time frontier, and why any layout went untimed. Estimates are GPU-independent, so shared by the matrix."""
     from hfmem.memory.estimate import estimate
-    from hfmem.reporting.layout_search import LABELS, choose, frontier, search
+    from hfmem.reporting.layout_search import LABELS, choose, frontier, search, untimed
     from hfmem.reporting.timing import flops_for, flops_of, step_for, throughput_bound
 
     memo: dict[TrainingSettings, Any] = {}
@@ -249,7 +249,7 @@ def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: lis
         out.append({"method": fit.method, "gpu": gpu.name, "timed": len(timed),
                     **{label: chosen[label] for label in LABELS},
                     "frontier": [t.to_dict(brief=True) for t in frontier(timed)],
-                    "not_timed": sorted({t.time["reason"] for t in timed if t.time.get("reason")})})
+                    "not_timed": untimed(timed)})
     return out
 
 
