@@ -166,7 +166,7 @@ def time_line(report: dict[str, Any]) -> str:
 
 def layout_lines(report: dict[str, Any]) -> list[str]:
     """Per method and GPU searched for the token budget (`layout_picks`): its fewest-GPU, fastest and cheapest
-    layouts, e.g. "layouts, full fine-tune on H100 80GB (296 timed): fewest 16× TP8·FSDP, b1: 11.3k tok/s ·
+    layouts, e.g. "layouts, full fine-tune on H100 80GB (90 timed): fewest 16× TP8·FSDP, b1: 11.3k tok/s ·
     24.6 h · $1,571 · fastest ..."; what left a layout untimed after it; [] without --tokens."""
     lines = []
     for entry in report.get("layout_picks") or []:

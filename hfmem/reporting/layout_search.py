@@ -5,7 +5,7 @@ The space: the GPU counts from the fewest that fit (the fit matrix's) up to --ma
 tensor parallelism inside the GPUs one link joins (dividing the heads and KV heads, memory.layouts.Limits), pipeline
 stages up to the layers (1F1B; interleaved with two chunks per rank where the micro-batches are a multiple of the
 stages, Megatron-LM's rule for the interleaved schedule), context parallelism for sequences of 16k tokens and
-more, ZeRO-1 (Megatron's distributed optimizer) or FSDP full shard (ZeRO-3) over the data-parallel ranks,
+more, DDP, ZeRO-1 (Megatron's distributed optimizer), ZeRO-2 or FSDP full shard (ZeRO-3) over the data-parallel ranks,
 checkpointing off or full, micro-batches of 1, 2 and 4 (a larger one is not tried where a smaller one does not fit:
 memory grows with it), and optimizer offload (with full checkpointing) at the fewest count where nothing else fits
 there. A layout whose GPU memory or host RAM does not hold is never picked; neither is one slower than `floor` times
@@ -28,6 +28,9 @@ from hfmem.model.architecture import Architecture
 from hfmem.units import budget
 
 MICRO_BATCHES = (1, 2, 4)
+SHARDINGS = ("ddp", "zero1", "zero2", "fsdp_full_shard")
+"""The data-parallel schemes searched: DDP, ZeRO-1 (Megatron's distributed optimizer), ZeRO-2, FSDP full shard
+(ZeRO-3)."""
 LONG_SEQUENCE = 16384
 """The sequence length from which context parallelism is searched (CP 2 and 4)."""
 INTERLEAVED_RULE = ("https://github.com/NVIDIA/Megatron-LM/blob/d98e8a64ddf34856e74b24714e3bedb2f5a39553/megatron/"
@@ -65,7 +68,8 @@ class Layout:
         the sharding, what else changed."""
         dims = [f"TP{self.tp}" if self.tp > 1 else "", f"PP{self.pp}" if self.pp > 1 else "",
                 f"v{self.vpp}" if self.vpp > 1 else "", f"CP{self.cp}" if self.cp > 1 else "",
-                {"zero1": "ZeRO-1", "fsdp_full_shard": "FSDP", "none": ""}[self.sharding]]
+                {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "fsdp_full_shard": "FSDP", "none": ""}[
+                    self.sharding]]
         extra = [f"b{self.micro_batch}", "+ckpt" if self.checkpointing == "full" else "",
                  "+offload" if self.offload_optimizer else ""]
         shape = "·".join(d for d in dims if d)
@@ -118,7 +122,7 @@ def space(base: TrainingSettings, limits: Limits, n: int, *, offload: bool = Fal
             if replicas > 1:
                 groups.append([Layout(n, tp, pp, cp, vpp, "fsdp_full_shard", "full", b, True) for b in MICRO_BATCHES])
             continue
-        for sharding in ("none",) if replicas == 1 else ("zero1", "fsdp_full_shard"):
+        for sharding in ("none",) if replicas == 1 else SHARDINGS:
             for ckpt in ("off", "full"):
                 groups.append([Layout(n, tp, pp, cp, vpp, sharding, ckpt, b) for b in MICRO_BATCHES])
     return groups
