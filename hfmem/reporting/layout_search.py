@@ -189,6 +189,17 @@ def frontier(timed: list[Timed]) -> list[Timed]:
     return out
 
 
+def _group_bound(bound_of: Callable[[TrainingSettings], float | None], base: TrainingSettings,
+                 group: list[Layout], memo: dict[Layout, float | None]) -> float | None:
+    """The highest bound of a group's layouts: its largest micro-batch's (per micro-batch the compute grows with
+    the tokens, the transfers by their bytes plus latency terms that do not, so the bound never falls with it).
+    Memoised without the sharding and offload, which neither the compute nor the critical path depends on."""
+    key = replace(group[-1], sharding="none", offload_optimizer=False)
+    if key not in memo:
+        memo[key] = bound_of(replace(base, **group[-1].changes()))
+    return memo[key]
+
+
 def search(base: TrainingSettings, arch: Architecture, gpu: Gpu, *, fewest: int, tokens: float | None,
            price: float | None, estimate_of: Callable[[TrainingSettings], Estimate],
            time_of: Callable[[Estimate], dict[str, Any]], host_ok: Callable[[Estimate], bool],
@@ -200,21 +211,24 @@ def search(base: TrainingSettings, arch: Architecture, gpu: Gpu, *, fewest: int,
 
     At one GPU count the price per GPU-hour is the same, so only the fastest layout there can be the fewest, the
     fastest, the cheapest or on the frontier: a group whose bound is below the best of its count is skipped (groups
-    are tried highest bound first), as is a micro-batch above one that does not fit, and offload where a plain
-    layout fits. Never skipped: a layout that could be picked."""
+    are tried highest bound first), as is a micro-batch above one that does not fit, offload where a plain layout
+    fits, and all but one layout of a count nothing can time (bound 0; it says why). Never skipped: a layout that
+    could be picked."""
     seq = base.resolved_seq_len(arch.max_position_embeddings)
     limits = Limits.of(arch, seq, tp_domain(gpu, base.gpus_per_node))
     found: list[Timed] = []
+    bounds: dict[Layout, float | None] = {}
     for n in gpu_counts(fewest, base.max_gpus):
         best = 0.0
         for offload in (False, True) if n == fewest else (False,):
             if offload and any(t.layout.num_gpus == n for t in found):
                 break
-            ranked = sorted(((bound_of(replace(base, **g[0].changes())), g) for g in space(base, limits, n,
-                                                                                            offload=offload)),
+            ranked = sorted(((_group_bound(bound_of, base, g, bounds), g)
+                             for g in space(base, limits, n, offload=offload)),
                             key=lambda pair: -(pair[0] if pair[0] is not None else float("inf")))
             for bound, group in ranked:
-                if bound is not None and bound < best:
+                said = bound == 0 and any(t.layout.num_gpus == n for t in found)  # untimeable: one says why
+                if bound is not None and (bound < best or said):
                     break
                 for layout in group:
                     try:

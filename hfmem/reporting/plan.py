@@ -217,6 +217,7 @@ def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: lis
     from hfmem.reporting.timing import flops_for, flops_of, step_for, throughput_bound
 
     memo: dict[TrainingSettings, Any] = {}
+    flops_memo: dict[tuple, Any] = {}
     seq = plan.training.resolved_seq_len(arch.max_position_embeddings)
 
     def estimate_of(s: TrainingSettings) -> Any:
@@ -240,7 +241,10 @@ def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: lis
             return host_room(est.per_gpu_bytes.host_per_node, gpu, est.settings)
 
         def bound_of(s: TrainingSettings, gpu: Gpu = gpu) -> float | None:
-            return throughput_bound(flops_for(arch, inventory, s, seq), s, gpu)
+            key = (s.method, s.gradient_checkpointing, s.lora_rank, s.lora_targets)  # what flops_for reads
+            if key not in flops_memo:
+                flops_memo[key] = flops_for(arch, inventory, s, seq)
+            return throughput_bound(flops_memo[key], s, seq, gpu, arch)
 
         timed = search(base, arch, gpu, fewest=timed_gpus(cell, found[0]), tokens=plan.tokens,
                        price=None if price is None else price.usd_per_gpu_hour, estimate_of=estimate_of,
