@@ -1,4 +1,5 @@
-"""Predicted vs published training throughput (tokens/s per GPU) for the rows of fixtures/published_throughput.json.
+"""Predicted vs published training throughput (tokens/s per GPU) for the rows of fixtures/published_throughput.json
+and the multi-node layouts of fixtures/throughput_multinode.json.
 
     python bench/throughput.py
 
@@ -6,7 +7,10 @@ Each row's model is counted by hfmem (meta build, FLOPs per token) and timed by 
 the catalogue's figures for its GPU, with the row's sharding, micro-batch, accumulation and checkpointing. Rows
 without published parallelism (model cards) are timed as compute only. Prints every row, the median |error| per
 source and per split, and what a per-GPU utilisation set from the fit split alone would give on the held-out rows.
-Needs torch and transformers (the meta build).
+The multi-node rows run as their `flags` say, through the same path as the CLI (TrainingSettings, the memory
+estimate, reporting.timing.step_for: TP, PP and its bubble, CP, EP, DP/ZeRO over NCCL's collectives at the row's
+network); a row whose flags are null (a micro-batch the source does not state) or whose dtype hfmem does not time
+is listed with the reason and not scored. Needs torch and transformers (the meta build).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
+from hfmem.cli.options import settings_flags
 from hfmem.compute.flops import forward_flops, training_flops
 from hfmem.compute.roofline import (
     HFU_BY_ARCH,
@@ -30,12 +35,20 @@ from hfmem.compute.roofline import (
     step_time,
     weight_passes,
 )
+from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import find_gpu
 from hfmem.hardware.specs import gpu_specs
+from hfmem.memory.estimate import estimate
+from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import read_architecture
 from hfmem.model.meta import build_inventory
+from hfmem.reporting.timing import flops_of, step_for
 
 DATA = ROOT / "fixtures" / "published_throughput.json"
+MULTINODE = ROOT / "fixtures" / "throughput_multinode.json"
+RESERVED = ("torchtitan/blob/main/benchmarks", "pytorch/torchtitan/tree/main/benchmarks", "simumax", "config_explorer",
+            "method_comparison/metamathqa/results", "ms-swift/blob/main/examples", "liger-kernel/blob/main/examples")
+"""Sources kept for independent validation: a row citing one is dropped, never scored."""
 MASTER_AND_ADAM_BYTES = 16
 """fp32 master weight, fp32 gradient shard and AdamW's two fp32 moments per parameter: what the step reads and writes."""
 
@@ -73,6 +86,83 @@ def _median_abs(errors: list[float]) -> str:
     return f"{100 * statistics.median(abs(e) for e in errors):.1f}%" if errors else "-"
 
 
+def layout_settings(row: dict[str, Any]) -> TrainingSettings:
+    """A multi-node row's `flags` as TrainingSettings (each flag to the field it sets; a bare --sequence-parallel is
+    Megatron's); the GPU is the row's catalogue `gpu`."""
+    by_flag = {name: flag.param for flag in settings_flags(TrainingSettings) for spelling in flag.names
+               for name in spelling.split("/")}
+    flags, values, i = row["flags"], {}, 0
+    while i < len(flags):
+        name = flags[i]
+        if name in {"-m", "--method", "--gpu", "-g"}:
+            i += 2
+        elif name == "--sequence-parallel" and (i + 1 == len(flags) or flags[i + 1].startswith("-")):
+            values["sequence_parallel"], i = "megatron", i + 1
+        else:
+            raw = flags[i + 1]
+            values[by_flag[name]] = int(raw) if raw.isdigit() else float(raw) if raw.replace(".", "", 1).isdigit() \
+                else raw
+            i += 2
+    return TrainingSettings(**values).validated()
+
+
+def predict_layout(row: dict[str, Any], models: dict[str, Any], cache: dict[str, Any]) -> tuple[float | None, str]:
+    """Predicted tokens/s per GPU of a multi-node row as hfmem times its flags, or None and the reason."""
+    if not row["published"].get("tokens_per_s_per_gpu"):
+        return None, "not scored: no published tokens/s (MFU or model TFLOP/s only)"
+    if not row["flags"]:
+        return None, "not scored: flags null (the source leaves the micro-batch unstated)"
+    try:
+        settings = layout_settings(row)
+    except InvalidInputError as err:
+        return None, f"not timed: {err}"
+    arch, inventory = _model(models[row["model"]], cache)
+    est = estimate(arch, inventory, settings)
+    step = step_for(est, flops_of(arch, inventory, est), find_gpu(row["gpu"]), arch)
+    if step.get("seconds") is None:
+        return None, f"not timed: {step['reason']}"
+    return step["tokens_per_s"] / settings.num_gpus, ""
+
+
+def reserved(row: dict[str, Any]) -> bool:
+    """Whether a row cites a source kept for independent validation (RESERVED)."""
+    text = json.dumps([row.get("url"), row.get("provenance"), row.get("table")]).lower()
+    return any(r in text for r in RESERVED)
+
+
+def multinode() -> None:
+    """Score the multi-node rows: every row with its prediction or reason, then the medians per source and split."""
+    data = json.loads(MULTINODE.read_text())
+    rows, models, cache = data["rows"], data["models"], {}
+    dropped = [r["id"] for r in rows if reserved(r)]
+    rows = [r for r in rows if r["id"] not in dropped]
+    print(f"\nMulti-node layouts (fixtures/throughput_multinode.json): {len(rows)} rows, {len(dropped)} dropped as "
+          "reserved sources\n")
+    print("| row | split | GPU x n | layout | published tok/s/GPU | predicted | error |\n"
+          "|---|---|---|---|---:|---:|---:|")
+    error = {}
+    for r in rows:
+        lay = r["layout"]
+        shape = f"tp{lay.get('tp') or 1} pp{lay.get('pp') or 1} cp{lay.get('cp') or 1} ep{lay.get('ep') or 1} " \
+                f"dp{lay.get('dp')} {r['sharding']} {r.get('dtype')}"
+        published = r["published"].get("tokens_per_s_per_gpu")
+        predicted, reason = predict_layout(r, models, cache)
+        if predicted is not None and published:
+            error[r["id"]] = predicted / published - 1
+        shown = f"{predicted:,.1f} | {100 * error[r['id']]:+.1f}%" if r["id"] in error else f"{reason} | -"
+        print(f"| {r['id']} | {r['split']} | {r['gpu']} x {r['num_gpus']} | {shape} | "
+              f"{'-' if published is None else f'{published:,.1f}'} | {shown} |")
+    print("\n| group | rows scored | median abs error |\n|---|---:|---:|")
+    for name in sorted({r["source"] for r in rows}):
+        errs = [error[r["id"]] for r in rows if r["source"] == name and r["id"] in error]
+        print(f"| source {name} | {len(errs)} | {_median_abs(errs)} |")
+    for split in ("fit", "held_out"):
+        errs = [error[r["id"]] for r in rows if r["split"] == split and r["id"] in error]
+        print(f"| split {split} | {len(errs)} | {_median_abs(errs)} |")
+    print(f"| all scored ({len({r['source'] for r in rows if r['id'] in error})} sources) | {len(error)} | "
+          f"{_median_abs(list(error.values()))} |")
+
+
 def main() -> None:
     data = json.loads(DATA.read_text())
     rows, models, cache = data["rows"], data["models"], {}
@@ -104,6 +194,7 @@ def main() -> None:
     errs = [predict(r, models, cache, per_gpu[r["gpu"]]) / r["published"]["tokens_per_s_per_gpu"] - 1 for r in held]
     fitted = ", ".join(f"{gpu} {hfu:.3f}" for gpu, hfu in per_gpu.items())
     print(f"\nHFU set per GPU from the fit split ({fitted}): held-out median abs error {_median_abs(errs)}")
+    multinode()
 
 
 if __name__ == "__main__":

@@ -60,16 +60,22 @@ def test_the_tree_wins_on_latency_and_the_ring_on_bandwidth() -> None:
     assert ring_all_reduce(16, 1e10, NET) < tree_all_reduce(16, 1e10, NET)
 
 
-def test_across_machines_the_collectives_are_hierarchical() -> None:
-    """32 ranks in 4 machines of 8: inside over LINK on the whole buffer, across over NET on an eighth of it."""
+def test_across_machines_the_ring_is_flat_and_the_tree_hierarchical() -> None:
+    """32 ranks in 4 machines of 8: NCCL's ring passes (p-1)/p of the buffer at min(intra, 8 x network), 3 of its
+    31 steps (6 of 62 for an all-reduce) at the network's α; the tree reduces inside over LINK on the whole buffer
+    and across over NET on an eighth of it."""
     fabric = Fabric(32, 8, LINK, NET)
+    ring = 28 * A + 3 * NET.latency_s + 31 / 32 * N / min(B, 8 * NET.bytes_per_s)
+    assert collective_seconds("reduce_scatter", fabric, N) == pytest.approx(ring)
+    assert collective_seconds("all_gather", fabric, N) == pytest.approx(ring)
+    assert collective_seconds("all_reduce", fabric, N) == pytest.approx(2 * ring)
+    slow_net = Fabric(32, 8, LINK, Link(1e9, NET.latency_s))  # 8 x 1 GB/s < 25 GB/s: the network bounds the ring
+    assert collective_seconds("all_gather", slow_net, N) == pytest.approx(
+        28 * A + 3 * NET.latency_s + 31 / 32 * N / 8e9)
     inside = 7 * A + 7 / 8 * N / B
-    across = 3 * NET.latency_s + 3 / 4 * (N / 8) / NET.bytes_per_s
-    assert collective_seconds("reduce_scatter", fabric, N) == pytest.approx(inside + across)
-    assert collective_seconds("all_gather", fabric, N) == pytest.approx(inside + across)
-    assert collective_seconds("all_reduce", fabric, N) == pytest.approx(2 * inside + 2 * across)
     tree = 2 * math.ceil(math.log2(4)) * NET.latency_s + 2 * (N / 8) / NET.bytes_per_s
     assert collective_seconds("all_reduce", fabric, N, algorithm="tree") == pytest.approx(2 * inside + tree)
+    assert collective_seconds("all_gather", fabric, N, algorithm="tree") == pytest.approx(ring)  # no tree for it
     a2a = 7 * A + 7 / 32 * N / B + 24 * NET.latency_s + 24 / 32 * N / NET.bytes_per_s
     assert collective_seconds("all_to_all", fabric, N) == pytest.approx(a2a)
     assert collective_seconds("p2p", fabric, N) == pytest.approx(point_to_point(N, NET))

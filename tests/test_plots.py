@@ -83,6 +83,11 @@ def test_the_frontier_marks_the_setups_no_other_beats(tmp_path, capsys):
     assert sorted(p.stem for p in out.iterdir()) == sorted(NAMES + ("frontier",))
     priced = {path(c, "time"): c["time"] for c in cells(report)
               if isinstance(c.get("time"), dict) and c["time"].get("cost_usd") is not None}
+    cell_setups = {(c["method"], c["gpu"]["name"], t["hours"], t["cost_usd"])
+                   for c in cells(report) if path(c, "time") in priced for t in [c["time"]]}
+    priced |= {f"layout_picks.{i}.frontier.{j}": point for i, entry in enumerate(report["layout_picks"])
+               for j, point in enumerate(entry["frontier"])  # each GPU's searched layouts, a cell's own drawn once
+               if (entry["method"], entry["gpu"], point["hours"], point["cost_usd"]) not in cell_setups}
     beaten = {src for src, t in priced.items()
               if any((o["hours"] <= t["hours"] and o["cost_usd"] < t["cost_usd"])
                      or (o["hours"] < t["hours"] and o["cost_usd"] <= t["cost_usd"]) for o in priced.values())}

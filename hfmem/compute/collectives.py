@@ -12,9 +12,13 @@ all-gather's output, each rank's send buffer of an all-to-all), at one direction
 
 (Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication Operations in MPICH", IJHPCA 2005; the
 tree is NCCL's pipelined double binary tree, whose algorithm bandwidth is half the bus bandwidth: nccl
-src/graph/tuning.cc, `ratio *= .5`.) A group spanning nodes runs hierarchically, NCCL's and torch's layout with one
-NIC per GPU: the reduce-scatter inside each node over NVLink/PCIe, then across the nodes among the GPUs of the same
-local rank on 1/g of the buffer over the network, then the all-gather inside the node. Pure functions.
+src/graph/tuning.cc, `ratio *= .5`.) Across nodes NCCL's ring stays one flat ring over all p ranks (NCCL_RING:
+`nsteps` counts every rank, algorithm bandwidth = bus bandwidth · nRanks/nsteps), pipelined in chunks, so its
+time is set by its slowest hop: the g ranks of the group in a node split the ring's channels over their g NICs, and a
+rank's bus bandwidth is min(intra link, g · network per GPU); of its steps, 2(nodes-1) for an all-reduce (nodes-1
+for a reduce-scatter or all-gather) cross the network at its α, the rest the intra link's. The tree runs
+hierarchically: the reduce-scatter inside each node over NVLink/PCIe, the tree across the nodes among the GPUs of
+the same local rank on 1/g of the buffer, then the all-gather inside the node. Pure functions.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from dataclasses import dataclass
 from hfmem.errors import InvalidInputError
 
 NCCL_TUNING = "https://github.com/NVIDIA/nccl/blob/b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2/src/graph/tuning.cc"
+NCCL_RING = ("https://github.com/NVIDIA/nccl/blob/5067397c2676d5aed50042fc39e5c8ee96eb0027/src/graph/tuning.cc"
+             "#L289-L291 (nsteps), #L379 (ratio nRanks/nsteps), #L411-L412 (nInterSteps)")
 STEP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "network": 14.0e-6}
 """α per ring step of NCCL's Simple protocol (the one large buffers use), by link: NCCL_TUNING's hwLat table, Ring
 Simple column (NVLink 3.4 µs, PCI 5.7 µs, NET 14.0 µs)."""
@@ -93,8 +99,8 @@ def _flat(op: str, p: int, n: float, link: Link, algorithm: str) -> float:
 
 
 def collective_seconds(op: str, fabric: Fabric, n: float, *, algorithm: str = "ring") -> float:
-    """Seconds of one `op` on an `n`-byte buffer over `fabric`: flat inside a node, hierarchical across nodes (a
-    partly filled last node counts as a whole one)."""
+    """Seconds of one `op` on an `n`-byte buffer over `fabric`: flat inside a node; across nodes NCCL's flat ring, or
+    the hierarchical tree (a partly filled last node counts as a whole one)."""
     if op not in OPS or algorithm not in ALGORITHMS:
         raise InvalidInputError(f"unknown collective {op!r} ({algorithm!r}); expected one of {', '.join(OPS)}.")
     g, nodes = min(fabric.per_node, fabric.ranks), fabric.nodes
@@ -109,9 +115,22 @@ def collective_seconds(op: str, fabric: Fabric, n: float, *, algorithm: str = "r
         p = fabric.ranks
         return ((g - 1) * fabric.intra.latency_s + (g - 1) / p * n / fabric.intra.bytes_per_s
                 + (p - g) * inter.latency_s + (p - g) / p * n / inter.bytes_per_s)
+    if algorithm == "ring" or op != "all_reduce":  # NCCL runs reduce-scatter and all-gather as rings
+        return ring_across_nodes(op, fabric.ranks, g, n, fabric.intra, inter)
     inside = ring_reduce_scatter(g, n, fabric.intra)
-    across = _flat(op, nodes, n / g, inter, algorithm)
-    return across + (2 * inside if op == "all_reduce" else inside)
+    return tree_all_reduce(nodes, n / g, inter) + 2 * inside
+
+
+def ring_across_nodes(op: str, p: int, g: int, n: float, intra: Link, inter: Link) -> float:
+    """NCCL's flat ring over `p` ranks, `g` per node (NCCL_RING): its (p-1)/p · n bytes per pass (twice for an
+    all-reduce) at the bus bandwidth min(intra, g · network), and its steps' α, those crossing a node boundary at the
+    network's."""
+    nodes = math.ceil(p / g)
+    passes = 2 if op == "all_reduce" else 1
+    bus = g * inter.bytes_per_s if g == 1 else min(intra.bytes_per_s, g * inter.bytes_per_s)
+    steps, crossing = passes * (p - 1), passes * (nodes - 1)
+    latency = (steps - crossing) * intra.latency_s + crossing * inter.latency_s
+    return latency + passes * (p - 1) / p * n / bus
 
 
 SCHEDULES = {

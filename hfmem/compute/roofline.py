@@ -9,8 +9,8 @@ hardware FLOPs utilisation, Chowdhery et al. 2022, App. B); MFU (model FLOPs, re
 output. A transfer hides behind the compute window it overlaps with in the framework (DDP's bucketed all-reduce
 behind the last backward, FSDP/ZeRO-3 prefetched all-gathers behind forward and backward) and shows only the part
 longer than that window, or its non-overlappable tail. Collectives cost what hfmem.compute.collectives says (ring
-α-β terms at one direction of the link, hierarchical where the group spans machines: NVLink/PCIe inside, the
-network per GPU between them). A pipeline's bubble adds its schedule's idle share of the micro-batches' time.
+α-β terms at one direction of the link; across machines NCCL's flat ring, bounded by the slower of NVLink/PCIe
+and the node's network). A pipeline's bubble adds its schedule's idle share of the micro-batches' time.
 Pure functions over numbers and dataclasses; the CPU optimizer step of ZeRO-Offload is not modelled.
 """
 
@@ -54,6 +54,11 @@ H100_DENSE_BF16_TFLOPS = 989.5
 UTILISATION_SOURCES = (
     UtilisationSource("PaLM 540B, 6144 TPU v4, rematerialisation", "https://arxiv.org/abs/2204.02311",
                       "Section 4 and Appendix B: 46.2% MFU, 57.8% HFU", 0.462, 0.578, "tpu-v4"),
+    UtilisationSource("Megatron-LM GPT-2 8.3B, 512 V100 (DGX-2H), 8-way model and 64-way data parallel",
+                      "https://arxiv.org/abs/1909.08053",
+                      "abstract: 15.1 PetaFLOPs over 512 GPUs; its 39 TeraFLOPs single-GPU baseline 'is 30% of peak "
+                      "FLOPs', a 130 TFLOP/s peak: 15.1e15 / 512 / 130e12", None, round(15.1e15 / 512 / 130e12, 3),
+                      "volta"),
     UtilisationSource("Megatron-LM GPT 530B, 2240 A100, full recomputation", "https://arxiv.org/abs/2205.05198",
                       "abstract: 42.1% MFU; one extra forward of three makes HFU 4/3 of it", 0.421, 0.421 * 4 / 3,
                       "ampere"),
@@ -69,8 +74,8 @@ DEFAULT_HFU = round(statistics.median(s.hfu for s in UTILISATION_SOURCES), 3)
 architecture none of them was measured on."""
 HFU_BY_ARCH = {arch: round(statistics.median(s.hfu for s in UTILISATION_SOURCES if s.arch == arch), 3)
                for arch in sorted({s.arch for s in UTILISATION_SOURCES})}
-"""The median of the sources measured on each architecture: Ampere 0.54, Hopper 0.40 (the H100's dense peak is three
-times the A100's, and the same kind of software reaches a smaller share of it)."""
+"""The median of the sources measured on each architecture: Volta 0.23, Ampere 0.54, Hopper 0.40 (the H100's dense
+peak is three times the A100's, and the same kind of software reaches a smaller share of it)."""
 
 
 def hfu_for(arch: str | None) -> float:

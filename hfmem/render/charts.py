@@ -188,14 +188,22 @@ def curve_chart(report: dict[str, Any], axis: str, scope: str = "") -> str:
     return chart(f"{scope}chart-{axis}", 800, 392, f"Memory against {label}", desc, *parts)
 
 
-def priced_setups(report: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(cell, setup) for each fit cell timed and priced for a token budget (--tokens and --price), fastest first."""
-    timed = [(c, pick(c)) for c in cells(report)
+def priced_setups(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(where its time is in the record, setup) for each fit cell timed and priced for a token budget, and each
+    layout on a GPU's cost-against-time frontier (`layout_picks`, with -g), fastest first."""
+    timed = [(path(c, "time"), pick(c) | {"gpu": c["gpu"]["name"]}) for c in cells(report)  # the GPU by name
              if isinstance(c.get("time"), dict) and c["time"].get("cost_usd") is not None]
+    seen = {(p["method"], p["gpu"], p["num_gpus"], p["time"]["hours"], p["time"]["cost_usd"]) for _, p in timed}
+    for i, entry in enumerate(report.get("layout_picks") or []):  # a cell's own setup is drawn once, as the cell
+        timed += [(f"layout_picks.{i}.frontier.{j}", {"method": entry["method"], "gpu": entry["gpu"],
+                                                      "num_gpus": point["num_gpus"], "layout": point["layout"],
+                                                      "time": point})
+                  for j, point in enumerate(entry["frontier"])
+                  if (entry["method"], entry["gpu"], point["num_gpus"], point["hours"], point["cost_usd"]) not in seen]
     return sorted(timed, key=lambda pair: (pair[1]["time"]["hours"], pair[1]["time"]["cost_usd"]))
 
 
-def frontier(setups: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[int]:
+def frontier(setups: list[tuple[str, dict[str, Any]]]) -> list[int]:
     """The indices (into `setups`, fastest first) of the setups no other is both as fast and cheaper than."""
     kept: list[int] = []
     for k, (_, setup) in enumerate(setups):
@@ -205,13 +213,16 @@ def frontier(setups: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[int]:
 
 
 def setup_name(setup: dict[str, Any]) -> str:
-    """"LoRA on 1× H100 80GB": the method, the GPU count and the GPU a setup was timed on."""
+    """"LoRA on 1× H100 80GB": the method, the GPU count and the GPU a setup was timed on; a searched layout in its
+    words: "full fine-tune on H100 80GB, 512× FSDP, b1"."""
+    if "layout" in setup:
+        return f"{method_title(setup['method'])} on {setup['gpu']}, {setup['layout']}"
     return f"{method_title(setup['method'])} on {setup['num_gpus']}× {setup['gpu']}"
 
 
-def time_src(cell: dict[str, Any], field: str) -> str:
-    """The JSON path of one figure of a cell's step time or budget, e.g. "fit.4.time.cost_usd"."""
-    return f"{path(cell, 'time')}.{field}"
+def time_src(where: str, field: str) -> str:
+    """The JSON path of one figure of a setup's step time or budget, e.g. "fit.4.time.cost_usd"."""
+    return f"{where}.{field}"
 
 
 def frontier_chart(report: dict[str, Any], scope: str = "") -> str:
@@ -220,21 +231,21 @@ def frontier_chart(report: dict[str, Any], scope: str = "") -> str:
     setups = priced_setups(report)
     hours = [s["time"]["hours"] for _, s in setups]
     costs = [s["time"]["cost_usd"] for _, s in setups]
-    tokens = setups[0][1]["time"]["tokens"]
+    tokens = (report.get("plan") or {}).get("tokens") or setups[0][1]["time"]["tokens"]
     x = Scale(min(hours) / 1.3, max(hours) * 1.3, 70, 560, base=10)
     y = Scale(min(costs) / 1.3, max(costs) * 1.3, 300, 24, base=10)
     best = frontier(setups)
     parts = [y_axis(y, 70, 560, "USD"), x_axis(x, 300, 24, f"wall hours for {tokens:.3g} tokens"),
              tag("polyline", points=" ".join(f"{x(hours[k])},{y(costs[k])}" for k in best), class_="frontier")]
     for k in sorted(range(len(setups)), key=lambda k: k in best):  # the frontier's dots drawn last, on top
-        cell, setup = setups[k]
+        where_src, setup = setups[k]
         t = setup["time"]
         where = f", frontier {best.index(k) + 1}" if k in best else ""
         title = (f"{setup_name(setup)}: {mark_text(t['cost_usd'], 'USD')}, {mark_text(t['hours'], 'h')}, "
                  f"{t['tokens_per_s'] / 1000:,.1f}k tokens/s{where}")
         parts.append(tag("circle", text("title", title), cx=x(t["hours"]), cy=y(t["cost_usd"]), r=5 if where else 3.5,
                          class_=f"m-{setup['method']}" + (" on-frontier" if where else ""),
-                         **figure_attrs(time_src(cell, "cost_usd"), t["cost_usd"], "USD")))
+                         **figure_attrs(time_src(where_src, "cost_usd"), t["cost_usd"], "USD")))
         if where:
             parts.append(text("text", str(best.index(k) + 1), x=x(t["hours"]) + 7, y=y(t["cost_usd"]) - 6,
                               class_="bar-value"))

@@ -173,6 +173,37 @@ def time_line(report: dict[str, Any]) -> str:
     return " · ".join(parts) + f" (roofline, {hfu} hardware FLOPs use)"
 
 
+def layout_lines(report: dict[str, Any]) -> list[str]:
+    """Per method and GPU searched for the token budget (`layout_picks`): its fewest-GPU, fastest and cheapest
+    layouts, e.g. "layouts, full fine-tune on H100 80GB (90 timed): fewest 16× TP8·FSDP, b1: 11.3k tok/s ·
+    24.6 h · $1,571 · fastest ..."; what left a layout untimed after it; [] without --tokens."""
+    lines = []
+    for entry in report.get("layout_picks") or []:
+        parts = []
+        for label in ("fewest", "fastest", "cheapest"):
+            chosen = entry.get(label)
+            if chosen is None:
+                priced = label != "cheapest" or entry.get("fastest") is None
+                parts.append(f"{label}: " + ("none fits" if priced else f"no price for {entry['gpu']} (--price)"))
+                continue
+            figures = [f"{chosen['tokens_per_s'] / 1000:,.1f}k tok/s", f"{chosen['hours']:,.2f} h"]
+            figures += [_usd(chosen)] if "cost_usd" in chosen else []
+            parts.append(f"{label} {chosen['layout']}: " + " · ".join(figures))
+        untimed = "".join(f"; not timed at {_counts(u['num_gpus'])} GPUs: {u['reason']}"
+                          for u in entry.get("not_timed") or [])
+        title = METHOD_TITLES.get(entry["method"], entry["method"])
+        lines.append(f"layouts, {title} on {entry['gpu']} ({entry['timed']:,} timed): " + " · ".join(parts)
+                     + untimed)
+    return lines
+
+
+def _counts(counts: list[int]) -> str:
+    """GPU counts in words: "16", "16 and 32", "16 to 1,024 (7 counts)"."""
+    if len(counts) <= 2:
+        return " and ".join(f"{n:,}" for n in counts)
+    return f"{counts[0]:,} to {counts[-1]:,} ({len(counts)} counts)"
+
+
 def time_cell(fit: dict[str, Any]) -> str:
     """A fitting cell's speed and, with a budget, its hours and cost: "16.6k tok/s · 16.8 h · $42"; for a cell timed
     with a change or more GPUs, that setup first ("+ckpt: ...", "3×ZeRO-3: 3.8k tok/s ..."); where it cannot be

@@ -228,11 +228,11 @@ def frontier_section(report: dict[str, Any], scope: str = "") -> str:
         return ""
     best = frontier(setups)
     rows = [[escape(setup_name(setup))]
-            + [number(f"{setup['time'][f]:,.{d}f}", setup["time"][f], time_src(cell, f), unit)
+            + [number(f"{setup['time'][f]:,.{d}f}", setup["time"][f], time_src(where, f), unit)
                for f, d, unit in (("tokens_per_s", 1, "tokens/s"), ("hours", 1, "h"), ("gpu_hours", 1, "GPU-h"),
                                   ("cost_usd", 2, "USD"))]
             + [escape(f"yes ({best.index(k) + 1})" if k in best else "no")]
-            for k, (cell, setup) in enumerate(setups)]
+            for k, (where, setup) in enumerate(setups)]
     head = ["setup", "tokens/s", "wall hours", "GPU-hours", "USD", "on the frontier"]
     return section(f"{scope}frontier", "Cost against time", tag("figure", frontier_chart(report, scope)),
                    data_table("every priced setup, fastest first: throughput, hours and cost for the token budget",

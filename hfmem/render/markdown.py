@@ -8,6 +8,7 @@ from hfmem.render.common import (
     ARCH_ROWS,
     MARKS,
     METHOD_TITLES,
+    layout_lines,
     legend,
     origin_line,
     paged_hint,
@@ -57,6 +58,7 @@ def render(report: dict[str, Any]) -> str:
             out += ["", escape(timing)]
         if serving := serving_pick_line(report):
             out += ["", escape(serving)]
+        out += [line for text in layout_lines(report) for line in ("", escape(text))]
     return "\n".join(out) + "\n"
 
 

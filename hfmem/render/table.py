@@ -15,6 +15,7 @@ from hfmem.render.common import (
     ARCH_ROWS,
     MARKS,
     METHOD_TITLES,
+    layout_lines,
     legend,
     napkin_line,
     origin_line,
@@ -230,6 +231,7 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
             parts.append(Text(timing, style="dim"))
         if serving := serving_pick_line(report):
             parts.append(Text(serving, style="dim"))
+        parts += [Text(line, style="dim") for line in layout_lines(report)]
         parts.append(Text(napkin_line(report), style="dim"))
         if details:
             parts += [breakdown_table(report), activations_table(report)]

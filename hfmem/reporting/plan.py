@@ -100,6 +100,7 @@ def with_estimates(result: ModelReport, plan: Plan, *, curves: bool = False) -> 
     report = result.to_dict() | {"plan": part.plan, "warnings": warnings, "gpus": part.gpu_entries,
                                  "estimates": part.estimates, "fit": part.fit,
                                  "fastest_and_cheapest": part.fastest_and_cheapest, "fit_ranking": part.fit_ranking,
+                                 "layout_picks": part.layout_picks,
                                  "prices": part.prices, "nodes": part.nodes}
     if plan.serve:
         from hfmem.serving.matrix import beyond_positions, serving_column, serving_settings
@@ -137,6 +138,9 @@ class PlanPart:
     """The price of each GPU of the matrix that has one, and where it came from (`price_entry`)."""
     nodes: dict[str, Any]
     """The machine each GPU of the matrix is assumed in: its network and host RAM, and where they came from."""
+    layout_picks: list[dict[str, Any]] | None = None
+    """With a token budget and GPUs named (-g): per method and GPU, the fewest-GPU, fastest and cheapest layouts
+    searched (`layout_picks`); None otherwise (the whole catalogue is not searched layout by layout)."""
 
 
 BY_SHAPE: Memo[PlanPart] = Memo(64)
@@ -210,7 +214,62 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
                                for m, e in estimates.items()}, fit=cells,
                     fastest_and_cheapest=picked,
                     fit_ranking=None if ranked is None else [pick(cells[i]) for i in ranked],
-                    prices=price_entry(prices), nodes=node_entry(gpus, training))
+                    prices=price_entry(prices), nodes=node_entry(gpus, training),
+                    layout_picks=None if plan.tokens is None or plan.gpus in ((), catalogue()) else layout_picks(
+                        arch, inventory, plan, fits, cells, prices))
+
+
+def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: list[Any], cells: list[dict[str, Any]],
+                 prices: Mapping[str, Price]) -> list[dict[str, Any]]:
+    """Per fit cell with a timed setup: the layouts searched from its fewest GPUs up to max_gpus
+    (reporting.layout_search), the fewest-GPU, fastest and cheapest of them for the plan's tokens, the cost-against-
+    time frontier, and why any layout went untimed. Estimates are GPU-independent, so shared by the matrix."""
+    from hfmem.memory.estimate import estimate
+    from hfmem.reporting.layout_search import LABELS, choose, frontier, search, untimed
+    from hfmem.reporting.timing import flops_for, flops_of, step_for, throughput_bound
+
+    memo: dict[TrainingSettings, Any] = {}
+    flops_memo: dict[tuple, Any] = {}
+    seq = plan.training.resolved_seq_len(arch.max_position_embeddings)
+
+    def estimate_of(s: TrainingSettings) -> Any:
+        if s not in memo:
+            memo[s] = estimate(arch, inventory, s)
+        return memo[s]
+
+    out = []
+    for fit, cell in zip(fits, cells, strict=True):
+        found = timed_setup(cell)
+        if found is None or not (cell.get("time") or {}).get("tokens_per_s"):
+            continue
+        base = replace(plan.settings_for(fit.method), **(fit.gpu_defaults or {}).get("changes", {}))
+        price = prices.get(fit.gpu.name)
+        gpu: Gpu = fit.gpu
+
+        def time_of(est: Any, gpu: Gpu = gpu) -> dict[str, Any]:
+            return step_for(est, flops_of(arch, inventory, est), gpu, arch)
+
+        def host_ok(est: Any, gpu: Gpu = gpu) -> bool:
+            return host_room(est.per_gpu_bytes.host_per_node, gpu, est.settings)
+
+        kernel = estimate_of(base).activations.attention  # the same under every layout
+
+        def bound_of(s: TrainingSettings, gpu: Gpu = gpu, kernel: str = kernel) -> float | None:
+            key = (s.method, s.gradient_checkpointing, s.checkpoint_method, s.checkpoint_layers, s.lora_rank,
+                   s.lora_targets, kernel)  # what flops_for reads
+            if key not in flops_memo:
+                flops_memo[key] = flops_for(arch, inventory, s, seq, kernel)
+            return throughput_bound(flops_memo[key], s, seq, gpu, arch)
+
+        timed = search(base, arch, gpu, fewest=timed_gpus(cell, found[0]), tokens=plan.tokens,
+                       price=None if price is None else price.usd_per_gpu_hour, estimate_of=estimate_of,
+                       time_of=time_of, host_ok=host_ok, bound_of=bound_of)
+        chosen = {label: t.to_dict() if t else None for label, t in choose(timed, plan.training.pick_floor).items()}
+        out.append({"method": fit.method, "gpu": gpu.name, "timed": len(timed),
+                    **{label: chosen[label] for label in LABELS},
+                    "frontier": [t.to_dict(brief=True) for t in frontier(timed)],
+                    "not_timed": untimed(timed)})
+    return out
 
 
 def price_entry(prices: Mapping[str, Price]) -> dict[str, Any]:

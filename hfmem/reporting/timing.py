@@ -55,18 +55,46 @@ def matmul_dtype(settings: TrainingSettings) -> str | None:
 
 def flops_of(arch: Architecture, inventory: Inventory, est: Estimate) -> TrainingFlops:
     """Matmul FLOPs per token of the estimate's training step (GPU-independent: one per setup)."""
-    s = est.settings
+    return flops_for(arch, inventory, est.settings, est.seq_len, est.activations.attention)
+
+
+def flops_for(arch: Architecture, inventory: Inventory, s: TrainingSettings, seq_len: int,
+              kernel: str) -> TrainingFlops:
+    """Matmul FLOPs per token of a training step with settings `s` at `seq_len`, attention run by `kernel` (what
+    per-op checkpointing recomputes depends on it)."""
     # PEFT's other methods are counted as LoRA: DoRA, LoRA-FA and VeRA with LoRA's adapter matmuls, IA3 and the
     # prompt methods with none (their vectors and virtual tokens are no matmuls of note)
     low_rank = s.method in {"lora", "qlora", "dora", "lora-fa", "vera"}
     adapters = lora_targets(inventory, s.lora_targets) if low_rank else ()
     method = s.method if s.method in {"full", "qlora"} else "lora"
-    forward = forward_flops(arch, inventory, est.seq_len)
+    forward = forward_flops(arch, inventory, seq_len)
     recomputed = recomputed_share(arch, layer_modules(arch, inventory), mode=s.gradient_checkpointing,
-                                  method=s.checkpoint_method, n=s.checkpoint_layers, kernel=est.activations.attention,
+                                  method=s.checkpoint_method, n=s.checkpoint_layers, kernel=kernel,
                                   in_layers=forward.in_layers, attention=forward.attention)
     return training_flops(arch, forward, method=method, adapters=adapters, rank=s.lora_rank,
                           checkpointing=s.gradient_checkpointing, recomputed=recomputed)
+
+
+def throughput_bound(flops: TrainingFlops, s: TrainingSettings, seq_len: int, gpu: Gpu, arch: Architecture, *,
+                     hfu: float | None = None) -> float | None:
+    """The most tokens/s (all GPUs) settings `s` can reach on `gpu`: each micro-batch's executed FLOPs at the HFU
+    plus its model-parallel transfers on the critical path (layout_traffic's, which nothing hides), through the
+    pipeline bubble; step_for's time is never shorter (memory traffic, hidden transfers' tails and the optimizer
+    only add). 0 where step_for cannot time it either (a link without a figure); None without a peak."""
+    dtype, specs = matmul_dtype(s), gpu_specs(gpu)
+    peak = None if dtype is None else specs.peak_flops(dtype)
+    if dtype is None or peak is None:
+        return None
+    hfu = hfu_for(gpu.arch) if hfu is None else hfu
+    tokens = s.micro_batch_size * seq_len // s.model_parallel
+    compute = tokens * (flops.forward + flops.backward_input + flops.backward_weight + flops.recompute) / (hfu * peak)
+    try:
+        node = machine(specs, dtype, s.num_gpus, gpus_per_node=s.gpus_per_node, network_gbps=network_gbps(s, gpu))
+        critical = sum(t.seconds(node) for t in layout_traffic(s, seq_len, arch)
+                       if t.hidden_by is None and t.per == "micro_batch")
+    except InvalidInputError:
+        return 0.0
+    return s.num_gpus * tokens / ((compute + critical) * (1 + bubble_of(s)))
 
 
 def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
@@ -153,16 +181,20 @@ def bubble_of(s: TrainingSettings) -> float:
 
 
 def model_parallel_transfers(est: Estimate, arch: Architecture) -> tuple[Transfer, ...]:
+    """One micro-batch's TP, CP, EP and PP traffic per GPU of an estimate's setup (layout_traffic)."""
+    return layout_traffic(est.settings, est.seq_len, arch)
+
+
+def layout_traffic(s: TrainingSettings, seq_len: int, arch: Architecture) -> tuple[Transfer, ...]:
     """One micro-batch's TP, CP, EP and PP traffic per GPU, from the model's shapes (compute.roofline
     layout_transfers): TP moves the layer's b·s/cp·h activations twice in forward and twice in backward (Megatron's
     f and g operators; twice more under full recomputation); CP passes each layer's K/V chunk around its ring; EP
     dispatches and combines each routed token's hidden state in forward and backward; PP sends one activation to the
     next stage. Sizes in the compute dtype, per stage (layers / pp)."""
-    s = est.settings
     if s.model_parallel * s.ep == 1:
         return ()
     width = s.precision.compute_bytes
-    tokens = s.micro_batch_size * est.seq_len // s.cp
+    tokens = s.micro_batch_size * seq_len // s.cp
     layers = -(-arch.num_layers // s.pp)
     hidden = tokens * arch.hidden_size * width
     kv = 2 * tokens * (arch.num_key_value_heads or arch.num_attention_heads) * arch.head_dim * width // s.tp
