@@ -39,13 +39,14 @@ def _timed(n: int, tokens_per_s: float, *, host_ok: bool = True, price: float = 
 
 def test_the_picks_skip_host_ram_short_and_glacial_layouts() -> None:
     short = _timed(1, 1150.0, host_ok=False)  # one GPU, cheapest of all, but its machine lacks the host RAM
-    glacial = _timed(1, 1100.0)  # $505: cheaper than the fast ones ($556, $741), but under a tenth of the fastest
-    fast, faster = _timed(8, 8000.0), _timed(16, 12000.0)
-    picked = choose([short, glacial, fast, faster], floor=0.1)
-    assert picked == {"fewest": glacial, "fastest": faster, "cheapest": fast}
-    assert choose([short, glacial, fast, faster], floor=0.0)["cheapest"] == glacial
+    slow = _timed(1, 600.0)  # the fewest GPUs, at 600 tokens/s per GPU: dearer than 8 GPUs at 1,000 each
+    glacial = _timed(1, 60.0, price=0.02)  # $93 at a tiny price: cheapest, but 6% of the best rate per GPU
+    fast, faster = _timed(8, 8000.0), _timed(16, 12000.0)  # $556 and $741
+    picked = choose([short, slow, glacial, fast, faster], floor=0.1)
+    assert picked == {"fewest": slow, "fastest": faster, "cheapest": fast}
+    assert choose([short, slow, glacial, fast, faster], floor=0.0)["cheapest"] == glacial
     assert choose([short], floor=0.1) == {"fewest": None, "fastest": None, "cheapest": None}
-    assert frontier([short, glacial, fast, faster]) == [faster, fast, glacial]
+    assert frontier([short, slow, fast, faster]) == [faster, fast]
     double = _timed(16, 16000.0)  # the same cost as `fast` in half the hours: the quicker wins the tie
     assert choose([fast, double], floor=0.1)["cheapest"] is double
 

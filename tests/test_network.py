@@ -5,12 +5,13 @@ ones short of host RAM; --max-gpus bounds the search."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from hfmem.cli.main import run
 from hfmem.memory.record import cells, picks
-from hfmem.reporting.plan import fastest_and_cheapest
+from hfmem.reporting.picks import Candidate, fastest_and_cheapest
 
 
 @pytest.fixture(autouse=True)
@@ -84,19 +85,39 @@ def test_max_gpus_bounds_the_search(capsys) -> None:
     assert not narrow["multi_gpu_with_checkpointing"] and (narrow["multi_gpu"] or {}).get("num_gpus", 1) <= 8
 
 
-def _cell(method: str, tokens_per_s: float, cost: float) -> dict:
-    return {"method": method, "time": {"tokens_per_s": tokens_per_s, "cost_usd": cost}}
-
-
 def test_the_picks_skip_glacial_setups_and_ones_short_of_host_ram() -> None:
     """A 1-GPU offload at 1% of the fastest is cheapest by cost but no pick; the floor is per method; a setup
-    needing host RAM its machine lacks is neither."""
-    found = [_cell("full", 1000, 500), _cell("full", 10, 100), _cell("full", 400, 300), _cell("qlora", 50, 200)]
+    needing host RAM its machine lacks is neither; at equal cost the quicker wins."""
+    found = [Candidate("full", 1000, 500), Candidate("full", 10, 100), Candidate("full", 400, 300),
+             Candidate("qlora", 50, 200)]
     assert fastest_and_cheapest(found) == {"fastest": 0, "cheapest": 1}
     assert fastest_and_cheapest(found, 0.1) == {"fastest": 0, "cheapest": 3}  # QLoRA is its method's fastest
-    assert fastest_and_cheapest(found, 0.1, {3}) == {"fastest": 0, "cheapest": 2}
-    assert fastest_and_cheapest(found, 0.1, {0, 2, 3}) == {"fastest": 1, "cheapest": 1}
-    assert fastest_and_cheapest([{"method": "full", "time": None}], 0.1) == {"fastest": None, "cheapest": None}
+    short = [replace(c, host_ok=i not in (3,)) for i, c in enumerate(found)]
+    assert fastest_and_cheapest(short, 0.1) == {"fastest": 0, "cheapest": 2}
+    short = [replace(c, host_ok=i == 1) for i, c in enumerate(found)]
+    assert fastest_and_cheapest(short, 0.1) == {"fastest": 1, "cheapest": 1}
+    assert fastest_and_cheapest([Candidate("full", 0.0)], 0.1) == {"fastest": None, "cheapest": None}
+    tie = [Candidate("full", 100, 50, hours=2.0), Candidate("full", 200, 50, hours=1.0)]
+    assert fastest_and_cheapest(tie)["cheapest"] == 1
+    one_and_many = [Candidate("qlora", 1000, 58.0, num_gpus=1), Candidate("qlora", 120_000, 58.5, num_gpus=128)]
+    assert fastest_and_cheapest(one_and_many, 0.1) == {"fastest": 1, "cheapest": 0}  # the floor is per GPU
+
+
+def test_the_report_s_picks_are_the_best_of_every_gpu_s_layouts(capsys) -> None:
+    """One rule on every surface: with layouts searched, the overall fastest and cheapest are the fastest and the
+    cheapest of the per-GPU layout picks, and the text names the same setups."""
+    report = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "-g", "a100", "--tokens", "1e9")
+    overall, per_gpu = report["fastest_and_cheapest"], report["layout_picks"]
+    fastest = max((e["fastest"] for e in per_gpu), key=lambda t: t["tokens_per_s"])
+    cheapest = min((e["cheapest"] for e in per_gpu), key=lambda t: t["cost_usd"])
+    assert overall["fastest"]["time"]["tokens_per_s"] == fastest["tokens_per_s"] > max(
+        c["time"]["tokens_per_s"] for c in report["fit"])  # beyond the fewest-GPU cells of the table
+    assert overall["cheapest"]["time"]["cost_usd"] == cheapest["cost_usd"]
+    assert overall["fastest"]["layout"] == fastest["layout"] and overall["fastest"]["time"]["setup"] == "layout"
+    assert run(["example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "-g", "a100", "--tokens", "1e9"]) == 0
+    text = capsys.readouterr().out.replace("\n", " ")
+    assert f"fastest: full fine-tune on {fastest['num_gpus']}× {overall['fastest']['gpu']} ({fastest['layout']})" \
+        in text
 
 
 def test_gpus_lists_each_class_s_machine(capsys) -> None:

@@ -373,8 +373,8 @@ class TrainingSettings:
     max_gpus: int = setting(1024, COUNT, affects=(), panel=SHARDING)
     """The most GPUs the fit search suggests and times for one cell."""
     pick_floor: float = setting(0.1, Number(0, 1), affects=(), panel=TIME)
-    """A setup slower than this share of the fastest fitting one's tokens/s (same method) is never named fastest
-    or cheapest: a cheap but glacial run (a 1-GPU offload at 1% of the speed) is not a pick."""
+    """A setup whose tokens/s per GPU is below this share of the best per-GPU rate of a fitting setup of its method
+    is never named fastest or cheapest: a cheap but glacial run (a 1-GPU offload at 1% of the speed) is not a pick."""
     gradient_checkpointing: Checkpointing = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
                                                     affects=("trainability", "activations"), panel=TRAINING)
     """Gradient checkpointing: off, full (layers recomputed in backward, which ones set by checkpoint_method),

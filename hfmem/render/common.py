@@ -223,9 +223,12 @@ def time_cell(fit: dict[str, Any]) -> str:
 
 def _setup(pick: dict[str, Any], joint: str) -> str:
     """A timed setup in words: "LoRA on 3× H100 80GB" (joint " on ") or "LoRA 3× H100 80GB" (joint " "); a change
-    it is timed with in brackets: "QLoRA (+ckpt) on 1× H100 80GB"."""
+    it is timed with in brackets: "QLoRA (+ckpt) on 1× H100 80GB"; a searched layout after the GPUs: "full
+    fine-tune on 64× H100 80GB (64× TP8·FSDP, b1)"."""
     change = f" ({advice_label(pick['advice'])})" if pick["time"].get("setup") == "change" else ""
-    return f"{METHOD_TITLES.get(pick['method'], pick['method'])}{change}{joint}{pick['num_gpus']}× {pick['gpu']}"
+    layout = f" ({pick['layout']})" if "layout" in pick else ""
+    title = METHOD_TITLES.get(pick["method"], pick["method"])
+    return f"{title}{change}{joint}{pick['num_gpus']}× {pick['gpu']}{layout}"
 
 
 def wants_time_table(report: dict[str, Any]) -> bool:

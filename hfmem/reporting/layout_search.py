@@ -25,6 +25,7 @@ from hfmem.memory.fit import tp_domain
 from hfmem.memory.layouts import Limits
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import Architecture
+from hfmem.reporting.picks import Candidate, fastest_and_cheapest
 from hfmem.units import budget
 
 MICRO_BATCHES = (1, 2, 4)
@@ -141,6 +142,11 @@ class Timed:
     def tokens_per_s(self) -> float:
         return self.time.get("tokens_per_s") or 0.0
 
+    def candidate(self, method: str = "") -> Candidate:
+        """This layout as the picks compare it (reporting.picks)."""
+        return Candidate(method, self.tokens_per_s, self.time.get("cost_usd"), self.time.get("hours"), self.host_ok,
+                         self.layout.num_gpus)
+
     def to_dict(self, *, brief: bool = False) -> dict[str, Any]:
         """The layout in words and as settings changes, and its figures; `brief`: the words, GPUs, tokens/s, hours,
         GPU-hours and cost only (a frontier point)."""
@@ -153,15 +159,12 @@ class Timed:
 
 
 def choose(timed: list[Timed], floor: float) -> dict[str, Timed | None]:
-    """The fewest-GPU layout (the faster at a tie), the fastest, and the cheapest (the quicker at a tie) no slower
-    than `floor` times the fastest; none of them one short of host RAM (None where nothing qualifies)."""
+    """The fewest-GPU layout (the faster at a tie), and the fastest and the cheapest by the report's one rule
+    (reporting.picks); none of them one short of host RAM (None where nothing qualifies)."""
     usable = [t for t in timed if t.tokens_per_s and t.host_ok]
     fewest = min(usable, key=lambda t: (t.layout.num_gpus, -t.tokens_per_s), default=None)
-    fastest = max(usable, key=lambda t: t.tokens_per_s, default=None)
-    quick = [t for t in usable if fastest and t.tokens_per_s >= floor * fastest.tokens_per_s]
-    cheapest = min((t for t in quick if "cost_usd" in t.time), key=lambda t: (t.time["cost_usd"], t.time["hours"]),
-                   default=None)
-    return {"fewest": fewest, "fastest": fastest, "cheapest": cheapest}
+    found = fastest_and_cheapest([t.candidate() for t in timed], floor)
+    return {"fewest": fewest} | {label: None if i is None else timed[i] for label, i in found.items()}
 
 
 def untimed(timed: list[Timed]) -> list[dict[str, Any]]:

@@ -156,7 +156,8 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
-    from hfmem.memory.record import gpu_table, pick
+    from hfmem.memory.record import gpu_table
+    from hfmem.reporting.picks import ranking
     from hfmem.reporting.timing import flops_of, step_for
     from hfmem.units import budget, figure
 
@@ -203,34 +204,78 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
         if cell["per_gpu_bytes"] == estimates[fit.method].per_gpu_bytes.to_dict():
             del cell["per_gpu_bytes"]  # the estimate's (a cell's own only where the GPU runs other defaults)
         cells.append(cell)
-    picked = {label: None if i is None else pick(cells[i], cells[i]["time"]["terms"])
-              for label, i in fastest_and_cheapest(cells, training.pick_floor, short_of_host).items()}
+    searches = None if plan.tokens is None or plan.gpus in ((), catalogue()) else layout_searches(
+        arch, inventory, plan, fits, cells, prices)
+    options = setup_options(cells, short_of_host, searches or [])
+    picked = overall_picks(options, training.pick_floor)
+    ranked = None if plan.rank is None else [as_pick(options[i][1]) for i in ranking(
+        [c for c, _ in options], plan.rank)]
     for cell in cells:  # the roofline terms are kept for the picks only
         if cell["time"] is not None:
             cell["time"].pop("terms", None)
-    ranked = ranking(cells, plan.rank)
     return PlanPart(gpus=gpus, fits=fits, plan=plan.to_dict(), gpu_entries=gpu_table(fits),
                     estimates={m: e.to_dict() | {"flops_per_token": flops_of(arch, inventory, e).to_dict()}
                                for m, e in estimates.items()}, fit=cells,
-                    fastest_and_cheapest=picked,
-                    fit_ranking=None if ranked is None else [pick(cells[i]) for i in ranked],
+                    fastest_and_cheapest=picked, fit_ranking=ranked,
                     prices=price_entry(prices), nodes=node_entry(gpus, training),
-                    layout_picks=None if plan.tokens is None or plan.gpus in ((), catalogue()) else layout_picks(
-                        arch, inventory, plan, fits, cells, prices))
+                    layout_picks=None if searches is None else layout_picks(searches, training.pick_floor))
 
 
-def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: list[Any], cells: list[dict[str, Any]],
-                 prices: Mapping[str, Price]) -> list[dict[str, Any]]:
+Option = tuple[Any, Any]
+"""A timed setup the picks and the ranking choose among: its reporting.picks.Candidate, and the fit cell (a dict)
+or the (fit, layout_search.Timed) it stands for."""
+
+
+def setup_options(cells: list[dict[str, Any]], short_of_host: Collection[int],
+                  searches: list[tuple[Any, list[Any]]]) -> list[Option]:
+    """Every timed cell, then every layout searched (where layouts were)."""
+    from hfmem.reporting.picks import Candidate
+
+    options: list[Option] = []
+    for i, cell in enumerate(cells):
+        time = cell.get("time") or {}
+        speed = time.get("tokens_per_s") or 0.0
+        options.append((Candidate(cell["method"], speed, time.get("cost_usd"), time.get("hours"),
+                                  i not in short_of_host, timed_gpus(cell, time["setup"]) if speed else 1), cell))
+    return options + [(t.candidate(fit.method), (fit, t)) for fit, timed in searches for t in timed]
+
+
+def overall_picks(options: list[Option], floor: float) -> dict[str, dict[str, Any] | None]:
+    """The report's fastest and cheapest setup by the one rule (reporting.picks) over every timed cell and layout,
+    each a pick with its roofline terms."""
+    from hfmem.reporting.picks import fastest_and_cheapest
+
+    found = fastest_and_cheapest([c for c, _ in options], floor)
+    return {label: None if i is None else as_pick(options[i][1], terms=True) for label, i in found.items()}
+
+
+def as_pick(chosen: Any, *, terms: bool = False) -> dict[str, Any]:
+    """A cell or searched layout as a pick (memory.record.pick); a layout's with its words and settings changes;
+    with `terms`, the roofline terms too."""
+    from hfmem.memory.record import PICK_TIME, pick
+
+    if isinstance(chosen, dict):
+        return pick(chosen, chosen["time"]["terms"] if terms else None)
+    fit, t = chosen
+    time = {k: t.time[k] for k in PICK_TIME if k in t.time} | {"setup": "layout"}
+    return {"method": fit.method, "gpu": fit.gpu.name, "num_gpus": t.layout.num_gpus, "layout": t.layout.describe(),
+            "settings_changes": t.layout.changes(), "time": time | ({"terms": t.time["terms"]} if terms else {})}
+
+
+def layout_searches(arch: Architecture, inventory: Inventory, plan: Plan, fits: list[Any], cells: list[dict[str, Any]],
+                    prices: Mapping[str, Price]) -> list[tuple[Any, list[Any]]]:
     """Per fit cell with a timed setup: the layouts searched from its fewest GPUs up to max_gpus
-    (reporting.layout_search), the fewest-GPU, fastest and cheapest of them for the plan's tokens, the cost-against-
-    time frontier, and why any layout went untimed. Estimates are GPU-independent, so shared by the matrix."""
+    (reporting.layout_search), each timed and priced for the plan's tokens. Estimates are GPU-independent, so shared
+    by the matrix."""
     from hfmem.memory.estimate import estimate
-    from hfmem.reporting.layout_search import LABELS, choose, frontier, search, untimed
+    from hfmem.reporting.layout_search import search
     from hfmem.reporting.timing import flops_for, flops_of, step_for, throughput_bound
+    from hfmem.units import figure
 
     memo: dict[TrainingSettings, Any] = {}
     flops_memo: dict[tuple, Any] = {}
     seq = plan.training.resolved_seq_len(arch.max_position_embeddings)
+    tokens = plan.tokens
 
     def estimate_of(s: TrainingSettings) -> Any:
         if s not in memo:
@@ -247,7 +292,8 @@ def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: lis
         gpu: Gpu = fit.gpu
 
         def time_of(est: Any, gpu: Gpu = gpu) -> dict[str, Any]:
-            return step_for(est, flops_of(arch, inventory, est), gpu, arch)
+            flops = flops_of(arch, inventory, est)
+            return step_for(est, flops, gpu, arch) | ({"flops": figure(tokens * flops.hardware)} if tokens else {})
 
         def host_ok(est: Any, gpu: Gpu = gpu) -> bool:
             return host_room(est.per_gpu_bytes.host_per_node, gpu, est.settings)
@@ -261,11 +307,21 @@ def layout_picks(arch: Architecture, inventory: Inventory, plan: Plan, fits: lis
                 flops_memo[key] = flops_for(arch, inventory, s, seq, kernel)
             return throughput_bound(flops_memo[key], s, seq, gpu, arch)
 
-        timed = search(base, arch, gpu, fewest=timed_gpus(cell, found[0]), tokens=plan.tokens,
-                       price=None if price is None else price.usd_per_gpu_hour, estimate_of=estimate_of,
-                       time_of=time_of, host_ok=host_ok, bound_of=bound_of)
-        chosen = {label: t.to_dict() if t else None for label, t in choose(timed, plan.training.pick_floor).items()}
-        out.append({"method": fit.method, "gpu": gpu.name, "timed": len(timed),
+        out.append((fit, search(base, arch, gpu, fewest=timed_gpus(cell, found[0]), tokens=tokens,
+                                price=None if price is None else price.usd_per_gpu_hour, estimate_of=estimate_of,
+                                time_of=time_of, host_ok=host_ok, bound_of=bound_of)))
+    return out
+
+
+def layout_picks(searches: list[tuple[Any, list[Any]]], floor: float) -> list[dict[str, Any]]:
+    """Per searched method and GPU: the fewest-GPU, fastest and cheapest layouts (reporting.layout_search.choose),
+    the cost-against-time frontier, and why any layout went untimed."""
+    from hfmem.reporting.layout_search import LABELS, choose, frontier, untimed
+
+    out = []
+    for fit, timed in searches:
+        chosen = {label: t.to_dict() if t else None for label, t in choose(timed, floor).items()}
+        out.append({"method": fit.method, "gpu": fit.gpu.name, "timed": len(timed),
                     **{label: chosen[label] for label in LABELS},
                     "frontier": [t.to_dict(brief=True) for t in frontier(timed)],
                     "not_timed": untimed(timed)})
@@ -280,36 +336,6 @@ def price_entry(prices: Mapping[str, Price]) -> dict[str, Any]:
     used = sorted({p.origin for p in prices.values()} - {GIVEN})
     return {"by_gpu": {name: [p.usd_per_gpu_hour, p.origin] for name, p in prices.items()},
             "default_as_of": as_of(), "sources": {k: {f: source(k)[f] for f in ("url", "read")} for k in used}}
-
-
-def ranking(cells: list[dict[str, Any]], by: str | None) -> list[int] | None:
-    """The indices of every timed cell, best first by cost (priced ones only), time (hours, else seconds per token)
-    or GPU count (memory.fit.timed_gpus); None without a ranking."""
-    if by is None:
-        return None
-    timed = [i for i, c in enumerate(cells) if c.get("time") and c["time"].get("tokens_per_s")]
-    if by == "cost":
-        return sorted((i for i in timed if "cost_usd" in cells[i]["time"]), key=lambda i: cells[i]["time"]["cost_usd"])
-    if by == "time":
-        return sorted(timed, key=lambda i: -cells[i]["time"]["tokens_per_s"])
-    return sorted(timed, key=lambda i: (timed_gpus(cells[i], cells[i]["time"]["setup"]),
-                                        -cells[i]["time"]["tokens_per_s"]))
-
-
-def fastest_and_cheapest(cells: list[dict[str, Any]], floor: float = 0.0,
-                         short_of_host: Collection[int] = ()) -> dict[str, int | None]:
-    """The indices of the timed cells with the most tokens/s and, where priced, the lowest cost for the token
-    budget (None where there is none). Neither is a cell whose setup needs more host RAM than its machine has
-    (`short_of_host`), nor one slower than `floor` times the fastest cell of its method."""
-    timed = [i for i, c in enumerate(cells) if c.get("time") and c["time"].get("tokens_per_s")
-             and i not in short_of_host]
-    best: dict[str, float] = {}
-    for i in timed:
-        best[cells[i]["method"]] = max(best.get(cells[i]["method"], 0.0), cells[i]["time"]["tokens_per_s"])
-    quick = [i for i in timed if cells[i]["time"]["tokens_per_s"] >= floor * best[cells[i]["method"]]]
-    priced = [i for i in quick if "cost_usd" in cells[i]["time"]]
-    return {"fastest": max(quick, key=lambda i: cells[i]["time"]["tokens_per_s"], default=None),
-            "cheapest": min(priced, key=lambda i: cells[i]["time"]["cost_usd"], default=None)}
 
 
 def host_ram_gib(settings: TrainingSettings, gpu: Gpu) -> float | None:
