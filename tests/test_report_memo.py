@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hfmem.hardware.gpus import find_gpu
 from hfmem.hub.modelref import parse_model_ref
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.load import analyse
@@ -16,6 +17,11 @@ from hfmem.reporting.memo import Memo
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = sorted([*(ROOT / "fixtures" / "configs").rglob("config.json"), *(ROOT / "hfmem" / "examples").rglob("config.json")])
+
+
+PLAN = plans.Plan(methods=("full", "lora", "qlora"), gpus=(find_gpu("h100"), find_gpu("t4")))
+"""Three methods on two GPUs: the memo's keys and sharing are the same for any plan, and the whole catalogue's
+matrix for 49 configs would only make the test slow."""
 
 
 def _fresh(result, plan):
@@ -35,7 +41,7 @@ def results(tmp_path_factory):
 def test_every_fixture_report_served_from_a_full_memo_equals_a_fresh_one(results, monkeypatch):
     """Each report is computed once, with a memo of its own (empty, so nothing is served), and the part it computed
     joins one full memo; served from that, every report equals its fresh one."""
-    plan = plans.Plan()
+    plan = PLAN
     full: Memo[plans.PlanPart] = Memo(64)
     fresh = []
     for r in results:
@@ -60,7 +66,7 @@ def test_a_sibling_config_is_a_hit_with_its_own_analysis(results, tmp_path, monk
     config = base.config | {"rope_theta": 77_777.0, "eos_token_id": 7, "_name_or_path": "sibling"}
     (tmp_path / "sib" / "config.json").write_text(json.dumps(config))
     sibling = analyse(parse_model_ref(str(tmp_path / "sib")))
-    plan = plans.Plan()
+    plan = PLAN
     plans.BY_SHAPE.clear()
     before = plans.BY_SHAPE.computed
     plans.with_estimates(base, plan)
@@ -73,9 +79,9 @@ def test_a_sibling_config_is_a_hit_with_its_own_analysis(results, tmp_path, monk
 def test_another_plan_or_shape_is_a_miss(results):
     plans.BY_SHAPE.clear()
     before = plans.BY_SHAPE.computed
-    plans.with_estimates(results[0], plans.Plan())
+    plans.with_estimates(results[0], PLAN)
     plans.with_estimates(results[0], plans.Plan(training=TrainingSettings(seq_len=512)))
-    plans.with_estimates(replace(results[0], architecture=replace(results[0].architecture, vocab_size=7)), plans.Plan())
+    plans.with_estimates(replace(results[0], architecture=replace(results[0].architecture, vocab_size=7)), PLAN)
     assert plans.BY_SHAPE.computed == before + 3
 
 
