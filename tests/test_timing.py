@@ -11,6 +11,9 @@ import pytest
 import hfmem
 
 from hfmem.cli.main import run
+from hfmem.compute.roofline import hfu_for, low_precision_hfu
+from hfmem.hardware.gpus import find_gpu
+from hfmem.hardware.specs import gpu_specs
 from hfmem.memory.record import cells, estimates, picks, ranked
 from hfmem.units import FIGURE_DIGITS
 
@@ -168,3 +171,15 @@ def test_a_cell_that_fits_with_a_change_is_timed_with_that_change(capsys, monkey
 
 def _report_of(capsys, *args: str) -> dict:
     return json.loads(_json_of(capsys, *args))
+
+
+def test_a_given_utilisation_replaces_the_architecture_s_and_fp8_keeps_its_speedup_over_it(capsys) -> None:
+    """--hfu is the bf16 utilisation the roofline times compute at; FP8 runs the cited speedup over the given one."""
+    base = _report(capsys, "-m", "lora", "-g", "h100")["fit"][0]["time"]
+    given = _report(capsys, "-m", "lora", "-g", "h100", "--hfu", "0.6")["fit"][0]["time"]
+    assert base["hfu_assumed"] == hfu_for("hopper") and given["hfu_assumed"] == 0.6
+    assert given["tokens_per_s"] > base["tokens_per_s"]
+    fp8 = _report(capsys, "-m", "full", "-g", "h100", "--dtype", "fp8-te", "--hfu", "0.6")["fit"][0]["time"]
+    h100 = gpu_specs(find_gpu("h100"))
+    expected = low_precision_hfu(0.6, h100.peak_flops("bf16"), h100.peak_flops("fp8"))
+    assert fp8["hfu_assumed"] == pytest.approx(expected, rel=1e-3) and expected < 0.6

@@ -372,6 +372,11 @@ class TrainingSettings:
     NVLink or PCIe."""
     max_gpus: int = setting(1024, COUNT, affects=(), panel=SHARDING)
     """The most GPUs the fit search suggests and times for one cell."""
+    hfu: float | None = setting(None, OrNone(Number(0.01, 1)), affects=(),
+                                shown="the GPU architecture's (hfmem gpus)", panel=TIME)
+    """Hardware FLOPs utilisation of the bf16/fp16 matmul peak the roofline times compute at (0.01-1): your stack's
+    own where you know it; unset, the GPU architecture's cited figure (Hopper 0.404). FP8/FP4 recipes run the cited
+    FP8 speedup over it (compute.roofline.LOW_PRECISION_SPEEDUP)."""
     pick_floor: float = setting(0.1, Number(0, 1), affects=(), panel=TIME)
     """A setup whose tokens/s per GPU is below this share of the best per-GPU rate of a fitting setup of its method
     is never named fastest or cheapest: a cheap but glacial run (a 1-GPU offload at 1% of the speed) is not a pick."""

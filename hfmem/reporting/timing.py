@@ -85,7 +85,7 @@ def throughput_bound(flops: TrainingFlops, s: TrainingSettings, seq_len: int, gp
     peak = None if dtype is None else specs.peak_flops(dtype)
     if dtype is None or peak is None:
         return None
-    hfu = hfu_for(gpu.arch) if hfu is None else hfu
+    hfu = (s.hfu or hfu_for(gpu.arch)) if hfu is None else hfu
     tokens = s.micro_batch_size * seq_len // s.model_parallel
     compute = tokens * (flops.forward + flops.backward_input + flops.backward_weight + flops.recompute) / (hfu * peak)
     try:
@@ -102,10 +102,11 @@ def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
     return settings.network_gbps if settings.network_gbps is not None else node_specs(gpu).network_gbps
 
 
-def default_hfu(gpu: Gpu, dtype: str) -> float:
-    """The utilisation assumed for `dtype`'s matmuls on `gpu`: its architecture's (hfu_for); for fp8/fp4, the share
-    of that peak that gives the published FP8 speedup over bf16 (compute.roofline.low_precision_hfu)."""
-    hfu = hfu_for(gpu.arch)
+def default_hfu(gpu: Gpu, dtype: str, given: float | None = None) -> float:
+    """The utilisation assumed for `dtype`'s matmuls on `gpu`: the `given` bf16 one (the hfu setting), else its
+    architecture's (hfu_for); for fp8/fp4, the share of that peak that gives the published FP8 speedup over bf16
+    (compute.roofline.low_precision_hfu)."""
+    hfu = hfu_for(gpu.arch) if given is None else given
     specs = gpu_specs(gpu)
     bf16, peak = specs.peak_flops("bf16"), specs.peak_flops(dtype)
     if dtype in {"fp8", "fp4"} and bf16 and peak:
@@ -124,7 +125,7 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     dtype = matmul_dtype(s)
     if dtype is None:
         return {"seconds": None, "reason": "fp32 training: the catalogue lists no fp32 tensor-core peak"}
-    hfu = default_hfu(gpu, dtype) if hfu is None else hfu
+    hfu = default_hfu(gpu, dtype, s.hfu) if hfu is None else hfu
     try:
         node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node,
                        network_gbps=network_gbps(s, gpu))
