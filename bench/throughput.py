@@ -39,6 +39,7 @@ from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import find_gpu
 from hfmem.hardware.specs import gpu_specs
 from hfmem.memory.estimate import estimate
+from hfmem.memory.lowprecision import RECIPES
 from hfmem.memory.settings import TrainingSettings
 from hfmem.model.architecture import read_architecture
 from hfmem.model.meta import build_inventory
@@ -159,6 +160,9 @@ def multinode() -> None:
     for split in ("fit", "held_out"):
         errs = [error[r["id"]] for r in rows if r["split"] == split and r["id"] in error]
         print(f"| split {split} | {len(errs)} | {_median_abs(errs)} |")
+    for label, recipe in (("bf16/fp16", False), ("fp8/mxfp8/nvfp4 recipes", True)):
+        errs = [error[r["id"]] for r in rows if r["id"] in error and (r.get("dtype") in RECIPES) == recipe]
+        print(f"| {label} | {len(errs)} | {_median_abs(errs)} |")
     print(f"| all scored ({len({r['source'] for r in rows if r['id'] in error})} sources) | {len(error)} | "
           f"{_median_abs(list(error.values()))} |")
 
