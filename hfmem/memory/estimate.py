@@ -108,7 +108,7 @@ class Estimate:
 def phases(per_gpu: MemoryBreakdown) -> dict[str, Any]:
     """The device total of each modelled phase and which is the largest (the one `total` reports)."""
     paged = per_gpu.paged_optimizer
-    totals = {"train_step": per_gpu.allocated_peak + per_gpu.fragmentation + per_gpu.cuda_context + paged,
+    totals = {"train_step": per_gpu.allocated_peak + per_gpu.overhead + paged,
               "load": per_gpu.load,
               "evaluation": per_gpu.evaluation + paged if per_gpu.evaluation else 0,
               "generation": per_gpu.generation + paged if per_gpu.generation else 0,
@@ -466,7 +466,8 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
             "adapted_layers": sorted({g.name for g in lora_targets(ctx.inventory, s.lora_targets)}),
         },
         "quantization": _quantization(ctx, s),
-        "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation},
+        "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation,
+                     "nccl_gib": s.overhead.nccl_gib, "nccl_nvls": s.overhead.nccl_nvls},
         "serving": s.serving.to_dict(),  # the serving column's deployment (--method serve); no training term reads it
         "dropout_masks": "1 byte per element (CUDA bool masks)",
         "padding": ("padded to the longest sample, with an attention mask (seq_len is the padded length)"

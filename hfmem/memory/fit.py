@@ -50,6 +50,7 @@ from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.layouts import Limits, layout_settings, search
 from hfmem.memory.mitigations import REGISTRY, candidates, describe
 from hfmem.memory.model_state import ModelState
+from hfmem.memory.nccl import nvls_for
 from hfmem.memory.settings import ALL_METHODS, METHODS, NO_MODEL_PARALLELISM, Method, Sharding, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
@@ -474,7 +475,7 @@ def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSetti
         for gpu in gpus:
             given = own.get(method, settings)
             changed = gpu_defaults(given, gpu, stated)
-            cell_settings = replace(given, **changed["changes"]).validated() if changed else given
+            cell_settings = nvls_for(replace(given, **changed["changes"]).validated() if changed else given, (gpu,))
             fit = fit_one(arch, inventory, cell_settings, gpu, method, max_gpus=max_gpus, _planner=planner)
             fits.append(replace(fit, gpu_defaults=changed) if changed else fit)
     return fits

@@ -156,15 +156,16 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
+    from hfmem.memory.nccl import nvls_for
     from hfmem.memory.record import gpu_table
     from hfmem.reporting.picks import ranking
     from hfmem.reporting.timing import flops_of, step_for
     from hfmem.units import budget, figure
 
     training = plan.training.validated()
-    estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
-    per_method = {m: plan.settings_for(m) for m in plan.method_settings}
     gpus = matrix_gpus(training, plan.gpus)
+    estimates = {m: estimate(arch, inventory, nvls_for(plan.settings_for(m), gpus)) for m in plan.methods}
+    per_method = {m: plan.settings_for(m) for m in plan.method_settings}
     fits = node_fits(arch, inventory, plan, gpus, per_method)
     prices = prices_for([g.name for g in gpus], plan.prices)
     setups: dict[tuple, tuple[Any, Any]] = {}  # (method, setup, changes) -> (estimate, FLOPs): GPU-independent
