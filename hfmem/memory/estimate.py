@@ -466,8 +466,7 @@ def assumptions(ctx: Context, s: TrainingSettings, seq: int, act: ActivationEsti
             "adapted_layers": sorted({g.name for g in lora_targets(ctx.inventory, s.lora_targets)}),
         },
         "quantization": _quantization(ctx, s),
-        "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation,
-                     "nccl_gib": s.overhead.nccl_gib, "nccl_nvls": s.overhead.nccl_nvls},
+        "overhead": {"cuda_context_gib": s.overhead.cuda_context_gib, "fragmentation": s.overhead.fragmentation},
         "serving": s.serving.to_dict(),  # the serving column's deployment (--method serve); no training term reads it
         "dropout_masks": "1 byte per element (CUDA bool masks)",
         "padding": ("padded to the longest sample, with an attention mask (seq_len is the padded length)"

@@ -387,7 +387,8 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     """The fit of `method` on `gpu` for the settings as asked (their method field is replaced by `method`)."""
     planner = _planner or _Planner(Context(arch, inventory))
     ctx = planner.ctx
-    asked = asked_settings(settings, method)
+    given = asked_settings(settings, method)
+    asked = nvls_for(given, (gpu,))  # NCCL's NVLS buffers where the GPU's board has them; the record keeps `given`
     single = replace(asked, num_gpus=1, sharding=None, offload_optimizer=False, offload_params=False,
                      **NO_MODEL_PARALLELISM).validated()
     seq = asked.resolved_seq_len(arch.max_position_embeddings)
@@ -429,7 +430,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     verdict, advice = advise(ok, mitigations, multi, multi_ckpt, asked.num_gpus, layout, asked.gpus_per_node)
     akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once
     if akey not in planner.memo:
-        planner.memo[akey] = estimate_in(ctx, asked).assumptions, asked.to_dict() | {"seq_len": seq}
+        planner.memo[akey] = estimate_in(ctx, asked).assumptions, given.to_dict() | {"seq_len": seq}
     assumptions, settings_dict = planner.memo[akey]
     setup = {"num_gpus": asked.num_gpus, "sharding": asked.resolved_sharding,
              "offload_optimizer": asked.offload_optimizer, "offload_params": asked.offload_params}
@@ -475,7 +476,7 @@ def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSetti
         for gpu in gpus:
             given = own.get(method, settings)
             changed = gpu_defaults(given, gpu, stated)
-            cell_settings = nvls_for(replace(given, **changed["changes"]).validated() if changed else given, (gpu,))
+            cell_settings = replace(given, **changed["changes"]).validated() if changed else given
             fit = fit_one(arch, inventory, cell_settings, gpu, method, max_gpus=max_gpus, _planner=planner)
             fits.append(replace(fit, gpu_defaults=changed) if changed else fit)
     return fits

@@ -156,7 +156,6 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     """The estimates per method, the fit matrix with each fitting cell timed, and the rankings of those setups."""
     from hfmem.hardware.prices import prices_for
     from hfmem.memory.estimate import estimate
-    from hfmem.memory.nccl import nvls_for
     from hfmem.memory.record import gpu_table
     from hfmem.reporting.picks import ranking
     from hfmem.reporting.timing import flops_of, step_for
@@ -164,7 +163,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
 
     training = plan.training.validated()
     gpus = matrix_gpus(training, plan.gpus)
-    estimates = {m: estimate(arch, inventory, nvls_for(plan.settings_for(m), gpus)) for m in plan.methods}
+    estimates = {m: estimate(arch, inventory, spanning(plan.settings_for(m), gpus)) for m in plan.methods}
     per_method = {m: plan.settings_for(m) for m in plan.method_settings}
     fits = node_fits(arch, inventory, plan, gpus, per_method)
     prices = prices_for([g.name for g in gpus], plan.prices)
@@ -353,6 +352,14 @@ def host_room(host_per_node: int, gpu: Gpu, settings: TrainingSettings) -> bool:
 
     ram = host_ram_gib(settings, gpu)
     return ram is None or host_per_node <= ram * GIB
+
+
+def spanning(s: TrainingSettings, gpus: tuple[Gpu, ...]) -> TrainingSettings:
+    """A method's settings for its estimate: NCCL's NVLS buffers decided by the report's GPUs where the run spans
+    several (one GPU has no communicator, so its settings stay as given)."""
+    from hfmem.memory.nccl import nvls_for
+
+    return nvls_for(s, gpus) if s.num_gpus > 1 else s
 
 
 def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[Gpu, ...],
