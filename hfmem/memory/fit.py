@@ -304,7 +304,8 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
 def _layout(planner: _Planner, single: TrainingSettings, seq: int, gpu: Gpu, max_gpus: int) -> dict[str, Any] | None:
     """The fewest GPUs and the layout to run there (memory.layouts: FSDP, then TP inside the GPUs one NVLink or
     Infinity Fabric joins, PP, CP), with checkpointing as asked, else full; None where none fits within max_gpus.
-    Each layout's per-rank bytes are GPU-independent, so memoised for the whole matrix."""
+    Each layout's per-rank bytes depend on the GPU only through NCCL's NVLS buffers (in `single`), so are memoised
+    for every GPU that shares them."""
     limit = gpu.usable_bytes
     limits = Limits.of(planner.ctx.arch, seq, tp_domain(gpu, single.gpus_per_node), planner.ctx.inventory)
     for s in dict.fromkeys((single, replace(single, gradient_checkpointing="full"))):

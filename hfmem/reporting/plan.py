@@ -375,8 +375,8 @@ def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[
     order = {(m, g.spec): (i, j) for i, m in enumerate(plan.methods) for j, g in enumerate(gpus)}
     fits = []
     for ram, members in groups.items():
-        own = {m: replace(s, host_ram_gib=ram) for m, s in per_method.items()}
-        fits += fit_matrix(arch, inventory, replace(training, host_ram_gib=ram), members, plan.methods,
+        own = {m: replace(spanning(s, gpus), host_ram_gib=ram) for m, s in per_method.items()}  # as the estimates
+        fits += fit_matrix(arch, inventory, replace(spanning(training, gpus), host_ram_gib=ram), members, plan.methods,
                            max_gpus=training.max_gpus, per_method=own, stated=plan.stated)
     return sorted(fits, key=lambda f: order[(f.method, f.gpu.spec)])
 
