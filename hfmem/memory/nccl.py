@@ -10,8 +10,8 @@ communicator is created), holds:
   node's chain a tree reuses the ring's connection to one side and adds one more, so 2 connections a channel, 1
   between two ranks;
 - the channels NCCL's search finds for an NVSwitch node of A100s or H100s: 6 rings at the top search speed
-  (SEARCH L850, L855: 40 GB/s in 240 GB/s of A100 NVLink, 60 in H100's 371), doubled in the search (SEARCH L835-L846)
-  and again in ncclTopoPostset (CONNECT L443): 24;
+  (SEARCH L850, L855: 40 GB/s in A100's 12 NVLinks of 20 GB/s, 60 in H100's 18 of 20.6: TOPO L16-L17), doubled in
+  the search (SEARCH L835-L846) and again in ncclTopoPostset (CONNECT L443): 24;
 - per peer it sends to or receives from (pipeline stages, CP's ring, EP's all-to-all), p2p connections on
   nextPow2(24) = 32 channels inside a node, 2 to a peer across the network (PATHS L706-L717, L763);
 - on an NVSwitch Hopper/Blackwell node, for a communicator of more than 2 GPUs of one node, NVLS buffers: per head
@@ -22,7 +22,11 @@ NCCL 2.22 and later connect only the algorithms a run uses (NCCL_RUNTIME_CONNECT
 L1153), so they hold at most this. Which communicators a rank uses follows Megatron-LM's rank order tp-cp-ep-dp-pp:
 the gradient group (DP x CP; FSDP, ZeRO and DDP: all ranks), TP, PP (its stages' sends and receives), CP, EP (its
 all-to-all) and the expert-data-parallel group. The real figure moves with the NCCL version and NCCL_BUFFSIZE,
-NCCL_NVLS_ENABLE, NCCL_MIN/MAX_NCHANNELS: --nccl-gib sets it, 0 switches it off.
+NCCL_NVLS_ENABLE, NCCL_MIN/MAX_NCHANNELS: --nccl-gib sets it, 0 switches it off. Left out, each adding memory: a
+tree whose chain runs in another order than the ring (up to 2 more connections a channel), the sending side's LL128
+and Simple buffers of a connection over the network (net.cc registers them on both ends with GPUDirect RDMA), NVLS
+trees across nodes, Megatron's embedding group between the first and last stages, and NCCL's own kernels and
+structures.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ _NCCL = "https://github.com/NVIDIA/nccl/blob/ab2b89c4c339bd7f816fbc114a4b05d386b
 SOURCES = {
     "INIT": _NCCL + "init.cc", "DEVICE": _NCCL + "include/device.h", "P2P": _NCCL + "transport/p2p.cc",
     "SEARCH": _NCCL + "graph/search.cc", "CONNECT": _NCCL + "graph/connect.cc", "PATHS": _NCCL + "graph/paths.cc",
-    "NVLS": _NCCL + "transport/nvls.cc",
+    "NVLS": _NCCL + "transport/nvls.cc", "TOPO": _NCCL + "graph/topo.h",
     "INIT22": "https://github.com/NVIDIA/nccl/blob/178b6b759074597777ce13438efb0e0ba625e429/src/init.cc",
 }
 """The NCCL source files (v2.21.5-1; v2.22.3-1 for INIT22) the constants below cite by line."""
