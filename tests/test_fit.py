@@ -164,7 +164,7 @@ PER_GPU_ORDER = ["weights", "gradients", "optimizer", "activations", "overhead",
                  "recompute", "backward_working", "optimizer_step_transient", "autocast_weight_copies",
                  "paged_optimizer", "gradient_activation_overlap", "allocated_peak", "reserved_peak", "cuda_context",
                  "fragmentation", "host_per_node", "load", "evaluation", "generation", "save",
-                 "parallel_buffers", "quantized_weight_copies", "scaling_state"]
+                 "parallel_buffers", "quantized_weight_copies", "scaling_state", "nccl"]
 
 
 def test_breakdown_serialises_as_the_report_always_has() -> None:
@@ -209,7 +209,7 @@ def test_estimate_json_shape_and_how_the_terms_add_up() -> None:
         assert b["total"] == (b["weights"] + b["gradients"] + b["optimizer"] + b["activations"] + b["sharding_buffers"]
                               + b["optimizer_step_transient"] + b["autocast_weight_copies"] + b["overhead"]
                               + b["quantized_weight_copies"] + b["scaling_state"] - b["gradient_activation_overlap"])
-        assert b["overhead"] == b["cuda_context"] + b["fragmentation"]
+        assert b["overhead"] == b["cuda_context"] + b["fragmentation"] + b["nccl"]
         for key in ("dtype", "optimizer", "micro_batch_size", "seq_len", "gradient_checkpointing", "attention", "overhead"):
             assert key in data["assumptions"]
         assert data["settings"]["seq_len"] == 2048

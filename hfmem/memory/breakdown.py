@@ -9,7 +9,7 @@ How the total is formed (all per GPU):
                            stored activations + a layer's backward + backward-only buffers,
                            the first layer's backward + gradients + backward-only buffers,
                            gradients + optimizer_step_transient)
-    total = allocated_peak + fragmentation + cuda_context + paged_optimizer
+    total = allocated_peak + fragmentation + cuda_context + nccl + paged_optimizer
 (or the total of another phase where it needs more: loading the whole model on each GPU before sharding, an
 evaluation forward, generating samples, a full checkpoint save), where
 paged_optimizer (bitsandbytes paged states, in CUDA managed memory) sits outside PyTorch's
@@ -26,7 +26,9 @@ frees activations, so the loss and the last layers run beside the first gradient
 first layer's backward (the last to run: its saved tensors or recompute, its working set, the
 embedding's) beside nearly all of them. Accumulating over several micro-batches (or ZeRO's
 preallocated gradient partitions) keeps gradients alive: no overlap. `fragmentation` is the
-allocator's reserved-but-unused share and `cuda_context` the CUDA context: both explicit settings.
+allocator's reserved-but-unused share and `cuda_context` the CUDA context: both explicit settings; `nccl` the
+buffers of the NCCL communicators a rank of a multi-GPU run uses (hfmem.memory.nccl), outside the allocator like the
+context, so in every phase's device total but never in allocated_peak or reserved_peak.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from dataclasses import asdict, dataclass
 
 from hfmem.memory.activations import ActivationEstimate
 from hfmem.memory.model_state import ModelState, ParameterSplit
+from hfmem.memory.nccl import nccl_bytes
 from hfmem.memory.settings import TrainingSettings
 from hfmem.units import GIB
 
@@ -52,7 +55,7 @@ class MemoryBreakdown:
     activations: int
     """What backward keeps at the end of the forward pass plus the largest transient."""
     overhead: int
-    """fragmentation + cuda_context."""
+    """fragmentation + cuda_context + nccl."""
     total: int
     """The device total: allocated_peak + overhead + paged_optimizer."""
     required: int
@@ -113,6 +116,8 @@ class MemoryBreakdown:
     alive from the forward through the backward like autocast's copies."""
     scaling_state: int = 0
     """FP8 delayed scaling's amax histories and scales (TransformerEngine), resident like the weights."""
+    nccl: int = 0
+    """NCCL's communicator buffers (hfmem.memory.nccl): outside the allocator, like the CUDA context."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -151,10 +156,12 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     allocated = resident + resident_buffers + max(backward_peak, step_peak)
     fragmentation = round(allocated * settings.overhead.fragmentation)
     context = round(settings.overhead.cuda_context_gib * GIB)
+    nccl = nccl_bytes(settings)
+    outside = context + nccl  # memory outside PyTorch's allocator, in every phase
 
     def device(allocated_bytes: int) -> int:
-        """A phase's device total: what it allocates, the allocator's share on top and the CUDA context."""
-        return allocated_bytes + round(allocated_bytes * settings.overhead.fragmentation) + context
+        """A phase's device total: what it allocates, the allocator's share on top, the CUDA context and NCCL."""
+        return allocated_bytes + round(allocated_bytes * settings.overhead.fragmentation) + outside
 
     # between steps: gradients were set to None unless they persist; a forward makes its autocast copies again and
     # gathers its units as the step did, a save unshards one unit at a time instead
@@ -169,10 +176,10 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         gradients=state.gradients,
         optimizer=state.optimizer,
         activations=activations,
-        overhead=fragmentation + context,
-        total=max(allocated + fragmentation + context + paged, load, evaluation + paged, generation + paged,
+        overhead=fragmentation + outside,
+        total=max(allocated + fragmentation + outside + paged, load, evaluation + paged, generation + paged,
                   save + paged),
-        required=max(allocated + fragmentation + context, load, evaluation, generation, save),
+        required=max(allocated + fragmentation + outside, load, evaluation, generation, save),
         master_weights=state.master_weights,
         optimizer_states=state.optimizer_states,
         sharding_buffers=state.sharding_buffers,
@@ -197,6 +204,7 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         parallel_buffers=parallel_buffers,
         quantized_weight_copies=state.quantized_weight_copies,
         scaling_state=state.scaling_state,
+        nccl=nccl,
     )
 
 

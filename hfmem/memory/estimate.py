@@ -108,7 +108,7 @@ class Estimate:
 def phases(per_gpu: MemoryBreakdown) -> dict[str, Any]:
     """The device total of each modelled phase and which is the largest (the one `total` reports)."""
     paged = per_gpu.paged_optimizer
-    totals = {"train_step": per_gpu.allocated_peak + per_gpu.fragmentation + per_gpu.cuda_context + paged,
+    totals = {"train_step": per_gpu.allocated_peak + per_gpu.overhead + paged,
               "load": per_gpu.load,
               "evaluation": per_gpu.evaluation + paged if per_gpu.evaluation else 0,
               "generation": per_gpu.generation + paged if per_gpu.generation else 0,

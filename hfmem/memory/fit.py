@@ -50,6 +50,7 @@ from hfmem.memory.gpu_defaults import gpu_defaults
 from hfmem.memory.layouts import Limits, layout_settings, search
 from hfmem.memory.mitigations import REGISTRY, candidates, describe
 from hfmem.memory.model_state import ModelState
+from hfmem.memory.nccl import nvls_for
 from hfmem.memory.settings import ALL_METHODS, METHODS, NO_MODEL_PARALLELISM, Method, Sharding, TrainingSettings
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory
@@ -303,7 +304,8 @@ def _multi_gpu(planner: _Planner, single: TrainingSettings, seq: int, limit: int
 def _layout(planner: _Planner, single: TrainingSettings, seq: int, gpu: Gpu, max_gpus: int) -> dict[str, Any] | None:
     """The fewest GPUs and the layout to run there (memory.layouts: FSDP, then TP inside the GPUs one NVLink or
     Infinity Fabric joins, PP, CP), with checkpointing as asked, else full; None where none fits within max_gpus.
-    Each layout's per-rank bytes are GPU-independent, so memoised for the whole matrix."""
+    Each layout's per-rank bytes depend on the GPU only through NCCL's NVLS buffers (in `single`), so are memoised
+    for every GPU that shares them."""
     limit = gpu.usable_bytes
     limits = Limits.of(planner.ctx.arch, seq, tp_domain(gpu, single.gpus_per_node), planner.ctx.inventory)
     for s in dict.fromkeys((single, replace(single, gradient_checkpointing="full"))):
@@ -386,7 +388,8 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     """The fit of `method` on `gpu` for the settings as asked (their method field is replaced by `method`)."""
     planner = _planner or _Planner(Context(arch, inventory))
     ctx = planner.ctx
-    asked = asked_settings(settings, method)
+    given = asked_settings(settings, method)
+    asked = nvls_for(given, (gpu,))  # NCCL's NVLS buffers where the GPU's board has them; the record keeps `given`
     single = replace(asked, num_gpus=1, sharding=None, offload_optimizer=False, offload_params=False,
                      **NO_MODEL_PARALLELISM).validated()
     seq = asked.resolved_seq_len(arch.max_position_embeddings)
@@ -428,7 +431,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     verdict, advice = advise(ok, mitigations, multi, multi_ckpt, asked.num_gpus, layout, asked.gpus_per_node)
     akey = ("assumptions", base_key)  # shared by the row's cells, like the settings dict: built once
     if akey not in planner.memo:
-        planner.memo[akey] = estimate_in(ctx, asked).assumptions, asked.to_dict() | {"seq_len": seq}
+        planner.memo[akey] = estimate_in(ctx, asked).assumptions, given.to_dict() | {"seq_len": seq}
     assumptions, settings_dict = planner.memo[akey]
     setup = {"num_gpus": asked.num_gpus, "sharding": asked.resolved_sharding,
              "offload_optimizer": asked.offload_optimizer, "offload_params": asked.offload_params}

@@ -212,6 +212,15 @@ class Overhead:
     fragmentation: float = setting(0.10, Number(0, 10), panel=SHARDING)
     """The caching allocator's reserved-but-unused share, as a fraction of the peak of allocated memory
     (reserved = allocated x (1 + fragmentation)); 5-15% is typical for LLM training."""
+    nccl_gib: float | None = setting(None, OrNone(Number(0, 64)), shown="from the layout", panel=SHARDING)
+    """NCCL's device memory per GPU in GiB on more than one GPU: each communicator's buffers, outside PyTorch's
+    allocator (nvidia-smi shows them). Unset: NCCL v2.21.5's defaults for the communicators the layout's ranks use
+    (hfmem.memory.nccl); 0 switches it off; a figure replaces it (NCCL_BUFFSIZE, NCCL_NVLS_ENABLE,
+    NCCL_MIN/MAX_NCHANNELS and the NCCL version change it)."""
+    nccl_nvls: bool | None = setting(None, OrNone(SWITCH), shown="from the GPU", panel=SHARDING)
+    """Count NCCL's NVLink SHARP buffers (NCCL_NVLS_ENABLE) for communicators of more than 2 GPUs of a node. Unset:
+    on for an NVSwitch Hopper or Blackwell board of the catalogue (H100, H200, B200), off elsewhere and for an
+    estimate not tied to one GPU."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -598,7 +607,7 @@ class TrainingSettings:
     LISA's lisa_activated_layers, 2 in LMFlow); only they hold gradients, fp32 master weights and optimizer states
     (LISA also trains the embeddings and the head throughout)."""
     overhead: Overhead = setting(None, Group(Overhead), affects=())
-    """Memory outside PyTorch's tensors: the CUDA context and the allocator's fragmentation."""
+    """Memory outside PyTorch's tensors: the CUDA context, NCCL's buffers and the allocator's fragmentation."""
     serving: Serving = setting(None, Group(Serving), affects=())
     """The serving deployment of the fit matrix's serving column (--method serve); no training part reads it."""
 

@@ -22,7 +22,7 @@ TERMS = (
     ("sharding_buffers", "sharding buffers"), ("activations", "activations"),
     ("optimizer_step_transient", "optimizer step transient"), ("autocast_weight_copies", "autocast weight copies"),
     ("quantized_weight_copies", "FP8/FP4 weight copies"), ("scaling_state", "FP8 amax history and scales"),
-    ("overhead", "fragmentation + CUDA context"),
+    ("overhead", "fragmentation + CUDA context + NCCL buffers"),
 )
 """The per_gpu_bytes terms stacked in a bar, bottom up; their sum less the overlap is the training step's total,
 and `total` is the largest of that and the other phases' (hfmem.memory.breakdown)."""

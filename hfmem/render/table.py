@@ -172,10 +172,12 @@ def breakdown_table(report: dict[str, Any]) -> Table:
         table.add_column(METHOD_TITLES.get(est["method"], est["method"]), justify="right")
     phases = [p for p, _ in PHASES if any(e["per_gpu_bytes"][p] for e in ests)]  # the total where larger
     recipe = [t for t in ("quantized_weight_copies", "scaling_state") if any(e["per_gpu_bytes"].get(t) for e in ests)]
-    terms = ["weights", "gradients", "optimizer", "activations", *recipe, "overhead", *phases, "total"]
+    nccl = ["nccl"] if any(e["per_gpu_bytes"].get("nccl") for e in ests) else []  # part of overhead, outside torch
+    terms = ["weights", "gradients", "optimizer", "activations", *recipe, "overhead", *nccl, *phases, "total"]
     for term in terms:
-        table.add_row(Text(term.replace("_", " "), style="bold" if term == "total" else ""),
-                      *(gib(e["per_gpu_bytes"][term]) for e in ests))
+        label = "  of which NCCL" if term == "nccl" else term.replace("_", " ")
+        table.add_row(Text(label, style="bold" if term == "total" else ""),
+                      *(gib(e["per_gpu_bytes"].get(term, 0)) for e in ests))
     table.add_row("trainable params", *(count(e["parameters"]["trainable"]) for e in ests))
     for key, words in (("model", "FLOPs/token (model)"), ("hardware", "FLOPs/token (executed)")):
         table.add_row(words, *(f"{e['flops_per_token'][key]:.3g}" for e in ests))

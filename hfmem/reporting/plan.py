@@ -162,9 +162,9 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
     from hfmem.units import budget, figure
 
     training = plan.training.validated()
-    estimates = {m: estimate(arch, inventory, plan.settings_for(m)) for m in plan.methods}
-    per_method = {m: plan.settings_for(m) for m in plan.method_settings}
     gpus = matrix_gpus(training, plan.gpus)
+    estimates = {m: estimate(arch, inventory, spanning(plan.settings_for(m), gpus)) for m in plan.methods}
+    per_method = {m: plan.settings_for(m) for m in plan.method_settings}
     fits = node_fits(arch, inventory, plan, gpus, per_method)
     prices = prices_for([g.name for g in gpus], plan.prices)
     setups: dict[tuple, tuple[Any, Any]] = {}  # (method, setup, changes) -> (estimate, FLOPs): GPU-independent
@@ -354,6 +354,14 @@ def host_room(host_per_node: int, gpu: Gpu, settings: TrainingSettings) -> bool:
     return ram is None or host_per_node <= ram * GIB
 
 
+def spanning(s: TrainingSettings, gpus: tuple[Gpu, ...]) -> TrainingSettings:
+    """A method's settings for its estimate: NCCL's NVLS buffers decided by the report's GPUs where the run spans
+    several (one GPU has no communicator, so its settings stay as given)."""
+    from hfmem.memory.nccl import nvls_for
+
+    return nvls_for(s, gpus) if s.num_gpus > 1 else s
+
+
 def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[Gpu, ...],
               per_method: Mapping[str, TrainingSettings]) -> list[Any]:
     """The fit matrix (methods outer, GPUs in order) with each GPU's cells at its machine's host RAM (host_ram_gib):
@@ -367,8 +375,8 @@ def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[
     order = {(m, g.spec): (i, j) for i, m in enumerate(plan.methods) for j, g in enumerate(gpus)}
     fits = []
     for ram, members in groups.items():
-        own = {m: replace(s, host_ram_gib=ram) for m, s in per_method.items()}
-        fits += fit_matrix(arch, inventory, replace(training, host_ram_gib=ram), members, plan.methods,
+        own = {m: replace(spanning(s, gpus), host_ram_gib=ram) for m, s in per_method.items()}  # as the estimates
+        fits += fit_matrix(arch, inventory, replace(spanning(training, gpus), host_ram_gib=ram), members, plan.methods,
                            max_gpus=training.max_gpus, per_method=own, stated=plan.stated)
     return sorted(fits, key=lambda f: order[(f.method, f.gpu.spec)])
 
