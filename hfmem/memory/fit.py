@@ -42,7 +42,7 @@ from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
 from hfmem.hardware.specs import gpu_specs
 from hfmem.memory.activations import ActivationEstimate
-from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
+from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on, nvme_ok
 from hfmem.memory.estimate import Context, activations_for, estimate_in, per_gpu_parts, phases, state_for
 from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
@@ -433,7 +433,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     setup = {"num_gpus": asked.num_gpus, "sharding": asked.resolved_sharding,
              "offload_optimizer": asked.offload_optimizer, "offload_params": asked.offload_params}
     host = per_gpu.host_per_node
-    reason = shortfall(ok, per_gpu.required, host, limit, asked.host_ram_gib)
+    reason = shortfall(ok, per_gpu, limit, asked)
     return Fit(
         gpu=gpu, method=method, verdict=verdict, advice=advice,
         asked={"fits": ok, **setup, "total_bytes": per_gpu.total, "required_bytes": per_gpu.required,
@@ -446,13 +446,16 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     )
 
 
-def shortfall(fits: bool, required: int, host_per_node: int, limit: int, host_ram_gib: float | None) -> str | None:
-    """What a setup that does not fit runs short of: "GPU memory", or the host RAM it needs per machine."""
+def shortfall(fits: bool, per_gpu: MemoryBreakdown, limit: int, asked: TrainingSettings) -> str | None:
+    """What a setup that does not fit runs short of: "GPU memory", or the host RAM or NVMe it needs per machine."""
     if fits:
         return None
-    if required > limit:
+    if per_gpu.required > limit:
         return "GPU memory"
-    return f"host RAM: {host_per_node / GIB:,.1f} GiB per machine needed, host_ram_gib is {host_ram_gib:g}"
+    if not nvme_ok(per_gpu.nvme_per_node, asked.nvme_gib):
+        return f"NVMe: {per_gpu.nvme_per_node / GIB:,.1f} GiB per machine needed, nvme_gib is {asked.nvme_gib:g}"
+    host = per_gpu.host_per_node / GIB
+    return f"host RAM: {host:,.1f} GiB per machine needed, host_ram_gib is {asked.host_ram_gib:g}"
 
 
 def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpus: tuple[Gpu, ...] | list[Gpu],

@@ -76,15 +76,21 @@ def verdict_parts(fit: dict[str, Any]) -> tuple[str, str, str]:
 
 def host_ram_line(report: dict[str, Any]) -> str:
     """The one-GPU offloads the verdicts left out because the GPU's machine lacks the host RAM, e.g. "host RAM short
-    for offload: full ZeRO-Inf. 1,156 GiB/machine (T4 384, L4 768)": what each needs and each machine has; "" where
-    none."""
-    groups: dict[tuple[str, str, float], list[str]] = {}
+    for offload: full ZeRO-Inf. 1,156 GiB/machine (T4 384, L4 768)": what each needs and each machine has, and where
+    the machine's NVMe is known, what ZeRO-Infinity on NVMe would need ("; on NVMe 1,156 GiB NVMe + 19 GiB RAM/machine
+    (T4 1,676 NVMe)"); "" where none."""
+    groups: dict[tuple[str, str, float, float | None, float | None], list[str]] = {}
     for fit in cells(report):
         if short := fit.get("host_ram_short"):
-            key = (fit["method"], short["mitigation"], short["needed_gib"])
-            groups.setdefault(key, []).append(f"{fit['gpu']['name']} {short['host_ram_gib']:,.0f}")
-    parts = [f"{method} {label(name, {})} {need:,.0f} GiB/machine ({', '.join(has)})"
-             for (method, name, need), has in groups.items()]
+            nvme = short.get("nvme") or {}
+            key = (fit["method"], short["mitigation"], short["needed_gib"], nvme.get("needed_gib"),
+                   nvme.get("host_needed_gib"))
+            has = f"{fit['gpu']['name']} {short['host_ram_gib']:,.0f}"
+            groups.setdefault(key, []).append(has + (f", {nvme['nvme_gib']:,.0f} NVMe" if nvme else ""))
+    parts = [f"{method} {label(name, {})} {need:,.0f} GiB/machine"
+             + (f", on NVMe {disk:,.0f} GiB NVMe + {ram:,.0f} GiB RAM/machine" if disk is not None else "")
+             + f" ({'; '.join(has) if disk is not None else ', '.join(has)})"
+             for (method, name, need, disk, ram), has in groups.items()]
     return "host RAM short for offload: " + "; ".join(parts) if parts else ""
 
 

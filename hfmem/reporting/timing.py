@@ -102,6 +102,14 @@ def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
     return settings.network_gbps if settings.network_gbps is not None else node_specs(gpu).network_gbps
 
 
+def nvme_gbps(settings: TrainingSettings, gpu: Gpu, direction: str) -> float | None:
+    """The NVMe GB/s per machine in `direction` ("read", "write") a setup swaps over: the setting, else the GPU's
+    common server's (hfmem gpus; None: NVMe offload untimed)."""
+    given = settings.nvme_read_gbps if direction == "read" else settings.nvme_write_gbps
+    node = node_specs(gpu)
+    return given if given is not None else node.nvme_read_gbps if direction == "read" else node.nvme_write_gbps
+
+
 def default_hfu(gpu: Gpu, dtype: str) -> float:
     """The utilisation assumed for `dtype`'s matmuls on `gpu`: its architecture's (hfu_for); for fp8/fp4, the share
     of that peak that gives the published FP8 speedup over bf16 (compute.roofline.low_precision_hfu)."""
@@ -127,7 +135,8 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     hfu = default_hfu(gpu, dtype) if hfu is None else hfu
     try:
         node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node,
-                       network_gbps=network_gbps(s, gpu))
+                       network_gbps=network_gbps(s, gpu),
+                       nvme_gbps={d: nvme_gbps(s, gpu, d) for d in ("read", "write")})
     except InvalidInputError as err:
         return {"seconds": None, "reason": str(err)}
     stage, n, replicas = s.zero_stage or 0, s.num_gpus, s.shard_ranks  # DP (x CP) ranks share the weights
@@ -140,7 +149,9 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
                                          trainable_bytes=trainable_bytes, gradient_bytes=gradients, units=units)
                  + offload_transfers(replicas, offload_optimizer=s.offload_optimizer,
                                      offload_params=s.offload_params, parameter_bytes=whole_weights,
-                                     trainable_bytes=trainable_bytes, gradient_bytes=gradients)
+                                     trainable_bytes=trainable_bytes, gradient_bytes=gradients,
+                                     nvme_optimizer_bytes=state.nvme_bytes - state.nvme_param_bytes,
+                                     nvme_param_bytes=state.nvme_param_bytes)
                  + model_parallel_transfers(est, arch))
     traffic = hbm_traffic(weight_bytes=state.weights, passes=weight_passes(s.gradient_checkpointing),
                           gradient_bytes=state.gradients, optimizer_bytes=state.optimizer,
