@@ -337,18 +337,22 @@ class TrainingSettings:
     """NVMe offload: pinned host buffers of the optimizer swapper, each the size of the largest fp32 sub-group
     (DeepSpeed offload_optimizer.buffer_count, default 4, deepspeed/runtime/zero/offload_config.py line 64 at
     38327e0; SwapBufferManager pins them, swap_tensor/optimizer_utils.py line 139)."""
-    sub_group_size: float = setting(1e9, Number(1, 1e15), affects=("state",), panel=SHARDING)
+    sub_group_size: float = setting(1e9, Number(0, 1e15), affects=("state",), shown="1e9",
+                                         panel=SHARDING)
     """NVMe offload: elements per ZeRO-3 optimizer sub-group, the tile the optimizer swapper moves at a time
     (DeepSpeed zero_optimization.sub_group_size, default 1e9, deepspeed/runtime/zero/config.py line 168 at
-    38327e0)."""
+    38327e0): a sub-group closes at the first parameter that reaches it, so 0 makes each parameter one
+    (stage3.py _create_fp16_sub_groups, line 959)."""
     param_swap_buffers: int = setting(5, COUNT, affects=("state",), panel=SHARDING)
     """NVMe parameter offload: pinned host buffers the parameter swapper reads layers into (DeepSpeed
     offload_param.buffer_count, default 5, deepspeed/runtime/zero/offload_config.py line 33 at 38327e0; pinned by
     swap_tensor/partitioned_param_swapper.py line 130)."""
-    param_swap_buffer_size: float = setting(1e8, Number(1, 1e15), affects=("state",), panel=SHARDING)
+    param_swap_buffer_size: float = setting(1e8, Number(1, 1e15), affects=("state",), shown="1e8",
+                                                 panel=SHARDING)
     """NVMe parameter offload: elements per parameter swap buffer (DeepSpeed offload_param.buffer_size, default 1e8,
     deepspeed/runtime/zero/offload_config.py line 36 at 38327e0)."""
-    param_max_in_cpu: float = setting(1e9, Number(0, 1e15), affects=("state",), panel=SHARDING)
+    param_max_in_cpu: float = setting(1e9, Number(0, 1e15), affects=("state",), shown="1e9",
+                                           panel=SHARDING)
     """NVMe parameter offload: parameter elements per rank kept in pinned host memory, the rest on NVMe (DeepSpeed
     offload_param.max_in_cpu, default 1e9, deepspeed/runtime/zero/offload_config.py line 39 at 38327e0; stage3.py
     line 687 sizes the host copy by it)."""
