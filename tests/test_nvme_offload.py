@@ -111,6 +111,12 @@ def test_a_machine_short_of_nvme_does_not_fit_and_says_why(capsys) -> None:
     t4 = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4"))[0]
     assert (t4["verdict"], t4["advice"]["mitigation"], t4["host_ram_short"]) == ("change", "zero3_nvme", None)
     assert t4["advice"]["settings_changes"]["offload_device"] == "nvme"
+    # the suggestion states what it needs of the machine: 1,154 GiB of NVMe, 128 GiB of RAM (the load-time copy)
+    assert round(t4["advice"]["nvme_per_node_bytes"] / 2**30) == 1154
+    assert round(t4["advice"]["host_per_node_bytes"] / 2**30) == 128
+    roomy = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--host-ram-gib", "2048"))[0]
+    assert roomy["advice"]["mitigation"] == "zero3_offload_params" and "nvme_per_node_bytes" not in roomy["advice"]
+    assert round(roomy["advice"]["host_per_node_bytes"] / 2**30) == 1156
     assert "--nvme-read-gbps" in t4["time"]["reason"]
     timed = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--nvme-read-gbps", "4",
                           "--nvme-write-gbps", "2"))[0]

@@ -61,6 +61,8 @@ MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
 """A verdict's mark in the terminal and in markdown, for the training cells and the serving column alike."""
 MAX_SUGGESTED_GPUS = 64
 """Up to this many GPUs, more GPUs are preferred to another method or offload; beyond it they come last."""
+MACHINE_KEYS = ("host_per_node_bytes", "nvme_per_node_bytes")
+"""What an offload mitigation (and the advice it becomes) says it needs of its machine."""
 SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing", "model_loading")
 """The fields of a multi-GPU suggestion that make a setup of its own (its advice's settings changes; model_loading
 only where the search changed it)."""
@@ -152,7 +154,7 @@ def _change(m: dict[str, Any], num_gpus: int) -> dict[str, Any]:
     """A mitigation as advice: the change on the GPUs asked."""
     return {"kind": "change", "mitigation": m["name"], "description": describe(m["name"], m["settings_changes"]),
             "settings_changes": dict(m["settings_changes"]), "num_gpus": num_gpus, "total_bytes": m["total_bytes"],
-            "required_bytes": m["required_bytes"]}
+            "required_bytes": m["required_bytes"]} | {k: m[k] for k in MACHINE_KEYS if k in m}
 
 
 def _gpus(multi: dict[str, Any]) -> dict[str, Any]:
@@ -349,11 +351,18 @@ def _on_ladder(total_of: Callable[[int, Sharding, bool, bool], int], step: tuple
 
 
 def _mitigations(planner: _Planner, asked: TrainingSettings, seq: int, limit: int) -> list[dict[str, Any]]:
-    """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first."""
+    """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first; an offload with
+    the host RAM (and NVMe) per machine it needs."""
     return [{"name": name, "settings_changes": dict(changes), "total_bytes": per_gpu.total,
-             "required_bytes": per_gpu.required}
+             "required_bytes": per_gpu.required} | (machine_needs(per_gpu) if changes.get("offload_optimizer") else {})
             for name, changes, trial, per_gpu in _mitigation_trials(planner, asked, seq)
             if fits_on(per_gpu, limit, trial)]
+
+
+def machine_needs(per_gpu: MemoryBreakdown) -> dict[str, int]:
+    """What an offload needs of its machine: host RAM per machine, and NVMe per machine where it swaps to NVMe."""
+    return {"host_per_node_bytes": per_gpu.host_per_node} | (
+        {"nvme_per_node_bytes": per_gpu.nvme_per_node} if per_gpu.nvme_per_node else {})
 
 
 def _mitigation_trials(planner: _Planner, asked: TrainingSettings, seq: int) -> list[tuple]:

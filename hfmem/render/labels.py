@@ -94,6 +94,21 @@ def host_ram_line(report: dict[str, Any]) -> str:
     return "host RAM short for offload: " + "; ".join(parts) if parts else ""
 
 
+def offload_line(report: dict[str, Any]) -> str:
+    """What the offloads the verdicts suggest need of each machine, e.g. "offload per machine: full ZeRO-Inf. NVMe
+    1,154 GiB NVMe + 128 GiB RAM (T4)"; "" where no verdict is an offload."""
+    groups: dict[tuple[str, str, int, int], list[str]] = {}
+    for fit in cells(report):
+        advice = fit.get("advice") or {}
+        if fit.get("verdict") != "fits" and "host_per_node_bytes" in advice:
+            key = (fit["method"], advice_label(advice), advice["host_per_node_bytes"],
+                   advice.get("nvme_per_node_bytes", 0))
+            groups.setdefault(key, []).append(fit["gpu"]["name"])
+    parts = [f"{method} {name} " + (f"{nvme / GIB:,.0f} GiB NVMe + " if nvme else "") + f"{host / GIB:,.0f} GiB RAM "
+             f"({', '.join(names)})" for (method, name, host, nvme), names in groups.items()]
+    return "offload per machine: " + "; ".join(parts) if parts else ""
+
+
 def setup_label(fit: dict[str, Any]) -> str:
     """The short name of the setup a cell is timed on where it is not the one asked: the change ("+ckpt",
     "QLoRA+ckpt") or the GPUs ("3×ZeRO-3+ckpt"); "" where it fits as asked or is not timed."""

@@ -358,19 +358,21 @@ def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[
 
 
 def node_entry(gpus: tuple[Gpu, ...], training: TrainingSettings) -> dict[str, Any]:
-    """The report's `nodes`: per GPU of the matrix, its network Gb/s per GPU, host RAM GiB, NVMe GiB and NVMe read
-    and write GB/s per machine and common server as its cells assume them (null: no network figure / not checked /
-    untimed), and which of them a setting `given` instead of the server; the servers' sources are in
-    `hfmem gpus --format json`."""
+    """The report's `nodes`: per GPU of the matrix, its network Gb/s per GPU, host RAM GiB per machine and common
+    server as its cells assume them (null: no network figure / host RAM not checked), its NVMe GiB and NVMe read and
+    write GB/s per machine where known (absent: NVMe not checked / NVMe offload untimed), and which of them a setting
+    `given` instead of the server; the servers' sources are in `hfmem gpus --format json`."""
     from hfmem.hardware.specs import node_specs
     from hfmem.reporting.timing import network_gbps, nvme_gbps
 
+    def entry(g: Gpu) -> dict[str, Any]:
+        nvme = {"nvme_gib": nvme_gib(training, g), "nvme_read_gbps": nvme_gbps(training, g, "read"),
+                "nvme_write_gbps": nvme_gbps(training, g, "write")}
+        return {"network_gbps": network_gbps(training, g), "host_ram_gib": host_ram_gib(training, g)} | {
+            k: v for k, v in nvme.items() if v is not None} | {"server": node_specs(g).server}
+
     given = [k for k in NODE_SETTINGS if getattr(training, k) is not None]
-    return {"gpus_per_node": training.gpus_per_node, "given": given,
-            "by_gpu": {g.spec: {"network_gbps": network_gbps(training, g), "host_ram_gib": host_ram_gib(training, g),
-                               "nvme_gib": nvme_gib(training, g), "nvme_read_gbps": nvme_gbps(training, g, "read"),
-                               "nvme_write_gbps": nvme_gbps(training, g, "write"), "server": node_specs(g).server}
-                       for g in gpus}}
+    return {"gpus_per_node": training.gpus_per_node, "given": given, "by_gpu": {g.spec: entry(g) for g in gpus}}
 
 
 NODE_SETTINGS = ("network_gbps", "host_ram_gib", "nvme_gib", "nvme_read_gbps", "nvme_write_gbps")
