@@ -95,7 +95,7 @@ def host_ram_line(report: dict[str, Any]) -> str:
 
 
 def offload_line(report: dict[str, Any]) -> str:
-    """What the offloads the verdicts suggest need of each machine, e.g. "offload per machine: full ZeRO-Inf. NVMe
+    """What the offloads the verdicts suggest need of each machine, e.g. "offload per machine: full NVMe offload
     1,154 GiB NVMe + 128 GiB RAM (T4)"; "" where no verdict is an offload."""
     groups: dict[tuple[str, str, int, int], list[str]] = {}
     for fit in cells(report):
