@@ -706,7 +706,8 @@ def _accumulates_unsharded(settings: TrainingSettings) -> bool:
 
 def _offload(t: _Terms, settings: TrainingSettings, b: _ElementBytes, units: _Units, split: ParameterSplit) -> None:
     """CPU offload: optimizer states and master weights (and gradient partitions), then sharded weights; with
-    offload_device nvme they go to NVMe instead and host RAM keeps DeepSpeed's pinned swap buffers (`_swap`)."""
+    offload_device nvme they go to NVMe instead and host RAM keeps DeepSpeed's pinned swap buffers
+    (optimizer_swap_buffers, param_swap_buffers) and the parameters up to param_max_in_cpu."""
     sharding = settings.resolved_sharding
     nvme = settings.offload_device == "nvme"
     if settings.offload_optimizer:

@@ -386,8 +386,8 @@ def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan,
     then ZeRO-Infinity) that would fit its GPU but needs more host RAM per machine than the machine has
     ({mitigation, needed_gib per machine, host_ram_gib it has, nvme}): what a `✗` on a small card would have taken.
     `nvme` is ZeRO-Infinity on NVMe where the machine's NVMe is known and that does not fit it either ({needed_gib
-    of NVMe, nvme_gib it has, host_needed_gib of RAM for the swap buffers}); where it fits, the cell suggests it and
-    has no shortfall."""
+    of NVMe, nvme_gib it has, host_needed_gib of RAM for its swap buffers or load-time copies}); where it fits, the
+    cell suggests it and has no shortfall."""
     from hfmem.memory.mitigations import candidates
     from hfmem.units import GIB
 
@@ -401,7 +401,6 @@ def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan,
             continue
         defaults = (fit.gpu_defaults or {}).get("changes", {})
         asked = replace(plan.settings_for(fit.method), **defaults, nvme_gib=nvme_gib(training, fit.gpu)).validated()
-
         memo_key = (fit.method, tuple(sorted(defaults.items())), asked.nvme_gib)
         offloads = [(name, replace(asked, **changes)) for name, changes in candidates(asked)
                     if changes.get("offload_optimizer")]
