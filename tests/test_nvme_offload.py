@@ -121,6 +121,7 @@ def test_a_machine_short_of_nvme_does_not_fit_and_says_why(capsys) -> None:
     timed = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--nvme-read-gbps", "4",
                           "--nvme-write-gbps", "2"))[0]
     assert timed["time"]["seconds"] > 16 * 69e9 * (1 / 4e9 + 1 / 2e9)  # the optimizer's swaps alone
+    assert timed["time"]["offload_gbps"] == {"pcie": 16.0, "nvme_read": 4.0, "nvme_write": 2.0}  # PCIe 3 x16, one way
 
 
 def test_the_nvme_terms_are_bytes_over_the_machine_s_share_of_bandwidth() -> None:

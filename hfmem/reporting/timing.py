@@ -12,6 +12,8 @@ from typing import Any
 from hfmem.compute.collectives import pipeline_bubble
 from hfmem.compute.flops import TrainingFlops, forward_flops, training_flops
 from hfmem.compute.roofline import (
+    GB_S,
+    Machine,
     Transfer,
     data_parallel_transfers,
     hbm_traffic,
@@ -165,9 +167,19 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
         return {"seconds": None, "reason": str(err)}
     terms = step.to_dict()
     tokens = s.micro_batch_size * est.seq_len * s.gradient_accumulation_steps * s.data_parallel  # a step, all GPUs
-    return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | {
-        k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu,
-                                                  "flops_per_step": figure(flops.hardware * tokens)}
+    headline = {k: figure(terms[k]) for k in HEADLINE}
+    return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | headline | {
+        "dtype": dtype, "hfu_assumed": hfu, "flops_per_step": figure(flops.hardware * tokens)} | offload_links(s, node)
+
+
+def offload_links(s: TrainingSettings, node: Machine) -> dict[str, Any]:
+    """The bandwidths an offloading setup's transfers cross, per GPU and direction in GB/s: PCIe, and with
+    offload_device nvme its share of the machine's NVMe read and write; {} without offload."""
+    if not (s.offload_optimizer or s.offload_params):
+        return {}
+    links = {"pcie": node.pcie_bytes_per_s} | (
+        {f"nvme_{d}": node.nvme_bytes_per_s.get(d) for d in ("read", "write")} if s.offload_device == "nvme" else {})
+    return {"offload_gbps": {k: None if v is None else figure(v / GB_S) for k, v in links.items()}}
 
 
 
