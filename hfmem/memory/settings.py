@@ -335,27 +335,31 @@ class TrainingSettings:
     optimizer still steps on the CPU)."""
     optimizer_swap_buffers: int = setting(4, COUNT, affects=("state",), panel=SHARDING)
     """NVMe offload: pinned host buffers of the optimizer swapper, each the size of the largest fp32 sub-group
-    (DeepSpeed offload_optimizer.buffer_count, default 4, deepspeed/runtime/zero/offload_config.py line 64 at
-    38327e0; SwapBufferManager pins them, swap_tensor/optimizer_utils.py line 139)."""
+    (DeepSpeed offload_optimizer.buffer_count, default 4; SwapBufferManager pins them:
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/offload_config.py#L64,
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/swap_tensor/optimizer_utils.py#L139)."""
     sub_group_size: float = setting(1e9, Number(0, 1e15), affects=("state",), shown="1e9",
                                          panel=SHARDING)
     """NVMe offload: elements per ZeRO-3 optimizer sub-group, the tile the optimizer swapper moves at a time
-    (DeepSpeed zero_optimization.sub_group_size, default 1e9, deepspeed/runtime/zero/config.py line 168 at
-    38327e0): a sub-group closes at the first parameter that reaches it, so 0 makes each parameter one
-    (stage3.py _create_fp16_sub_groups, line 959)."""
+    (DeepSpeed zero_optimization.sub_group_size, default 1e9): a sub-group closes at the first parameter that
+    reaches it, so 0 makes each parameter one (_create_fp16_sub_groups):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/config.py#L168,
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage3.py#L959."""
     param_swap_buffers: int = setting(5, COUNT, affects=("state",), panel=SHARDING)
     """NVMe parameter offload: pinned host buffers the parameter swapper reads layers into (DeepSpeed
-    offload_param.buffer_count, default 5, deepspeed/runtime/zero/offload_config.py line 33 at 38327e0; pinned by
-    swap_tensor/partitioned_param_swapper.py line 130)."""
+    offload_param.buffer_count, default 5):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/offload_config.py#L33,
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/swap_tensor/partitioned_param_swapper.py#L130."""
     param_swap_buffer_size: float = setting(1e8, Number(1, 1e15), affects=("state",), shown="1e8",
                                                  panel=SHARDING)
-    """NVMe parameter offload: elements per parameter swap buffer (DeepSpeed offload_param.buffer_size, default 1e8,
-    deepspeed/runtime/zero/offload_config.py line 36 at 38327e0)."""
+    """NVMe parameter offload: elements per parameter swap buffer (DeepSpeed offload_param.buffer_size, default 1e8):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/offload_config.py#L36."""
     param_max_in_cpu: float = setting(1e9, Number(0, 1e15), affects=("state",), shown="1e9",
                                            panel=SHARDING)
     """NVMe parameter offload: parameter elements per rank kept in pinned host memory, the rest on NVMe (DeepSpeed
-    offload_param.max_in_cpu, default 1e9, deepspeed/runtime/zero/offload_config.py line 39 at 38327e0; stage3.py
-    line 687 sizes the host copy by it)."""
+    offload_param.max_in_cpu, default 1e9; stage3.py sizes the host copy by it):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/offload_config.py#L39,
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage3.py#L687."""
     fsdp_wrap_embeddings: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """FSDP full shard with the embeddings and the head as units of their own (torchtune custom_sharded_layers):
     each is gathered only while used, instead of in the root unit for the whole step."""
