@@ -47,9 +47,7 @@ IGNORED = (
     "zero_optimization.legacy_stage1", "zero_optimization.use_multi_rank_bucket_allreduce",
     "zero_optimization.memory_efficient_linear", "zero_optimization.offload_optimizer.pin_memory",
     "zero_optimization.offload_optimizer.fast_init", "zero_optimization.offload_optimizer.nvme_path",
-    "zero_optimization.offload_optimizer.pipeline", "zero_optimization.offload_optimizer.pipeline_read",
-    "zero_optimization.offload_optimizer.pipeline_write", "zero_optimization.offload_param.pin_memory",
-    "zero_optimization.offload_param.nvme_path", "aio",
+    "zero_optimization.offload_param.pin_memory", "zero_optimization.offload_param.nvme_path", "aio",
 )
 """Keys that do not change the memory of one GPU (or whose default hfmem's model already is)."""
 
@@ -75,9 +73,11 @@ FEATURES = (
     "zero_optimization.zero_quantized_nontrainable_weights", "zero_optimization.cpu_offload",
     "zero_optimization.cpu_offload_params", "activation_checkpointing.partition_activations",
     "activation_checkpointing.cpu_checkpointing", "amp.enabled", "sparse_attention", "compression_training",
-    "pipeline", "fp8",
+    "pipeline", "fp8", "zero_optimization.offload_optimizer.pipeline",
+    "zero_optimization.offload_optimizer.pipeline_read", "zero_optimization.offload_optimizer.pipeline_write",
 )
-"""Features that change memory in ways hfmem has no setting for, listed when turned on."""
+"""Features that change memory (or, as the NVMe swapper's read and write pipelining, the step time) in ways hfmem
+has no setting for, listed when turned on."""
 
 
 def auto_or(d: Draft, path: str, read) -> object:
