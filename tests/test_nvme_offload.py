@@ -92,13 +92,15 @@ def test_nvme_holds_the_states_and_host_ram_the_swap_buffers(capsys) -> None:
     assert nvme["per_gpu_bytes"]["nvme_per_node"] == pytest.approx(16 * n, abs=4)
     assert nvme["cpu_bytes"] == pytest.approx(4 * n * 4 + 2 * n + 5 * 1e8 * 2, abs=4)
     assert nvme["per_gpu_bytes"]["total"] == cpu["per_gpu_bytes"]["total"]  # the GPU holds the same
-    # parameters beyond max_in_cpu go to NVMe too; a smaller sub-group shrinks the optimizer's buffers, down to the
-    # largest parameter (the embedding) where each parameter is a sub-group of its own
-    swapped = _gpt2(capsys, *NVME, "--param-max-in-cpu", "0", "--sub-group-size", "1e8")
+    # parameters beyond max_in_cpu go to NVMe too; a smaller sub-group shrinks the optimizer's buffers: a sub-group
+    # closes at the first parameter that reaches sub_group_size, so at most that and the largest parameter (the
+    # embedding), down to the largest parameter alone where each parameter is a sub-group of its own
+    largest = nvme["parameters"]["largest_trainable"]
+    swapped = _gpt2(capsys, *NVME, "--param-max-in-cpu", "0", "--sub-group-size", "5e7")
     assert swapped["per_gpu_bytes"]["nvme_per_node"] == pytest.approx(18 * n, abs=4)
-    assert swapped["cpu_bytes"] == pytest.approx(4 * 1e8 * 4 + 5 * 1e8 * 2, abs=4)
+    assert swapped["cpu_bytes"] == pytest.approx(4 * (5e7 + largest) * 4 + 5 * 1e8 * 2, abs=4)
     each = _gpt2(capsys, *NVME, "--param-max-in-cpu", "0", "--sub-group-size", "0")
-    assert each["cpu_bytes"] == pytest.approx(4 * nvme["parameters"]["largest_trainable"] * 4 + 5 * 1e8 * 2, abs=4)
+    assert each["cpu_bytes"] == pytest.approx(4 * largest * 4 + 5 * 1e8 * 2, abs=4)
     # every rank of a machine writes its shard to the machine's NVMe
     two = _gpt2(capsys, *NVME, "--num-gpus", "2")
     assert two["per_gpu_bytes"]["nvme_per_node"] == pytest.approx(16 * n, rel=1e-3)

@@ -743,10 +743,11 @@ def _offload(t: _Terms, settings: TrainingSettings, b: _ElementBytes, units: _Un
 def optimizer_swap_buffers(settings: TrainingSettings, split: ParameterSplit) -> float:
     """Pinned host bytes per rank of DeepSpeed's optimizer swapper: optimizer_swap_buffers fp32 buffers, each the
     largest sub-group's elements (stage3.py passes max(fp16_partitioned_groups_flat_numel) to the swapper,
-    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage3.py#L637):
-    about sub_group_size, at least the largest parameter's partition, at most the rank's trained shard."""
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage3.py#L637).
+    A sub-group closes at the first parameter that reaches sub_group_size, so the largest is at most sub_group_size
+    plus the largest parameter's partition, and at most the rank's trained shard: that bound is counted."""
     ranks = settings.shard_ranks
-    largest = min(split.trainable / ranks, max(settings.sub_group_size, split.largest_trainable / ranks))
+    largest = min(split.trainable / ranks, settings.sub_group_size + split.largest_trainable / ranks)
     return settings.optimizer_swap_buffers * largest * 4
 
 
