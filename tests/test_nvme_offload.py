@@ -60,9 +60,10 @@ def test_deepspeed_and_accelerate_configs_set_the_device_and_the_swap_sizes(tmp_
     config = read_config(mixed)
     assert config.values["offload_device"] == "nvme"
     assert config.unmodelled == ("zero_optimization.offload_param.device",)
-    cpu = tmp_path / "cpu.json"
-    cpu.write_text(json.dumps({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}))
-    assert read_config(cpu).values["offload_device"] == "cpu"
+    for device in ("cpu", "nvme"):  # ZeRO-2 offloads to host RAM whatever the device
+        two = tmp_path / f"{device}.json"
+        two.write_text(json.dumps({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": device}}}))
+        assert read_config(two).values["offload_device"] == "cpu"
     acc = tmp_path / "accelerate.yaml"
     acc.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
                    "  zero_stage: 3\n  offload_optimizer_device: nvme\n  offload_optimizer_nvme_path: /nvme\n"

@@ -81,7 +81,7 @@ def deepspeed_plugin(d: Draft, linked: Linked | None) -> str | None:
     elif stage == 3:  # accelerate's plugin default: false
         d.default("state_dict_type", "sharded", "deepspeed_config.zero3_save_16bit_model")
     deepspeed_config.offload_devices(d, "deepspeed_config.offload_optimizer_device",
-                                     "deepspeed_config.offload_param_device")
+                                     "deepspeed_config.offload_param_device", stage)
     accum = d.integer("deepspeed_config.gradient_accumulation_steps")
     if accum is not None:
         d.set("gradient_accumulation_steps", accum, "deepspeed_config.gradient_accumulation_steps")

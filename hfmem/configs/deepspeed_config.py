@@ -108,7 +108,7 @@ def read(d: Draft) -> str | None:
             raise d.fail("zero_optimization.stage", "0, 1, 2 or 3", stage)
         d.set("sharding", STAGES[stage], "zero_optimization.stage")
     gathered_save(d, stage)
-    offload_devices(d, "zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device")
+    offload_devices(d, "zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device", stage)
     for field, path in SWAP_SIZES.items():
         size = d.integer(path)
         if size is not None:
@@ -137,10 +137,13 @@ def read(d: Draft) -> str | None:
     return precision_flag(d)
 
 
-def offload_devices(d: Draft, optimizer_path: str, param_path: str) -> None:
+def offload_devices(d: Draft, optimizer_path: str, param_path: str, stage: int | None) -> None:
     """offload_optimizer / offload_params from the two offload devices ("none", "cpu", "nvme"), and offload_device
-    from those offloaded: nvme where the optimizer's (else the parameters') device is; a parameter device other than
-    the optimizer's is listed as unmodelled (one offload_device holds both)."""
+    from those offloaded: nvme where the optimizer's (else the parameters') device is, under ZeRO-3; a parameter
+    device other than the optimizer's is listed as unmodelled (one offload_device holds both). ZeRO-1/2 offload to
+    host RAM whatever the device (any but "none" is CPU offload):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage_1_and_2.py#L141
+    """
     devices = {}
     for field, path in (("offload_optimizer", optimizer_path), ("offload_params", param_path)):
         device = d.text(path)
@@ -149,7 +152,7 @@ def offload_devices(d: Draft, optimizer_path: str, param_path: str) -> None:
             d.set(field, devices[path] in OFFLOADED, path)
     used = [(path, device) for path, device in devices.items() if device in OFFLOADED]
     if used:
-        d.set("offload_device", used[0][1], used[0][0])
+        d.set("offload_device", "cpu" if stage in (1, 2) else used[0][1], used[0][0])
     if len({device for _, device in used}) > 1:
         d.unmodelled(param_path)
 
