@@ -164,7 +164,7 @@ PER_GPU_ORDER = ["weights", "gradients", "optimizer", "activations", "overhead",
                  "recompute", "backward_working", "optimizer_step_transient", "autocast_weight_copies",
                  "paged_optimizer", "gradient_activation_overlap", "allocated_peak", "reserved_peak", "cuda_context",
                  "fragmentation", "host_per_node", "load", "evaluation", "generation", "save",
-                 "parallel_buffers", "quantized_weight_copies", "scaling_state", "nccl"]
+                 "parallel_buffers", "quantized_weight_copies", "scaling_state", "nccl", "nvme_per_node"]
 
 
 def test_breakdown_serialises_as_the_report_always_has() -> None:

@@ -33,7 +33,7 @@ def test_a_setup_across_machines_is_timed_at_the_server_s_network(capsys) -> Non
     cell = cells(dgx)[0]
     assert cell["time"]["setup"] == "gpus" and cell["time"]["tokens_per_s"] > 0
     assert cell["time"]["cost_usd"] > 0 and dgx["nodes"]["by_gpu"]["H100 80GB"] == {
-        "network_gbps": 400, "host_ram_gib": 2048, "server": "NVIDIA DGX H100"}
+        "network_gbps": 400, "host_ram_gib": 2048, "nvme_gib": 28610, "server": "NVIDIA DGX H100"}
     fixed = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "--num-gpus", "64", "--zero", "3",
                     "--gradient-checkpointing", "full", "--tokens", "1e9")
     slow = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "--num-gpus", "64", "--zero", "3",
@@ -56,20 +56,22 @@ def test_a_gpu_without_a_network_figure_says_which_input_is_missing(capsys) -> N
 
 def test_offload_beyond_the_servers_host_ram_does_not_fit(capsys) -> None:
     """Llama-2-70B full on one T4 offloads about 1.1 TB: more than the 384 GiB of an AWS g4dn.metal, unless
-    --host-ram-gib says the machine has it; the cell says so, and asks for GPUs instead."""
-    default = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4")
+    --host-ram-gib says the machine has it; where its NVMe (--nvme-gib) cannot take it either, the cell says both
+    and asks for GPUs instead."""
+    default = _report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--nvme-gib", "1000")
     cell = cells(default)[0]
     assert cell["verdict"] == "gpus" and default["nodes"]["by_gpu"]["T4"] == {
-        "network_gbps": 12.5, "host_ram_gib": 384, "server": "AWS g4dn.metal"}
+        "network_gbps": 12.5, "host_ram_gib": 384, "nvme_gib": 1000, "server": "AWS g4dn.metal"}
     assert cell["advice"]["kind"] == "gpus" and cell["advice"]["num_gpus"] > 8
     # data parallelism alone: every rank's own checkpoint copy would not fit the machine, rank 0's alone does
     assert cell["multi_gpu_with_checkpointing"]["model_loading"] == "rank0"
     short = cell["host_ram_short"]  # ZeRO-Infinity: what the ✗ would have taken
     assert (short["mitigation"], short["host_ram_gib"]) == ("zero3_offload_params", 384)
     assert 1024 < short["needed_gib"] < 1300
-    assert run(["example:Llama-2-70b-hf", "-m", "full", "-g", "t4"]) == 0
-    assert "host RAM short for offload: full ZeRO-Inf. 1,156 GiB/machine (T4 384)" in " ".join(
-        capsys.readouterr().out.split())
+    assert short["nvme"]["nvme_gib"] == 1000 and 1000 < short["nvme"]["needed_gib"] < short["needed_gib"]
+    assert run(["example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--nvme-gib", "1000"]) == 0
+    assert ("host RAM short for offload: full ZeRO-Inf. 1,156 GiB/machine, on NVMe 1,154 GiB NVMe + 128 GiB "
+            "RAM/machine (T4 384, 1,000 NVMe)") in " ".join(capsys.readouterr().out.split())
     offload = ("--zero", "3", "--offload-optimizer", "--offload-params")
     asked = cells(_report(capsys, "example:gpt2", "-m", "full", "-g", "t4", *offload, "--host-ram-gib", "1"))[0]
     assert asked["short_of"].startswith("host RAM: ")
@@ -80,7 +82,7 @@ def test_offload_beyond_the_servers_host_ram_does_not_fit(capsys) -> None:
 
 def test_max_gpus_bounds_the_search(capsys) -> None:
     wide = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100"))[0]
-    assert wide["multi_gpu_with_checkpointing"]["num_gpus"] == 19
+    assert wide["multi_gpu_with_checkpointing"]["num_gpus"] == 20  # 19 before NCCL's buffers (1.2 GiB a GPU)
     narrow = cells(_report(capsys, "example:Llama-2-70b-hf", "-m", "full", "-g", "h100", "--max-gpus", "8"))[0]
     assert not narrow["multi_gpu_with_checkpointing"] and (narrow["multi_gpu"] or {}).get("num_gpus", 1) <= 8
 
@@ -123,7 +125,7 @@ def test_the_report_s_picks_are_the_best_of_every_gpu_s_layouts(capsys) -> None:
 def test_gpus_lists_each_class_s_machine(capsys) -> None:
     assert run(["gpus", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
-    assert "| AWS g4dn.metal | 12.5 | 384 |" in out and "| NVIDIA DGX H100 | 400 | 2,048 |" in out
+    assert "| AWS g4dn.metal | 12.5 | 384 | 1,676 | – |" in out and "| NVIDIA DGX H100 | 400 | 2,048 | 28,610 |" in out
     assert run(["gpus", "-f", "json"]) == 0
     listed = {g["name"]: g["node"] for g in json.loads(capsys.readouterr().out)["gpus"]}
     assert listed["A100 40GB"]["host_ram_gib"] == 1024 and listed["A100 40GB"]["sources"]["host_ram_gib"]

@@ -45,17 +45,21 @@ def show(output: OutputFormat, out: TextIO) -> None:
         rows.append((g.name, g.vendor or "", f"{g.vendor_memory:g} {g.vendor_unit}" if g.vendor_memory else "",
                      f"{g.usable_gib:g}", capabilities(g).runs, peak(specs, "bf16"), peak(specs, "fp8"),
                      f"{specs.memory_gbps:g}" if specs.memory_gbps else "–", node.server or "–",
-                     figure(node.network_gbps), figure(node.host_ram_gib), price_cell(default_price(g.name)),
+                     figure(node.network_gbps), figure(node.host_ram_gib), figure(node.nvme_gib),
+                     nvme_cell(node.nvme_read_gbps, node.nvme_write_gbps), price_cell(default_price(g.name)),
                      ", ".join(g.aliases)))
     header = ("GPU", "vendor", "memory (vendor)", "usable GiB", "runs", "bf16 TFLOP/s", "fp8 TFLOP/s", "GB/s",
-              "server", "network Gb/s", "host GiB", "USD/GPU-h", "--gpu aliases")
+              "server", "network Gb/s", "host GiB", "NVMe GiB", "NVMe GB/s r/w", "USD/GPU-h", "--gpu aliases")
     short = {"memory (vendor)": "mem", "usable GiB": "GiB", "bf16 TFLOP/s": "bf16 TF/s", "fp8 TFLOP/s": "fp8 TF/s",
-             "USD/GPU-h": "$/h", "network Gb/s": "net Gb/s", "host GiB": "host", "--gpu aliases": "aliases"}
+             "USD/GPU-h": "$/h", "network Gb/s": "net Gb/s", "host GiB": "host", "NVMe GiB": "NVMe",
+             "NVMe GB/s r/w": "NVMe r/w", "--gpu aliases": "aliases"}
     """Headers of the terminal table, narrow enough for 80 columns (GiB: usable; TF/s: dense TFLOP/s)."""
     used = sorted({price_data()["prices"][g.name]["source"] for g in catalogue() if default_price(g.name)})
-    node_note = ("server: the GPU class's common machine, whose network (Gb/s per GPU, one direction) and host RAM "
-                 "(GiB) a cell assumes unless --network-gbps / --host-ram-gib say otherwise; – : none documented "
-                 "(multi-machine time needs --network-gbps; host RAM is not checked). Sources in --format json.")
+    node_note = ("server: the GPU class's common machine, whose network (Gb/s per GPU, one direction), host RAM "
+                 "(GiB), NVMe data drives (GiB) and their read/write GB/s a cell assumes unless --network-gbps / "
+                 "--host-ram-gib / --nvme-gib / --nvme-read-gbps / --nvme-write-gbps say otherwise; – : none "
+                 "documented (multi-machine time needs --network-gbps; host RAM and NVMe are not checked and no NVMe "
+                 "offload is suggested; NVMe offload is untimed). Sources in --format json.")
     prices_note = (f"USD/GPU-h: default on-demand price per GPU-hour, table of {as_of()} ("
                    + "; ".join(f"{source(k)['title']}, {source(k)['url']}, read {source(k)['read']}" for k in used)
                    + "); – : none published there. --price GPU=USD replaces it; every cost names its price's origin.")
@@ -79,7 +83,8 @@ def show(output: OutputFormat, out: TextIO) -> None:
 
         console = stdout_console(out)
         wide = console.width >= 120
-        hidden = {"server"} | (set() if wide else {"vendor", "--gpu aliases", "network Gb/s", "host GiB"})
+        hidden = {"server"} | (set() if wide else {"vendor", "--gpu aliases", "network Gb/s", "host GiB", "NVMe GiB",
+                                                   "NVMe GB/s r/w"})
         hidden |= set() if console.width >= 100 else {"memory (vendor)"}
         keep = [i for i, name in enumerate(header) if name not in hidden]
         grid = Table(title="GPU catalogue", title_justify="left", pad_edge=False, box=box.SIMPLE_HEAD)
@@ -99,9 +104,17 @@ def show(output: OutputFormat, out: TextIO) -> None:
                                                     "--format markdown, or 120 columns."),
                       style="dim", markup=False, highlight=False)
         if wide:
-            console.print(node_note.replace("server:", "net Gb/s, host: those of", 1) + " Servers: --format markdown.",
+            console.print(node_note.replace("server:", "net Gb/s, host, NVMe: those of", 1)
+                          + " Servers: --format markdown.",
                           style="dim", markup=False, highlight=False)
         console.print(prices_note.replace("USD/GPU-h:", "$/h:", 1), style="dim", markup=False, highlight=False)
+
+
+def nvme_cell(read: float | None, write: float | None) -> str:
+    """A server's NVMe bandwidth as the table shows it: "25/12" (GB/s read/write), "–" where neither is documented."""
+    if read is None and write is None:
+        return "–"
+    return "/".join("–" if v is None else f"{v:,g}" for v in (read, write))
 
 
 def price_cell(price: Price | None) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hfmem.compute.collectives import STEP_LATENCY_S, Fabric, Link, collective_seconds
@@ -109,6 +109,8 @@ class Machine:
     pcie_bytes_per_s: float | None
     """One direction of the host link (offload traffic)."""
     gpus_per_node: int = 8
+    nvme_bytes_per_s: dict[str, float | None] = field(default_factory=dict)
+    """This GPU's share of its machine's NVMe bandwidth by direction ("read", "write"): NVMe offload traffic."""
 
     def fabric(self, ranks: int, stride: int = 1) -> Fabric:
         """The links a group of `ranks` GPUs, `stride` apart in the rank order (Megatron's tp-cp-ep-dp-pp, innermost
@@ -124,14 +126,22 @@ class Machine:
             raise InvalidInputError("no PCIe bandwidth for this GPU; the catalogue has no vendor figure for it.")
         return self.pcie_bytes_per_s
 
+    def nvme(self, direction: str) -> float:
+        """This GPU's share of the machine's NVMe bytes per second in `direction`; a one-line error without a figure."""
+        rate = self.nvme_bytes_per_s.get(direction)
+        if not rate:
+            raise InvalidInputError(f"no NVMe {direction} bandwidth for this machine; give --nvme-{direction}-gbps.")
+        return rate
+
 
 def machine(specs: GpuSpecs, dtype: str, num_gpus: int, *, gpus_per_node: int = 8,
-            network_gbps: float | None = None) -> Machine:
+            network_gbps: float | None = None, nvme_gbps: dict[str, float | None] | None = None) -> Machine:
     """A catalogue GPU's figures for `num_gpus` of them: one direction of the vendor's bidirectional links.
 
     Inside a machine of `gpus_per_node`, GPUs talk over NVLink/Infinity Fabric where it joins them all (`link_gpus`),
     else over PCIe; between machines over the network at `network_gbps` Gb/s per GPU and direction (400 for one
     400 Gb/s NIC per GPU). Each link's α is NCCL's per-step latency for it (collectives.STEP_LATENCY_S).
+    `nvme_gbps`: the machine's NVMe GB/s by direction ("read", "write"), shared by its GPUs of the setup.
     """
     peak = specs.peak_flops(dtype)
     if peak is None or specs.memory_gbps is None:
@@ -148,7 +158,12 @@ def machine(specs: GpuSpecs, dtype: str, num_gpus: int, *, gpus_per_node: int = 
             raise InvalidInputError(f"{num_gpus} GPUs span machines of {gpus_per_node} and {specs.name} has no network "
                                     "figure: give --network-gbps")
         inter = Link(network_gbps * GBIT_S, STEP_LATENCY_S["network"])
-    return Machine(peak, specs.memory_gbps * GB_S, intra, inter, pcie, gpus_per_node)
+    nvme = {d: gbps * GB_S / local if gbps else None for d, gbps in (nvme_gbps or {}).items()}
+    return Machine(peak, specs.memory_gbps * GB_S, intra, inter, pcie, gpus_per_node, nvme)
+
+
+NVME_OPS = {"nvme_read": "read", "nvme_write": "write"}
+"""The transfer ops that cross the machine's NVMe, and the direction each reads its bandwidth for."""
 
 
 @dataclass(frozen=True)
@@ -157,8 +172,8 @@ class Transfer:
 
     name: str
     op: str
-    """A collective of hfmem.compute.collectives (all_reduce, reduce_scatter, all_gather, all_to_all, p2p), or
-    "copy" (a host transfer over PCIe)."""
+    """A collective of hfmem.compute.collectives (all_reduce, reduce_scatter, all_gather, all_to_all, p2p),
+    "copy" (a host transfer over PCIe), or "nvme_read" / "nvme_write" (a swap between host buffers and the NVMe)."""
     buffer: float
     """The whole buffer of the collective (collectives.py), or the bytes copied to or from the host."""
     per: Literal["micro_batch", "step"]
@@ -175,14 +190,17 @@ class Transfer:
     """The buffer that cannot overlap even with a long window (DDP's last bucket, all-reduced after backward)."""
 
     @property
-    def link(self) -> Literal["gpu", "pcie"]:
-        """"pcie" for a host copy, "gpu" for a collective: transfers on one link and window queue behind each other."""
-        return "pcie" if self.op == "copy" else "gpu"
+    def link(self) -> Literal["gpu", "pcie", "nvme"]:
+        """"pcie" for a host copy, "nvme" for a swap, "gpu" for a collective: transfers on one link and window queue
+        behind each other."""
+        return "pcie" if self.op == "copy" else "nvme" if self.op in NVME_OPS else "gpu"
 
     def seconds(self, node: Machine, buffer: float | None = None) -> float:
         """Seconds of this transfer (of `buffer` bytes in one collective where given) on `node`."""
         if self.op == "copy":
             return (self.buffer if buffer is None else buffer) / node.pcie()
+        if self.op in NVME_OPS:
+            return (self.buffer if buffer is None else buffer) / node.nvme(NVME_OPS[self.op])
         fabric = node.fabric(self.ranks, self.stride)
         if buffer is not None:
             return collective_seconds(self.op, fabric, buffer)
@@ -232,11 +250,16 @@ def data_parallel_transfers(sharding: str, num_gpus: int, *, parameter_bytes: fl
 
 
 def offload_transfers(num_gpus: int, *, offload_optimizer: bool, offload_params: bool, parameter_bytes: float,
-                      trainable_bytes: float, gradient_bytes: float) -> tuple[Transfer, ...]:
-    """PCIe traffic of ZeRO/FSDP offload, per GPU (its 1/num_gpus shard).
+                      trainable_bytes: float, gradient_bytes: float, nvme_optimizer_bytes: float = 0.0,
+                      nvme_param_bytes: float = 0.0) -> tuple[Transfer, ...]:
+    """PCIe traffic of ZeRO/FSDP offload, per GPU (its 1/num_gpus shard), and NVMe traffic of ZeRO-Infinity's.
 
     Optimizer offload: the gradient shard goes to the CPU during each backward, the updated weights come back after
-    the CPU step. Parameter offload: the weight shard streams in for forward and again for backward.
+    the CPU step. Parameter offload: the weight shard streams in for forward and again for backward. On NVMe
+    (`nvme_optimizer_bytes`, `nvme_param_bytes`: this GPU's swapped bytes), each step reads the optimizer's swapped
+    states, master weights and gradients and writes them back, exposed (DeepSpeed's swapper without pipeline_read
+    and pipeline_write); the swapped parameters are read for forward and again for backward, prefetched behind
+    them, and the updated ones written after the step.
     """
     shard = 1 / max(1, num_gpus)
     transfers = []
@@ -246,6 +269,13 @@ def offload_transfers(num_gpus: int, *, offload_optimizer: bool, offload_params:
     if offload_params:
         transfers += [Transfer("offload_params_forward", "copy", shard * parameter_bytes, "micro_batch", "forward"),
                       Transfer("offload_params_backward", "copy", shard * parameter_bytes, "micro_batch", "backward")]
+    if nvme_optimizer_bytes:
+        transfers += [Transfer("nvme_read_optimizer", "nvme_read", nvme_optimizer_bytes, "step", None),
+                      Transfer("nvme_write_optimizer", "nvme_write", nvme_optimizer_bytes, "step", None)]
+    if nvme_param_bytes:
+        transfers += [Transfer("nvme_read_params_forward", "nvme_read", nvme_param_bytes, "micro_batch", "forward"),
+                      Transfer("nvme_read_params_backward", "nvme_read", nvme_param_bytes, "micro_batch", "backward"),
+                      Transfer("nvme_write_params", "nvme_write", nvme_param_bytes, "step", None)]
     return tuple(transfers)
 
 

@@ -80,11 +80,8 @@ def deepspeed_plugin(d: Draft, linked: Linked | None) -> str | None:
         d.set("state_dict_type", "full" if saved else "sharded", "deepspeed_config.zero3_save_16bit_model")
     elif stage == 3:  # accelerate's plugin default: false
         d.default("state_dict_type", "sharded", "deepspeed_config.zero3_save_16bit_model")
-    for field, path in (("offload_optimizer", "deepspeed_config.offload_optimizer_device"),
-                        ("offload_params", "deepspeed_config.offload_param_device")):
-        device = d.text(path)
-        if device is not None:
-            d.set(field, device.strip().lower() in deepspeed_config.OFFLOADED, path)
+    deepspeed_config.offload_devices(d, "deepspeed_config.offload_optimizer_device",
+                                     "deepspeed_config.offload_param_device", stage)
     accum = d.integer("deepspeed_config.gradient_accumulation_steps")
     if accum is not None:
         d.set("gradient_accumulation_steps", accum, "deepspeed_config.gradient_accumulation_steps")

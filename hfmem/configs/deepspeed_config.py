@@ -17,6 +17,12 @@ STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
 ADAM = {"adam", "adamw", "fusedadam", "cpuadam", "deepspeedcpuadam"}
 """DeepSpeed's Adam family: FusedAdam on the GPU (DeepSpeedCPUAdam with offload), no extra state buffer."""
 OFFLOADED = {"cpu", "nvme"}
+SWAP_SIZES = {"optimizer_swap_buffers": "zero_optimization.offload_optimizer.buffer_count",
+              "sub_group_size": "zero_optimization.sub_group_size",
+              "param_swap_buffers": "zero_optimization.offload_param.buffer_count",
+              "param_swap_buffer_size": "zero_optimization.offload_param.buffer_size",
+              "param_max_in_cpu": "zero_optimization.offload_param.max_in_cpu"}
+"""The NVMe swapper's sizes, by the setting each sets (DeepSpeed's defaults are the settings')."""
 
 GATHER_ON_SAVE = ("zero_optimization.stage3_gather_16bit_weights_on_model_save",
                   "zero_optimization.gather_16bit_weights_on_model_save",
@@ -40,12 +46,8 @@ IGNORED = (
     "zero_optimization.load_from_fp32_weights", "zero_optimization.ignore_unused_parameters",
     "zero_optimization.legacy_stage1", "zero_optimization.use_multi_rank_bucket_allreduce",
     "zero_optimization.memory_efficient_linear", "zero_optimization.offload_optimizer.pin_memory",
-    "zero_optimization.offload_optimizer.buffer_count", "zero_optimization.offload_optimizer.fast_init",
-    "zero_optimization.offload_optimizer.nvme_path", "zero_optimization.offload_optimizer.pipeline",
-    "zero_optimization.offload_optimizer.pipeline_read", "zero_optimization.offload_optimizer.pipeline_write",
-    "zero_optimization.offload_param.pin_memory", "zero_optimization.offload_param.nvme_path",
-    "zero_optimization.offload_param.buffer_count", "zero_optimization.offload_param.buffer_size",
-    "zero_optimization.offload_param.max_in_cpu",
+    "zero_optimization.offload_optimizer.fast_init", "zero_optimization.offload_optimizer.nvme_path",
+    "zero_optimization.offload_param.pin_memory", "zero_optimization.offload_param.nvme_path", "aio",
 )
 """Keys that do not change the memory of one GPU (or whose default hfmem's model already is)."""
 
@@ -57,7 +59,6 @@ SIZES = {
     "zero_optimization.param_persistence_threshold": (AUTO,),
     "zero_optimization.stage3_max_live_parameters": (DEEPSPEED_MAX_LIVE_PARAMETERS,),
     "zero_optimization.max_live_parameters": (DEEPSPEED_MAX_LIVE_PARAMETERS,),
-    "zero_optimization.sub_group_size": (10**9,),
     "zero_optimization.allgather_bucket_size": (5 * 10**8,),
     "zero_optimization.offload_optimizer.ratio": (1, 1.0),
     "zero_optimization.zero_hpz_partition_size": (1,),
@@ -72,9 +73,11 @@ FEATURES = (
     "zero_optimization.zero_quantized_nontrainable_weights", "zero_optimization.cpu_offload",
     "zero_optimization.cpu_offload_params", "activation_checkpointing.partition_activations",
     "activation_checkpointing.cpu_checkpointing", "amp.enabled", "sparse_attention", "compression_training",
-    "pipeline", "fp8",
+    "pipeline", "fp8", "zero_optimization.offload_optimizer.pipeline",
+    "zero_optimization.offload_optimizer.pipeline_read", "zero_optimization.offload_optimizer.pipeline_write",
 )
-"""Features that change memory in ways hfmem has no setting for, listed when turned on."""
+"""Features that change memory (or, as the NVMe swapper's read and write pipelining, the step time) in ways hfmem
+has no setting for, listed when turned on."""
 
 
 def auto_or(d: Draft, path: str, read) -> object:
@@ -105,11 +108,11 @@ def read(d: Draft) -> str | None:
             raise d.fail("zero_optimization.stage", "0, 1, 2 or 3", stage)
         d.set("sharding", STAGES[stage], "zero_optimization.stage")
     gathered_save(d, stage)
-    for field, path in (("offload_optimizer", "zero_optimization.offload_optimizer.device"),
-                        ("offload_params", "zero_optimization.offload_param.device")):
-        device = d.text(path)
-        if device is not None:
-            d.set(field, device.strip().lower() in OFFLOADED, path)
+    offload_devices(d, "zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device", stage)
+    for field, path in SWAP_SIZES.items():
+        size = d.integer(path)
+        if size is not None:
+            d.set(field, size, path)
     micro = auto_or(d, "train_micro_batch_size_per_gpu", d.integer)
     accum = auto_or(d, "gradient_accumulation_steps", d.integer)
     total = auto_or(d, "train_batch_size", d.integer)
@@ -132,6 +135,26 @@ def read(d: Draft) -> str | None:
         d.unmodelled_unless(path, *harmless)
     d.unmodelled_if_active(*FEATURES)
     return precision_flag(d)
+
+
+def offload_devices(d: Draft, optimizer_path: str, param_path: str, stage: int | None) -> None:
+    """offload_optimizer / offload_params from the two offload devices ("none", "cpu", "nvme"), and offload_device
+    from those offloaded: nvme where the optimizer's (else the parameters') device is, under ZeRO-3; a parameter
+    device other than the optimizer's is listed as unmodelled (one offload_device holds both). ZeRO-1/2 offload to
+    host RAM whatever the device (any but "none" is CPU offload):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage_1_and_2.py#L141
+    """
+    devices = {}
+    for field, path in (("offload_optimizer", optimizer_path), ("offload_params", param_path)):
+        device = d.text(path)
+        if device is not None:
+            devices[path] = device.strip().lower()
+            d.set(field, devices[path] in OFFLOADED, path)
+    used = [(path, device) for path, device in devices.items() if device in OFFLOADED]
+    if used:
+        d.set("offload_device", "cpu" if stage in (1, 2) else used[0][1], used[0][0])
+    if len({device for _, device in used}) > 1:
+        d.unmodelled(param_path)
 
 
 def gathered_save(d: Draft, stage: int | None) -> None:

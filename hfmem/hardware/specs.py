@@ -68,19 +68,26 @@ def gpu_specs(gpu: Gpu) -> GpuSpecs:
 
 @dataclass(frozen=True)
 class NodeSpecs:
-    """The GPU class's common server (gpus.json `node`): the default network and host RAM; None where undocumented."""
+    """The GPU class's common server (gpus.json `node`): the default network, host RAM and local NVMe; None where
+    undocumented."""
 
     server: str | None = None
     gpus: int | None = None
     network_gbps: float | None = None
     """Inter-node bandwidth per GPU in Gb/s, one direction."""
     host_ram_gib: float | None = None
+    nvme_gib: float | None = None
+    """Local NVMe (data drives, not the OS's) per machine in GiB."""
+    nvme_read_gbps: float | None = None
+    """Those drives' sequential read bandwidth together, GB/s."""
+    nvme_write_gbps: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"server": self.server, "gpus": self.gpus, "network_gbps": self.network_gbps,
-                "host_ram_gib": self.host_ram_gib, "sources": dict(self.sources), "note": self.note}
+                "host_ram_gib": self.host_ram_gib, "nvme_gib": self.nvme_gib, "nvme_read_gbps": self.nvme_read_gbps,
+                "nvme_write_gbps": self.nvme_write_gbps, "sources": dict(self.sources), "note": self.note}
 
 
 def node_specs(gpu: Gpu) -> NodeSpecs:
@@ -90,4 +97,6 @@ def node_specs(gpu: Gpu) -> NodeSpecs:
     if not raw:
         return NodeSpecs()
     return NodeSpecs(server=raw.get("server"), gpus=raw.get("gpus"), network_gbps=raw.get("network_gbps"),
-                     host_ram_gib=raw.get("host_ram_gib"), sources=dict(raw.get("sources", {})), note=raw.get("note"))
+                     host_ram_gib=raw.get("host_ram_gib"), nvme_gib=raw.get("nvme_gib"),
+                     nvme_read_gbps=raw.get("nvme_read_gbps"), nvme_write_gbps=raw.get("nvme_write_gbps"),
+                     sources=dict(raw.get("sources", {})), note=raw.get("note"))

@@ -118,6 +118,9 @@ class MemoryBreakdown:
     """FP8 delayed scaling's amax histories and scales (TransformerEngine), resident like the weights."""
     nccl: int = 0
     """NCCL's communicator buffers (hfmem.memory.nccl): outside the allocator, like the CUDA context."""
+    nvme_per_node: int = 0
+    """NVMe space per machine, not GPU memory: with offload_device nvme, its ranks' swapped optimizer states,
+    gradient partitions and parameters (checked against nvme_gib); host_per_node then holds the swap buffers."""
 
     def to_dict(self) -> dict[str, int]:
         """The terms by name, in field order: the report's `per_gpu_bytes`."""
@@ -205,6 +208,7 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
         quantized_weight_copies=state.quantized_weight_copies,
         scaling_state=state.scaling_state,
         nccl=nccl,
+        nvme_per_node=state.nvme_bytes * min(settings.num_gpus, settings.gpus_per_node),
     )
 
 
@@ -217,6 +221,12 @@ def host_per_node(settings: TrainingSettings, state: ModelState) -> int:
 
 
 def fits_on(per_gpu: MemoryBreakdown, usable_bytes: int, settings: TrainingSettings) -> bool:
-    """Whether the GPU holds what must stay resident and, when host_ram_gib is set, the host holds its share."""
+    """Whether the GPU holds what must stay resident and, when host_ram_gib (nvme_gib) is set, the host's RAM (its
+    NVMe) holds its share."""
     host_ok = settings.host_ram_gib is None or per_gpu.host_per_node <= settings.host_ram_gib * GIB
-    return per_gpu.required <= usable_bytes and host_ok
+    return per_gpu.required <= usable_bytes and host_ok and nvme_ok(per_gpu.nvme_per_node, settings.nvme_gib)
+
+
+def nvme_ok(nvme_per_node: int, nvme_gib: float | None) -> bool:
+    """Whether a machine with `nvme_gib` of NVMe (None: not checked) holds a setup's NVMe share."""
+    return nvme_gib is None or nvme_per_node <= nvme_gib * GIB

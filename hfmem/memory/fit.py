@@ -42,7 +42,7 @@ from hfmem.errors import InvalidInputError
 from hfmem.hardware.gpus import Gpu
 from hfmem.hardware.specs import gpu_specs
 from hfmem.memory.activations import ActivationEstimate
-from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on
+from hfmem.memory.breakdown import MemoryBreakdown, combine, fits_on, nvme_ok
 from hfmem.memory.estimate import Context, activations_for, estimate_in, per_gpu_parts, phases, state_for
 from hfmem.memory.evaluation import eval_forward_bytes
 from hfmem.memory.generation import generation_bytes
@@ -62,6 +62,8 @@ MARKS = {"fits": "✓", "change": "⚠", "gpus": "✗", "none": "✗"}
 """A verdict's mark in the terminal and in markdown, for the training cells and the serving column alike."""
 MAX_SUGGESTED_GPUS = 64
 """Up to this many GPUs, more GPUs are preferred to another method or offload; beyond it they come last."""
+MACHINE_KEYS = ("host_per_node_bytes", "nvme_per_node_bytes")
+"""What an offload mitigation (and the advice it becomes) says it needs of its machine."""
 SETUP_KEYS = ("num_gpus", "sharding", "offload_optimizer", "offload_params", "gradient_checkpointing", "model_loading")
 """The fields of a multi-GPU suggestion that make a setup of its own (its advice's settings changes; model_loading
 only where the search changed it)."""
@@ -153,7 +155,7 @@ def _change(m: dict[str, Any], num_gpus: int) -> dict[str, Any]:
     """A mitigation as advice: the change on the GPUs asked."""
     return {"kind": "change", "mitigation": m["name"], "description": describe(m["name"], m["settings_changes"]),
             "settings_changes": dict(m["settings_changes"]), "num_gpus": num_gpus, "total_bytes": m["total_bytes"],
-            "required_bytes": m["required_bytes"]}
+            "required_bytes": m["required_bytes"]} | {k: m[k] for k in MACHINE_KEYS if k in m}
 
 
 def _gpus(multi: dict[str, Any]) -> dict[str, Any]:
@@ -351,11 +353,18 @@ def _on_ladder(total_of: Callable[[int, Sharding, bool, bool], int], step: tuple
 
 
 def _mitigations(planner: _Planner, asked: TrainingSettings, seq: int, limit: int) -> list[dict[str, Any]]:
-    """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first."""
+    """Every change of the asked settings (same GPUs) that fits `limit` bytes, least intrusive first; an offload with
+    the host RAM (and NVMe) per machine it needs."""
     return [{"name": name, "settings_changes": dict(changes), "total_bytes": per_gpu.total,
-             "required_bytes": per_gpu.required}
+             "required_bytes": per_gpu.required} | (machine_needs(per_gpu) if changes.get("offload_optimizer") else {})
             for name, changes, trial, per_gpu in _mitigation_trials(planner, asked, seq)
             if fits_on(per_gpu, limit, trial)]
+
+
+def machine_needs(per_gpu: MemoryBreakdown) -> dict[str, int]:
+    """What an offload needs of its machine: host RAM per machine, and NVMe per machine where it swaps to NVMe."""
+    return {"host_per_node_bytes": per_gpu.host_per_node} | (
+        {"nvme_per_node_bytes": per_gpu.nvme_per_node} if per_gpu.nvme_per_node else {})
 
 
 def _mitigation_trials(planner: _Planner, asked: TrainingSettings, seq: int) -> list[tuple]:
@@ -436,7 +445,7 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     setup = {"num_gpus": asked.num_gpus, "sharding": asked.resolved_sharding,
              "offload_optimizer": asked.offload_optimizer, "offload_params": asked.offload_params}
     host = per_gpu.host_per_node
-    reason = shortfall(ok, per_gpu.required, host, limit, asked.host_ram_gib)
+    reason = shortfall(ok, per_gpu, limit, asked)
     return Fit(
         gpu=gpu, method=method, verdict=verdict, advice=advice,
         asked={"fits": ok, **setup, "total_bytes": per_gpu.total, "required_bytes": per_gpu.required,
@@ -449,13 +458,16 @@ def fit_one(arch: Architecture, inventory: Inventory, settings: TrainingSettings
     )
 
 
-def shortfall(fits: bool, required: int, host_per_node: int, limit: int, host_ram_gib: float | None) -> str | None:
-    """What a setup that does not fit runs short of: "GPU memory", or the host RAM it needs per machine."""
+def shortfall(fits: bool, per_gpu: MemoryBreakdown, limit: int, asked: TrainingSettings) -> str | None:
+    """What a setup that does not fit runs short of: "GPU memory", or the host RAM or NVMe it needs per machine."""
     if fits:
         return None
-    if required > limit:
+    if per_gpu.required > limit:
         return "GPU memory"
-    return f"host RAM: {host_per_node / GIB:,.1f} GiB per machine needed, host_ram_gib is {host_ram_gib:g}"
+    if not nvme_ok(per_gpu.nvme_per_node, asked.nvme_gib):
+        return f"NVMe: {per_gpu.nvme_per_node / GIB:,.1f} GiB per machine needed, nvme_gib is {asked.nvme_gib:g}"
+    host = per_gpu.host_per_node / GIB
+    return f"host RAM: {host:,.1f} GiB per machine needed, host_ram_gib is {asked.host_ram_gib:g}"
 
 
 def fit_matrix(arch: Architecture, inventory: Inventory, settings: TrainingSettings, gpus: tuple[Gpu, ...] | list[Gpu],

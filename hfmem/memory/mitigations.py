@@ -45,6 +45,9 @@ REGISTRY: dict[str, Mitigation] = {m.name: m for m in (
                "offload", False),
     Mitigation("zero3_offload_params", "DeepSpeed ZeRO-3 with optimizer and parameter offload (ZeRO-Infinity, "
                "slowest) and checkpointing", "ZeRO-Inf.", False),
+    Mitigation("zero3_nvme", "DeepSpeed ZeRO-3 with optimizer and parameter offload to NVMe (ZeRO-Infinity: the states "
+               "on the node's NVMe, host RAM holding the swap buffers; slower still) and checkpointing",
+               "NVMe offload", False),
 )}
 """Every mitigation by name, in the order of preference within its kind (same method first, then the others)."""
 EVAL_ONE = "smaller_eval_batch"
@@ -80,12 +83,17 @@ def candidates(base: TrainingSettings) -> list[tuple[str, dict[str, Any]]]:
                         gc | {"micro_batch_size": 1, "gradient_accumulation_steps": b * ga}))
     if base.method == "full" and base.resolved_optimizer in {"adamw", "paged_adamw"}:
         out.append(("8bit_optimizer", {"optimizer": "paged_adamw_8bit"} | gc))
-    out.append(("zero3_offload", {"sharding": "zero3", "offload_optimizer": True} | gc))
+    cpu = {"offload_device": "cpu"} if base.offload_device != "cpu" else {}  # the CPU offloads say so where asked
+    out.append(("zero3_offload", {"sharding": "zero3", "offload_optimizer": True} | cpu | gc))
     if base.method == "full":
         out.append(("lora", {"method": "lora"} | gc))
     if base.method != "qlora":
         out.append(("qlora", {"method": "qlora", "optimizer": None} | gc))
-    out.append(("zero3_offload_params", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True} | gc))
+    out.append(("zero3_offload_params", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True}
+                | cpu | gc))
+    if base.offload_device == "nvme":  # asked for: slow, and untimed without the drives' bandwidth
+        out.append(("zero3_nvme", {"sharding": "zero3", "offload_optimizer": True, "offload_params": True,
+                                   "offload_device": "nvme"} | gc))
     if (base.eval_batch_size or 1) > 1:
         out = [(EVAL_ONE, {"eval_batch_size": 1})] + [(name, changes | {"eval_batch_size": 1}) for name, changes in out]
     if base.generation_batch_size is not None:  # the generation phase's own changes, before the training side's

@@ -298,6 +298,11 @@ class ModelState:
     transpose, MXFP8/NVFP4 both directions with their block scales), alive from the forward through the backward."""
     scaling_state: int = 0
     """TE delayed scaling's amax histories and scales, resident for the whole run."""
+    nvme_bytes: int = 0
+    """NVMe space per rank for offload_device nvme: the swapped optimizer states, fp32 master weights and gradient
+    partitions, and the parameters beyond param_max_in_cpu (`nvme_param_bytes` of it)."""
+    nvme_param_bytes: int = 0
+    """The part of `nvme_bytes` that is parameters, read in every forward and backward."""
 
     @property
     def optimizer(self) -> int:
@@ -387,6 +392,8 @@ class _Terms:
     buffers: float = 0.0
     backward: float = 0.0
     cpu: float = 0.0
+    nvme: float = 0.0
+    nvme_params: float = 0.0
     step: float = 0.0
     persist: bool = False
     optimized: float | None = None
@@ -505,7 +512,7 @@ def model_state_bytes(
                        "(Megatron's gradient buffer, gradient_as_bucket_view=True)")
     if optimizer == "adamw_foreach":
         t.step += t.states / 2  # torch._foreach_sqrt(exp_avg_sq): one more buffer the size of a moment
-    _offload(t, settings, b, units)
+    _offload(t, settings, b, units, split)
     stage = settings.zero_stage or 0
     load_peak, host_load = _loading(settings, whole_model, units, b)
     save_gathered, host_save = _saving(settings, split, b, whole_states, units)
@@ -528,6 +535,8 @@ def model_state_bytes(
         sharding_buffers=round(t.buffers),
         backward_buffers=round(t.backward),
         cpu_bytes=round(t.cpu),
+        nvme_bytes=round(t.nvme),
+        nvme_param_bytes=round(t.nvme_params),
         gradients_persist=t.persist or settings.gradient_accumulation_steps > 1,
         step_transient=round(t.step) if not settings.offload_optimizer else 0,
         forward_transient=round(autocast_copies / (settings.num_gpus if stage >= 3 else 1)),
@@ -695,10 +704,14 @@ def _accumulates_unsharded(settings: TrainingSettings) -> bool:
             and settings.gradient_accumulation_steps > 1 and not settings.sync_each_batch)
 
 
-def _offload(t: _Terms, settings: TrainingSettings, b: _ElementBytes, units: _Units) -> None:
-    """CPU offload: optimizer states and master weights (and gradient partitions), then sharded weights."""
+def _offload(t: _Terms, settings: TrainingSettings, b: _ElementBytes, units: _Units, split: ParameterSplit) -> None:
+    """CPU offload: optimizer states and master weights (and gradient partitions), then sharded weights; with
+    offload_device nvme they go to NVMe instead and host RAM keeps DeepSpeed's pinned swap buffers
+    (optimizer_swap_buffers, param_swap_buffers) and the parameters up to param_max_in_cpu."""
     sharding = settings.resolved_sharding
+    nvme = settings.offload_device == "nvme"
     if settings.offload_optimizer:
+        before = t.cpu
         t.cpu += t.masters + t.states
         t.masters = 0.0
         t.states = 0.0
@@ -709,8 +722,36 @@ def _offload(t: _Terms, settings: TrainingSettings, b: _ElementBytes, units: _Un
             t.cpu += t.grads * to_fp32
             t.grads = units.reduce_bucket if sharding.startswith("zero") else 0.0
         t.notes.append("optimizer offload: optimizer states and fp32 master weights (and gradient partitions) "
-                       "on the CPU")
+                       f"on the {'NVMe' if nvme else 'CPU'}")
+        if nvme:
+            t.nvme += t.cpu - before
+            t.cpu = before + optimizer_swap_buffers(settings, split)
     if settings.offload_params:
-        t.cpu += t.weights
+        if nvme:
+            in_cpu = t.weights * min(1.0, settings.param_max_in_cpu / max(1.0, split.total / settings.shard_ranks))
+            t.nvme += t.weights - in_cpu
+            t.nvme_params += t.weights - in_cpu
+            t.cpu += in_cpu + param_swap_buffers(settings)
+        else:
+            t.cpu += t.weights
         t.weights = 0.0
-        t.notes.append("parameter offload: sharded weights on the CPU, only the gathered layers on the GPU")
+        t.notes.append("parameter offload: sharded weights on the " + (
+            "NVMe beyond param_max_in_cpu elements per rank" if nvme else "CPU") + ", only the gathered layers on the "
+            "GPU")
+
+
+def optimizer_swap_buffers(settings: TrainingSettings, split: ParameterSplit) -> float:
+    """Pinned host bytes per rank of DeepSpeed's optimizer swapper: optimizer_swap_buffers fp32 buffers, each the
+    largest sub-group's elements (stage3.py passes max(fp16_partitioned_groups_flat_numel) to the swapper,
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage3.py#L637).
+    A sub-group closes at the first parameter that reaches sub_group_size, so the largest is at most sub_group_size
+    plus the largest parameter's partition, and at most the rank's trained shard: that bound is counted."""
+    ranks = settings.shard_ranks
+    largest = min(split.trainable / ranks, settings.sub_group_size + split.largest_trainable / ranks)
+    return settings.optimizer_swap_buffers * largest * 4
+
+
+def param_swap_buffers(settings: TrainingSettings) -> float:
+    """Pinned host bytes per rank of DeepSpeed's parameter swapper: param_swap_buffers buffers of
+    param_swap_buffer_size elements in the weights' dtype."""
+    return settings.param_swap_buffers * settings.param_swap_buffer_size * settings.precision.weight_bytes

@@ -67,7 +67,7 @@ def estimates(report: dict[str, Any]) -> list[dict[str, Any]]:
 def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, Any]]:
     """Every fit cell as written, joined with what it shares: `gpu` the GPU's entry in `gpus` (with its name), that
     entry's gpu_defaults, `settings` its method's estimate's with those defaults and its machine's host RAM (`nodes`)
-    applied, `per_gpu_bytes` the
+    applied (and its NVMe), `per_gpu_bytes` the
     estimate's where the cell has none of its own, and `src` where the cell is in the record ("fit.3"). A compact
     record's cells hold what its columns give. With `skip_bad`, a cell that does
     not read (an edited or foreign file) is left out."""
@@ -84,7 +84,8 @@ def cells(report: dict[str, Any], *, skip_bad: bool = False) -> list[dict[str, A
             gpu = {"name": cell["gpu"]} | entries.get(cell["gpu"], {})
             est = ests.get(cell["method"]) or {}
             own = gpu.get("gpu_defaults")
-            host = {"host_ram_gib": machines[cell["gpu"]]["host_ram_gib"]} if cell["gpu"] in machines else {}
+            machine = machines.get(cell["gpu"]) or {}
+            host = {k: machine[k] for k in ("host_ram_gib", "nvme_gib") if k in machine}
             out.append({"per_gpu_bytes": est.get("per_gpu_bytes")} | cell | {
                 "gpu": gpu, "gpu_defaults": own, "src": f"fit.{i}",
                 "settings": (est.get("settings") or {}) | (own or {}).get("changes", {}) | host})

@@ -103,6 +103,9 @@ SHARDING_ALIASES = {
     "zero-3": "zero3", "3": "zero3", "fsdp": "fsdp_full_shard", "full_shard": "fsdp_full_shard",
     "shard_grad_op": "fsdp_shard_grad_op", "distributed_optimizer": "zero1", "distributed-optimizer": "zero1",
 }
+OffloadDevice = Literal["cpu", "nvme"]
+OFFLOAD_DEVICES: tuple[OffloadDevice, ...] = get_args(OffloadDevice)
+"""Where offload puts its states: host RAM, or the node's NVMe through pinned host buffers (ZeRO-Infinity)."""
 Checkpointing = Literal["off", "full", "selective", "op"]
 CHECKPOINTING: tuple[Checkpointing, ...] = get_args(Checkpointing)
 CHECKPOINTING_ALIASES = {
@@ -334,6 +337,38 @@ class TrainingSettings:
     """Optimizer states and fp32 master weights (and gradient partitions) on the CPU (ZeRO/FSDP offload)."""
     offload_params: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """Sharded parameters on the CPU, only the gathered layers on the GPU (ZeRO-3/FSDP)."""
+    offload_device: OffloadDevice = setting("cpu", Choice(OFFLOAD_DEVICES), affects=("state",), panel=SHARDING)
+    """Where offloaded optimizer states and parameters live: cpu (host RAM) or nvme (DeepSpeed ZeRO-Infinity's
+    offload_optimizer/offload_param device "nvme", ZeRO-3 only: the states, fp32 gradient partitions and the
+    parameters beyond param_max_in_cpu in files on the node's NVMe, swapped through pinned host buffers; the
+    optimizer still steps on the CPU)."""
+    optimizer_swap_buffers: int = setting(4, COUNT, affects=("state",), panel=SHARDING)
+    """NVMe offload: pinned host buffers of the optimizer swapper, each the size of the largest fp32 sub-group
+    (DeepSpeed offload_optimizer.buffer_count, default 4; SwapBufferManager pins them:
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/offload_config.py#L64,
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/swap_tensor/optimizer_utils.py#L139)."""
+    sub_group_size: float = setting(1e9, Number(0, 1e15), affects=("state",), shown="1e9",
+                                         panel=SHARDING)
+    """NVMe offload: elements per ZeRO-3 optimizer sub-group, the tile the optimizer swapper moves at a time
+    (DeepSpeed zero_optimization.sub_group_size, default 1e9): a sub-group closes at the first parameter that
+    reaches it, so 0 makes each parameter one (_create_fp16_sub_groups):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/config.py#L168,
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage3.py#L959."""
+    param_swap_buffers: int = setting(5, COUNT, affects=("state",), panel=SHARDING)
+    """NVMe parameter offload: pinned host buffers the parameter swapper reads layers into (DeepSpeed
+    offload_param.buffer_count, default 5):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/offload_config.py#L33,
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/swap_tensor/partitioned_param_swapper.py#L130."""
+    param_swap_buffer_size: float = setting(1e8, Number(1, 1e15), affects=("state",), shown="1e8",
+                                                 panel=SHARDING)
+    """NVMe parameter offload: elements per parameter swap buffer (DeepSpeed offload_param.buffer_size, default 1e8):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/offload_config.py#L36."""
+    param_max_in_cpu: float = setting(1e9, Number(0, 1e15), affects=("state",), shown="1e9",
+                                           panel=SHARDING)
+    """NVMe parameter offload: parameter elements per rank kept in pinned host memory, the rest on NVMe (DeepSpeed
+    offload_param.max_in_cpu, default 1e9; stage3.py sizes the host copy by it):
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/offload_config.py#L39,
+    https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage3.py#L687."""
     fsdp_wrap_embeddings: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """FSDP full shard with the embeddings and the head as units of their own (torchtune custom_sharded_layers):
     each is gathered only while used, instead of in the root unit for the whole step."""
@@ -379,6 +414,18 @@ class TrainingSettings:
     """Inter-node bandwidth per GPU in Gb/s, one direction (400: one 400 Gb/s NIC per GPU, as on DGX H100): the
     collectives of a setup spanning machines of gpus_per_node GPUs cross it; inside a machine they run over
     NVLink or PCIe."""
+    nvme_gib: float | None = setting(None, OrNone(Number(1, 1 << 30)), affects=(),
+                                     shown="the GPU's common server (hfmem gpus), else not checked", panel=SHARDING)
+    """NVMe (local SSD) space per machine in GiB for offload_device nvme: a setup whose NVMe need exceeds it does not
+    fit. Unset, each catalogue GPU's cells assume its common server's (DGX H100: 8 x 3.84 TB, 28,610 GiB)."""
+    nvme_read_gbps: float | None = setting(None, OrNone(Number(0.01, 1e5)), affects=(),
+                                           shown="the GPU's common server (hfmem gpus), else untimed", panel=TIME)
+    """NVMe read bandwidth per machine in GB/s, shared by its ranks: the swapped-in optimizer states and parameters
+    of offload_device nvme cross it."""
+    nvme_write_gbps: float | None = setting(None, OrNone(Number(0.01, 1e5)), affects=(),
+                                            shown="the GPU's common server (hfmem gpus), else untimed", panel=TIME)
+    """NVMe write bandwidth per machine in GB/s, shared by its ranks: the swapped-out optimizer states, gradients
+    and updated parameters of offload_device nvme cross it."""
     max_gpus: int = setting(1024, COUNT, affects=(), panel=SHARDING)
     """The most GPUs the fit search suggests and times for one cell."""
     hfu: float | None = setting(None, OrNone(Number(0.01, 1)), affects=(),
@@ -690,6 +737,10 @@ class TrainingSettings:
         if result.offload_optimizer and sharding in {"none", "ddp"}:
             raise InvalidInputError(
                 "offload_optimizer needs ZeRO (zero1/2/3) or FSDP sharding (it is DeepSpeed/FSDP offload).")
+        if result.offload_device == "nvme" and (result.offload_optimizer or result.offload_params) \
+                and sharding != "zero3":
+            raise InvalidInputError("offload_device nvme needs zero3 sharding (DeepSpeed swaps to NVMe in ZeRO stage 3 "
+                                    "only).")
         return result
 
     def to_dict(self) -> dict[str, Any]:

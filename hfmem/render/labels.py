@@ -76,16 +76,38 @@ def verdict_parts(fit: dict[str, Any]) -> tuple[str, str, str]:
 
 def host_ram_line(report: dict[str, Any]) -> str:
     """The one-GPU offloads the verdicts left out because the GPU's machine lacks the host RAM, e.g. "host RAM short
-    for offload: full ZeRO-Inf. 1,156 GiB/machine (T4 384, L4 768)": what each needs and each machine has; "" where
-    none."""
-    groups: dict[tuple[str, str, float], list[str]] = {}
+    for offload: full ZeRO-Inf. 1,156 GiB/machine (T4 384, L4 768)": what each needs and each machine has, and where
+    the machine's NVMe is known, what ZeRO-Infinity on NVMe would need and whether it fits ("; on NVMe 1,154 GiB NVMe +
+    128 GiB RAM/machine, fits with --offload-device nvme (T4 384, 1,676 NVMe)"); "" where none."""
+    groups: dict[tuple[str, str, float, float | None, float | None, bool], list[str]] = {}
     for fit in cells(report):
         if short := fit.get("host_ram_short"):
-            key = (fit["method"], short["mitigation"], short["needed_gib"])
-            groups.setdefault(key, []).append(f"{fit['gpu']['name']} {short['host_ram_gib']:,.0f}")
-    parts = [f"{method} {label(name, {})} {need:,.0f} GiB/machine ({', '.join(has)})"
-             for (method, name, need), has in groups.items()]
+            nvme = short.get("nvme") or {}
+            key = (fit["method"], short["mitigation"], short["needed_gib"], nvme.get("needed_gib"),
+                   nvme.get("host_needed_gib"), bool(nvme.get("fits")))
+            has = f"{fit['gpu']['name']} {short['host_ram_gib']:,.0f}"
+            groups.setdefault(key, []).append(has + (f", {nvme['nvme_gib']:,.0f} NVMe" if nvme else ""))
+    parts = [f"{method} {label(name, {})} {need:,.0f} GiB/machine"
+             + (f", on NVMe {disk:,.0f} GiB NVMe + {ram:,.0f} GiB RAM/machine" if disk is not None else "")
+             + (", fits with --offload-device nvme" if fits else "")
+             + f" ({'; '.join(has) if disk is not None else ', '.join(has)})"
+             for (method, name, need, disk, ram, fits), has in groups.items()]
     return "host RAM short for offload: " + "; ".join(parts) if parts else ""
+
+
+def offload_line(report: dict[str, Any]) -> str:
+    """What the offloads the verdicts suggest need of each machine, e.g. "offload per machine: full NVMe offload
+    1,154 GiB NVMe + 128 GiB RAM (T4)"; "" where no verdict is an offload."""
+    groups: dict[tuple[str, str, int, int], list[str]] = {}
+    for fit in cells(report):
+        advice = fit.get("advice") or {}
+        if fit.get("verdict") != "fits" and "host_per_node_bytes" in advice:
+            key = (fit["method"], advice_label(advice), advice["host_per_node_bytes"],
+                   advice.get("nvme_per_node_bytes", 0))
+            groups.setdefault(key, []).append(fit["gpu"]["name"])
+    parts = [f"{method} {name} " + (f"{nvme / GIB:,.0f} GiB NVMe + " if nvme else "") + f"{host / GIB:,.0f} GiB RAM "
+             f"({', '.join(names)})" for (method, name, host, nvme), names in groups.items()]
+    return "offload per machine: " + "; ".join(parts) if parts else ""
 
 
 def setup_label(fit: dict[str, Any]) -> str:

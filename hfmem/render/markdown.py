@@ -19,6 +19,7 @@ from hfmem.render.common import (
 from hfmem.render.labels import (
     fit_grid,
     host_ram_line,
+    offload_line,
     rank0_line,
     serving_labels,
     serving_pick_line,
@@ -70,7 +71,8 @@ def fit_markdown(report: dict[str, Any]) -> str:
             + [f"{MARKS[verdict]} {total} " + escape(rest) for verdict, total, rest in
                (verdict_parts(by_method[m]) for m in methods)]
             + ([escape(serving[name])] if serving else []) for name, usable, by_method in rows]
-    named = (host_ram_line(report), rank0_line(report))  # they name GPUs, which a user may have named
+    # they name GPUs, which a user may have named
+    named = (host_ram_line(report), offload_line(report), rank0_line(report))
     hints = "".join(f"\n\n{h}" for h in (paged_hint(report), *(escape(n) for n in named if n)) if h)
     heads = [METHOD_TITLES.get(m, m) for m in methods] + ([serving_title(report)] if serving else [])
     return table(["GPU", *heads], body) + "\n" + legend() + hints

@@ -29,6 +29,7 @@ from hfmem.render.common import (
 from hfmem.render.labels import (
     fit_grid,
     host_ram_line,
+    offload_line,
     rank0_line,
     serving_labels,
     serving_pick_line,
@@ -178,6 +179,8 @@ def breakdown_table(report: dict[str, Any]) -> Table:
         label = "  of which NCCL" if term == "nccl" else term.replace("_", " ")
         table.add_row(Text(label, style="bold" if term == "total" else ""),
                       *(gib(e["per_gpu_bytes"].get(term, 0)) for e in ests))
+    if any(e["per_gpu_bytes"].get("nvme_per_node") for e in ests):  # offload_device nvme: not GPU memory
+        table.add_row("NVMe per machine", *(gib(e["per_gpu_bytes"].get("nvme_per_node", 0)) for e in ests))
     table.add_row("trainable params", *(count(e["parameters"]["trainable"]) for e in ests))
     for key, words in (("model", "FLOPs/token (model)"), ("hardware", "FLOPs/token (executed)")):
         table.add_row(words, *(f"{e['flops_per_token'][key]:.3g}" for e in ests))
@@ -222,8 +225,9 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
     if report.get("fit"):
         parts.append(fit_view(report, console))
         parts.append(Text(legend(), style="dim"))
-        parts += [Text(hint, style="dim") for hint in (paged_hint(report), host_ram_line(report), rank0_line(report))
-                  if hint]
+        machine = offload_line(report) if details else ""  # the default view stays one screen
+        parts += [Text(hint, style="dim") for hint in (paged_hint(report), host_ram_line(report), machine,
+                                                       rank0_line(report)) if hint]
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
         if origin := origin_line(report):
             parts.append(Text("from " + origin, style="dim"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from hfmem.hardware.gpus import Gpu, catalogue
 from hfmem.hardware.prices import Price
@@ -195,7 +195,7 @@ def plan_part(arch: Architecture, inventory: Inventory, plan: Plan) -> PlanPart:
         else:
             kind, est, flops = found
             step = step_for(est, flops, fit.gpu, arch) | {"setup": kind}
-            if not host_room(est.per_gpu_bytes.host_per_node, fit.gpu, est.settings):
+            if not machine_room(est, fit.gpu):
                 short_of_host.add(len(cells))
             price = prices.get(fit.gpu.name)
             spent = budget(step.get("tokens_per_s"), timed_gpus(cell, kind), plan.tokens,
@@ -296,7 +296,7 @@ def layout_searches(arch: Architecture, inventory: Inventory, plan: Plan, fits: 
             return step_for(est, flops, gpu, arch) | ({"flops": figure(tokens * flops.hardware)} if tokens else {})
 
         def host_ok(est: Any, gpu: Gpu = gpu) -> bool:
-            return host_room(est.per_gpu_bytes.host_per_node, gpu, est.settings)
+            return machine_room(est, gpu)
 
         kernel = estimate_of(base).activations.attention  # the same under every layout
 
@@ -346,6 +346,14 @@ def host_ram_gib(settings: TrainingSettings, gpu: Gpu) -> float | None:
     return settings.host_ram_gib if settings.host_ram_gib is not None else node_specs(gpu).host_ram_gib
 
 
+def nvme_gib(settings: TrainingSettings, gpu: Gpu) -> float | None:
+    """The NVMe space per machine a GPU's cells assume: the setting where given, else the GPU's common server's
+    (hfmem gpus; None: not checked, and no NVMe offload suggested)."""
+    from hfmem.hardware.specs import node_specs
+
+    return settings.nvme_gib if settings.nvme_gib is not None else node_specs(gpu).nvme_gib
+
+
 def host_room(host_per_node: int, gpu: Gpu, settings: TrainingSettings) -> bool:
     """Whether a setup's host RAM per machine fits the machine `gpu` is assumed in (unknown: not checked)."""
     from hfmem.units import GIB
@@ -362,36 +370,54 @@ def spanning(s: TrainingSettings, gpus: tuple[Gpu, ...]) -> TrainingSettings:
     return nvls_for(s, gpus) if s.num_gpus > 1 else s
 
 
+def machine_room(est: Any, gpu: Gpu) -> bool:
+    """Whether the machine `gpu` is assumed in holds a setup's host RAM and NVMe shares (unknown: not checked)."""
+    from hfmem.memory.breakdown import nvme_ok
+
+    need = est.per_gpu_bytes
+    return host_room(need.host_per_node, gpu, est.settings) and nvme_ok(need.nvme_per_node, nvme_gib(est.settings, gpu))
+
+
 def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[Gpu, ...],
               per_method: Mapping[str, TrainingSettings]) -> list[Any]:
-    """The fit matrix (methods outer, GPUs in order) with each GPU's cells at its machine's host RAM (host_ram_gib):
-    one fit_matrix per distinct host RAM, the GPUs sharing it together."""
+    """The fit matrix (methods outer, GPUs in order) with each GPU's cells at its machine's host RAM (host_ram_gib)
+    and NVMe (nvme_gib): one fit_matrix per distinct pair, the GPUs sharing it together."""
     from hfmem.memory.fit import fit_matrix
 
     training = plan.training.validated()
-    groups: dict[float | None, list[Gpu]] = {}
+    groups: dict[tuple[float | None, float | None], list[Gpu]] = {}
     for gpu in gpus:
-        groups.setdefault(host_ram_gib(training, gpu), []).append(gpu)
+        groups.setdefault((host_ram_gib(training, gpu), nvme_gib(training, gpu)), []).append(gpu)
     order = {(m, g.spec): (i, j) for i, m in enumerate(plan.methods) for j, g in enumerate(gpus)}
     fits = []
-    for ram, members in groups.items():
-        own = {m: replace(spanning(s, gpus), host_ram_gib=ram) for m, s in per_method.items()}  # as the estimates
-        fits += fit_matrix(arch, inventory, replace(spanning(training, gpus), host_ram_gib=ram), members, plan.methods,
-                           max_gpus=training.max_gpus, per_method=own, stated=plan.stated)
+    for (ram, nvme), members in groups.items():
+        own = {m: replace(spanning(s, gpus), host_ram_gib=ram, nvme_gib=nvme) for m, s in per_method.items()}
+        shared = replace(spanning(training, gpus), host_ram_gib=ram, nvme_gib=nvme)
+        fits += fit_matrix(arch, inventory, shared, members, plan.methods, max_gpus=training.max_gpus, per_method=own,
+                           stated=plan.stated)
     return sorted(fits, key=lambda f: order[(f.method, f.gpu.spec)])
 
 
 def node_entry(gpus: tuple[Gpu, ...], training: TrainingSettings) -> dict[str, Any]:
     """The report's `nodes`: per GPU of the matrix, its network Gb/s per GPU, host RAM GiB per machine and common
-    server as its cells assume them (null: no network figure / host RAM not checked), and which of the two a
-    setting `given` instead of the server; the servers' sources are in `hfmem gpus --format json`."""
+    server as its cells assume them (null: no network figure / host RAM not checked), its NVMe GiB and NVMe read and
+    write GB/s per machine where known (absent: NVMe not checked / NVMe offload untimed), and which of them a setting
+    `given` instead of the server; the servers' sources are in `hfmem gpus --format json`."""
     from hfmem.hardware.specs import node_specs
-    from hfmem.reporting.timing import network_gbps
+    from hfmem.reporting.timing import network_gbps, nvme_gbps
 
-    given = [k for k in ("network_gbps", "host_ram_gib") if getattr(training, k) is not None]
-    return {"gpus_per_node": training.gpus_per_node, "given": given,
-            "by_gpu": {g.spec: {"network_gbps": network_gbps(training, g), "host_ram_gib": host_ram_gib(training, g),
-                               "server": node_specs(g).server} for g in gpus}}
+    def entry(g: Gpu) -> dict[str, Any]:
+        nvme = {"nvme_gib": nvme_gib(training, g), "nvme_read_gbps": nvme_gbps(training, g, "read"),
+                "nvme_write_gbps": nvme_gbps(training, g, "write")}
+        return {"network_gbps": network_gbps(training, g), "host_ram_gib": host_ram_gib(training, g)} | {
+            k: v for k, v in nvme.items() if v is not None} | {"server": node_specs(g).server}
+
+    given = [k for k in NODE_SETTINGS if getattr(training, k) is not None]
+    return {"gpus_per_node": training.gpus_per_node, "given": given, "by_gpu": {g.spec: entry(g) for g in gpus}}
+
+
+NODE_SETTINGS = ("network_gbps", "host_ram_gib", "nvme_gib", "nvme_read_gbps", "nvme_write_gbps")
+"""The settings that replace a GPU's common server's figures."""
 
 
 def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan,
@@ -399,8 +425,11 @@ def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan,
     """Each cell's `host_ram_short`, by (method, GPU): where it does not fit as asked and its advice is not a few
     GPUs (at most MAX_SUGGESTED_GPUS, preferred to offload anyway), the least intrusive offload change (ZeRO-Offload,
     then ZeRO-Infinity) that would fit its GPU but needs more host RAM per machine than the machine has
-    ({mitigation, needed_gib per machine, host_ram_gib it has}): what a `✗` on a small card would have taken."""
-    from hfmem.memory.estimate import estimate
+    ({mitigation, needed_gib per machine, host_ram_gib it has, nvme}): what a `✗` on a small card would have taken.
+    `nvme` is ZeRO-Infinity on NVMe where the machine's NVMe is known ({needed_gib of NVMe, nvme_gib it has,
+    host_needed_gib of RAM for its swap buffers or load-time copies, fits}); slow and untimed without the drives'
+    bandwidth, it is suggested only where asked (offload_device nvme), and then, where it fits, the cell has no
+    shortfall."""
     from hfmem.memory.mitigations import candidates
     from hfmem.units import GIB
 
@@ -413,17 +442,51 @@ def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan,
         if fit.verdict == "fits" or ram is None or near:
             continue
         defaults = (fit.gpu_defaults or {}).get("changes", {})
-        asked = replace(plan.settings_for(fit.method), **defaults).validated()
-        for name, changes in candidates(asked):
-            if not changes.get("offload_optimizer"):
+        asked = replace(plan.settings_for(fit.method), **defaults, nvme_gib=nvme_gib(training, fit.gpu)).validated()
+        memo_key = (fit.method, tuple(sorted(defaults.items())), asked.nvme_gib)
+        offloads = [(name, replace(asked, **changes)) for name, changes in candidates(asked)
+                    if changes.get("offload_optimizer")]
+        nvme_asked = replace(asked, offload_device="nvme")  # asked for or not: the line says what it would take
+        on_nvme = [(name, replace(asked, **changes)) for name, changes in candidates(nvme_asked)
+                   if changes.get("offload_device") == "nvme"]
+        for name, trial in offloads:
+            need = need_of(needs, (*memo_key, name), arch, inventory, trial)
+            if need.required > fit.gpu.usable_bytes:
                 continue
-            key = (fit.method, tuple(sorted(defaults.items())), name)
-            if key not in needs:
-                needs[key] = estimate(arch, inventory, replace(asked, **changes).validated()).per_gpu_bytes
-            need = needs[key]
-            if need.required <= fit.gpu.usable_bytes:  # the least intrusive offload that fits the GPU
-                if need.host_per_node > ram * GIB:
+            if need.host_per_node > ram * GIB:  # the least intrusive offload that fits the GPU
+                nvme = nvme_short(fit.gpu, ram, asked.nvme_gib, [need_of(needs, (*memo_key, n), arch, inventory, t)
+                                                                  for n, t in on_nvme], asked.offload_device == "nvme")
+                if nvme is not False:
                     out[(fit.method, fit.gpu.spec)] = {"mitigation": name, "host_ram_gib": ram,
-                                                       "needed_gib": round(need.host_per_node / GIB, 1)}
-                break
+                                                       "needed_gib": round(need.host_per_node / GIB, 1),
+                                                       "nvme": nvme}
+            break
     return out
+
+
+def need_of(needs: dict[tuple, Any], key: tuple, arch: Architecture, inventory: Inventory,
+            trial: TrainingSettings) -> Any:
+    """The per-GPU figures of an offload `trial`, memoised in `needs` by `key` (GPU-independent)."""
+    from hfmem.memory.estimate import estimate
+
+    if key not in needs:
+        needs[key] = estimate(arch, inventory, trial.validated()).per_gpu_bytes
+    return needs[key]
+
+
+def nvme_short(gpu: Gpu, ram: float, nvme: float | None, needs: list[Any],
+               asked: bool) -> dict[str, Any] | Literal[False] | None:
+    """ZeRO-Infinity on NVMe for a cell whose host RAM is short: its NVMe and RAM per machine against the machine's
+    and whether it fits them and the GPU; False where it fits and offload to NVMe was `asked` (the cell suggests it);
+    None without an NVMe figure."""
+    from hfmem.memory.breakdown import nvme_ok
+    from hfmem.units import GIB
+
+    if nvme is None or not needs:
+        return None
+    need = needs[0]
+    fits = need.required <= gpu.usable_bytes and need.host_per_node <= ram * GIB and nvme_ok(need.nvme_per_node, nvme)
+    if fits and asked:
+        return False
+    return {"nvme_gib": nvme, "needed_gib": round(need.nvme_per_node / GIB, 1),
+            "host_needed_gib": round(need.host_per_node / GIB, 1), "fits": fits}

@@ -12,6 +12,8 @@ from typing import Any
 from hfmem.compute.collectives import pipeline_bubble
 from hfmem.compute.flops import TrainingFlops, forward_flops, training_flops
 from hfmem.compute.roofline import (
+    GB_S,
+    Machine,
     Transfer,
     data_parallel_transfers,
     hbm_traffic,
@@ -102,6 +104,14 @@ def network_gbps(settings: TrainingSettings, gpu: Gpu) -> float | None:
     return settings.network_gbps if settings.network_gbps is not None else node_specs(gpu).network_gbps
 
 
+def nvme_gbps(settings: TrainingSettings, gpu: Gpu, direction: str) -> float | None:
+    """The NVMe GB/s per machine in `direction` ("read", "write") a setup swaps over: the setting, else the GPU's
+    common server's (hfmem gpus; None: NVMe offload untimed)."""
+    given = settings.nvme_read_gbps if direction == "read" else settings.nvme_write_gbps
+    node = node_specs(gpu)
+    return given if given is not None else node.nvme_read_gbps if direction == "read" else node.nvme_write_gbps
+
+
 def default_hfu(gpu: Gpu, dtype: str, given: float | None = None) -> float:
     """The utilisation assumed for `dtype`'s matmuls on `gpu`: the `given` bf16 one (the hfu setting), else its
     architecture's (hfu_for); for fp8/fp4, the share of that peak that gives the published FP8 speedup over bf16
@@ -128,7 +138,8 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     hfu = default_hfu(gpu, dtype, s.hfu) if hfu is None else hfu
     try:
         node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node,
-                       network_gbps=network_gbps(s, gpu))
+                       network_gbps=network_gbps(s, gpu),
+                       nvme_gbps={d: nvme_gbps(s, gpu, d) for d in ("read", "write")})
     except InvalidInputError as err:
         return {"seconds": None, "reason": str(err)}
     stage, n, replicas = s.zero_stage or 0, s.num_gpus, s.shard_ranks  # DP (x CP) ranks share the weights
@@ -141,7 +152,9 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
                                          trainable_bytes=trainable_bytes, gradient_bytes=gradients, units=units)
                  + offload_transfers(replicas, offload_optimizer=s.offload_optimizer,
                                      offload_params=s.offload_params, parameter_bytes=whole_weights,
-                                     trainable_bytes=trainable_bytes, gradient_bytes=gradients)
+                                     trainable_bytes=trainable_bytes, gradient_bytes=gradients,
+                                     nvme_optimizer_bytes=state.nvme_bytes - state.nvme_param_bytes,
+                                     nvme_param_bytes=state.nvme_param_bytes)
                  + model_parallel_transfers(est, arch))
     traffic = hbm_traffic(weight_bytes=state.weights, passes=weight_passes(s.gradient_checkpointing),
                           gradient_bytes=state.gradients, optimizer_bytes=state.optimizer,
@@ -155,9 +168,19 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
         return {"seconds": None, "reason": str(err)}
     terms = step.to_dict()
     tokens = s.micro_batch_size * est.seq_len * s.gradient_accumulation_steps * s.data_parallel  # a step, all GPUs
-    return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | {
-        k: figure(terms[k]) for k in HEADLINE} | {"dtype": dtype, "hfu_assumed": hfu,
-                                                  "flops_per_step": figure(flops.hardware * tokens)}
+    headline = {k: figure(terms[k]) for k in HEADLINE}
+    return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | headline | {
+        "dtype": dtype, "hfu_assumed": hfu, "flops_per_step": figure(flops.hardware * tokens)} | offload_links(s, node)
+
+
+def offload_links(s: TrainingSettings, node: Machine) -> dict[str, Any]:
+    """The bandwidths an offloading setup's transfers cross, per GPU and direction in GB/s: PCIe, and with
+    offload_device nvme its share of the machine's NVMe read and write; {} without offload."""
+    if not (s.offload_optimizer or s.offload_params):
+        return {}
+    links = {"pcie": node.pcie_bytes_per_s} | (
+        {f"nvme_{d}": node.nvme_bytes_per_s.get(d) for d in ("read", "write")} if s.offload_device == "nvme" else {})
+    return {"offload_gbps": {k: None if v is None else figure(v / GB_S) for k, v in links.items()}}
 
 
 
