@@ -69,7 +69,7 @@ def test_offload_beyond_the_servers_host_ram_does_not_fit(capsys) -> None:
     assert (short["mitigation"], short["host_ram_gib"]) == ("zero3_offload_params", 384)
     assert 1024 < short["needed_gib"] < 1300
     assert short["nvme"]["nvme_gib"] == 1000 and 1000 < short["nvme"]["needed_gib"] < short["needed_gib"]
-    assert run(["example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--nvme-gib", "1000"]) == 0
+    assert run(["example:Llama-2-70b-hf", "-m", "full", "-g", "t4", "--nvme-gib", "1000", "--details"]) == 0
     assert ("host RAM short for offload: full ZeRO-Inf. 1,156 GiB/machine, on NVMe 1,154 GiB NVMe + 128 GiB "
             "RAM/machine (T4 384, 1,000 NVMe)") in " ".join(capsys.readouterr().out.split())
     offload = ("--zero", "3", "--offload-optimizer", "--offload-params")

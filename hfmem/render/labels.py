@@ -74,24 +74,25 @@ def verdict_parts(fit: dict[str, Any]) -> tuple[str, str, str]:
     return kind, total, "→ " + (advice_text(fit) or "no fit")
 
 
-def host_ram_line(report: dict[str, Any]) -> str:
+def host_ram_line(report: dict[str, Any], nvme: bool = True) -> str:
     """The one-GPU offloads the verdicts left out because the GPU's machine lacks the host RAM, e.g. "host RAM short
-    for offload: full ZeRO-Inf. 1,156 GiB/machine (T4 384, L4 768)": what each needs and each machine has, and where
-    the machine's NVMe is known, what ZeRO-Infinity on NVMe would need and whether it fits ("; on NVMe 1,154 GiB NVMe +
-    128 GiB RAM/machine, fits with --offload-device nvme (T4 384, 1,676 NVMe)"); "" where none."""
+    for offload: full ZeRO-Inf. 1,156 GiB/machine (T4 384, L4 768)": what each needs and each machine has; with
+    `nvme`, where the machine's NVMe is known, what ZeRO-Infinity on NVMe would need and whether it fits ("..., on
+    NVMe 1,154 GiB NVMe + 128 GiB RAM/machine, fits with --offload-device nvme (T4 384, 1,676 NVMe)"); "" where
+    none."""
     groups: dict[tuple[str, str, float, float | None, float | None, bool], list[str]] = {}
     for fit in cells(report):
         if short := fit.get("host_ram_short"):
-            nvme = short.get("nvme") or {}
-            key = (fit["method"], short["mitigation"], short["needed_gib"], nvme.get("needed_gib"),
-                   nvme.get("host_needed_gib"), bool(nvme.get("fits")))
+            disk = (short.get("nvme") or {}) if nvme else {}
+            key = (fit["method"], short["mitigation"], short["needed_gib"], disk.get("needed_gib"),
+                   disk.get("host_needed_gib"), bool(disk.get("fits")))
             has = f"{fit['gpu']['name']} {short['host_ram_gib']:,.0f}"
-            groups.setdefault(key, []).append(has + (f", {nvme['nvme_gib']:,.0f} NVMe" if nvme else ""))
+            groups.setdefault(key, []).append(has + (f", {disk['nvme_gib']:,.0f} NVMe" if disk else ""))
     parts = [f"{method} {label(name, {})} {need:,.0f} GiB/machine"
-             + (f", on NVMe {disk:,.0f} GiB NVMe + {ram:,.0f} GiB RAM/machine" if disk is not None else "")
+             + (f", on NVMe {on_disk:,.0f} GiB NVMe + {ram:,.0f} GiB RAM/machine" if on_disk is not None else "")
              + (", fits with --offload-device nvme" if fits else "")
-             + f" ({'; '.join(has) if disk is not None else ', '.join(has)})"
-             for (method, name, need, disk, ram, fits), has in groups.items()]
+             + f" ({'; '.join(has) if on_disk is not None else ', '.join(has)})"
+             for (method, name, need, on_disk, ram, fits), has in groups.items()]
     return "host RAM short for offload: " + "; ".join(parts) if parts else ""
 
 

@@ -226,7 +226,7 @@ def render(report: dict[str, Any], console: Console, details: bool = False) -> N
         parts.append(fit_view(report, console))
         parts.append(Text(legend(), style="dim"))
         machine = offload_line(report) if details else ""  # the default view stays one screen
-        parts += [Text(hint, style="dim") for hint in (paged_hint(report), host_ram_line(report), machine,
+        parts += [Text(hint, style="dim") for hint in (paged_hint(report), host_ram_line(report, nvme=details), machine,
                                                        rank0_line(report)) if hint]
         parts.append(Text("assumes: " + settings_line(report), style="dim"))
         if origin := origin_line(report):
