@@ -58,8 +58,9 @@ def start(path: Path, *args: str, **popen: object) -> subprocess.Popen:
 
 @contextmanager
 def cpu_load(processes: int | None = None) -> Iterator[None]:
-    """Busy loops on every core (at a lower priority, so the machine still answers) while the block runs."""
-    code = "import os\nos.nice(5)\nwhile True:\n    pass\n"
+    """Busy loops on every core while the block runs, at the lowest priority: the program under test still waits on
+    a busy run queue, and the other tests running beside it keep their share of the CPU."""
+    code = "import os\nos.nice(19)\nwhile True:\n    pass\n"
     burners = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(processes or os.cpu_count() or 2)]
     try:
         yield

@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-DELAYS_S = [0.9, 1.0, 1.1, 1.2, 1.3]
-"""Around where the old code crashed (a build 1.0 to 1.2 s into the preload); one process at a time, so a busy
+DELAYS_S = [1.0, 1.1, 1.2]
+"""Where the old code crashed (a build 1.0 to 1.2 s into the preload); one process at a time, so a busy
 machine does not move the window past them."""
 COLD_START = """
 import sys, threading, time

@@ -16,15 +16,15 @@ from hfmem.memory.generation import generation_bytes  # noqa: E402
 from hfmem.memory.settings import TrainingSettings  # noqa: E402
 from hfmem.model.architecture import read_architecture  # noqa: E402
 
-CACHE, PREFILL = (8, 4, 16, 240), (2, 4, 96, 32)
+CACHE, PREFILL = (8, 4, 16, 112), (2, 4, 96, 32)
 """(layers, batch, prompt tokens, new tokens): the KV cache is the peak, then the prefill forward is."""
 FAMILIES = ["meta-llama/Meta-Llama-3-8B", "Qwen/Qwen2.5-0.5B", "google/gemma-2b", "microsoft/phi-2",
             "mistralai/Mistral-7B-v0.1", "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-V3"]
 CACHED = ("meta-llama/Meta-Llama-3-8B", "microsoft/phi-2", "mistralai/Mistral-7B-v0.1", "deepseek-ai/DeepSeek-V3")
 CASES = [(m, PREFILL) for m in FAMILIES] + [(m, CACHE) for m in CACHED]
 """The prefill of every family; the cache of grouped K/V heads, of full heads with partial RoPE, of a sliding-window
-model, of multi-head latent attention (the cache's count does not depend on the MLP, and 240 decoding steps are the
-suite's slowest part)."""
+model, of multi-head latent attention (the cache's count does not depend on the MLP, and its 112 decoding steps are
+among the suite's slowest parts)."""
 KERNEL_DIMS = {"deepseek-ai/DeepSeek-V3": {"v_head_dim": 48}}
 """DeepSeek's values as wide as its keys (48: 32 without RoPE, 16 with), so CPU SDPA runs its flash kernel rather
 than the math fallback, whose fp32 copies of q, k and v no GPU kernel makes (its prefill's MoE, at 4 x 96 tokens of
@@ -64,7 +64,7 @@ WINDOWED = {"every layer": ("mistralai/Mistral-7B-v0.1", {"sliding_window": 64})
             "half the layers": ("Qwen/Qwen2.5-0.5B", {
                 "use_sliding_window": True, "sliding_window": 64,
                 "layer_types": ["full_attention"] * 4 + ["sliding_attention"] * 4})}
-"""A 64-token window, shorter than the 256 tokens generated to: Mistral's (a window without layer types slides in
+"""A 64-token window, shorter than the 128 tokens generated to: Mistral's (a window without layer types slides in
 every layer) and a Qwen2 whose layer types slide in half (its window was 4,096, past the test's length)."""
 
 
