@@ -99,6 +99,10 @@ def measure(case: tuple[int, str, int], world: int = WORLD) -> list[dict[str, An
     spawned rank spends seconds importing it again)."""
     import deepspeed  # noqa: F401
 
+    if case[1] == "lora":  # transformers' and PEFT's modules imported once, here, rather than in every rank
+        lora_model(MODEL, 2, "sdpa", 0.0)
+    else:
+        build_model(tiny_config(MODEL, 2), "sdpa")
     return spawn(_rank, world, case, world, start_method="fork")
 
 

@@ -271,9 +271,11 @@ def _pp_rank(rank: int, port: int, case: tuple[str, int, int, int], out: str) ->
 
 
 def measure(case: tuple[str, int, int, int]) -> list[dict[str, Any]]:
-    """Every rank's second-step peak for (kind, micro-batch, sequence, micro-batches a step)."""
+    """Every rank's second-step peak for (kind, micro-batch, sequence, micro-batches a step); the ranks are forked
+    from this process once it has imported torch and transformers (a spawned rank imports them again)."""
     runner = _pp_rank if case[0].startswith("pp") else _tp_rank
-    return spawn(runner, WORLD[case[0]], case)
+    build_model(config(case[0]), "sdpa")  # imports transformers' modules for the case before the fork
+    return spawn(runner, WORLD[case[0]], case, start_method="fork")
 
 
 def main() -> None:
