@@ -28,7 +28,10 @@ def hfmem(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def report(capsys, *args: str) -> dict:
-    code, out, err = hfmem(capsys, *args, "--format", "json")
+    """The JSON report; these tests read the analysis (parameters, cross-check, architecture), so one GPU (H100,
+    unless the test names one) keeps the fit matrix small."""
+    gpu = () if "-g" in args else ("-g", "h100")
+    code, out, err = hfmem(capsys, *args, *gpu, "--format", "json")
     assert code == 0, err
     return json.loads(out)
 
@@ -170,7 +173,7 @@ def test_float16_branch_with_duplicated_lm_head(granted, capsys):
 
 
 def test_deepseek_v3_mtp_layer_explained(hub, capsys):
-    data = report(capsys, "deepseek-ai/DeepSeek-V3", "-g", "h100")  # the analysis; one GPU keeps the matrix small
+    data = report(capsys, "deepseek-ai/DeepSeek-V3")
     check = data["crosscheck"]
     assert data["parameters"]["total"] == 671_026_404_352
     assert check["status"] == "explained", check
