@@ -98,3 +98,10 @@ def granted(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> HubServer:
     """The fake Hub with a token that may read its gated repos (meta-llama/...)."""
     monkeypatch.setenv("HF_TOKEN", GRANTED_TOKEN)
     return hub
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with slow tests (real training steps) first: each file runs on one worker (--dist loadfile), so the
+    long ones start early while the short ones fill the other workers' time, rather than running on alone at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
