@@ -25,7 +25,7 @@ from hfmem.reporting.layout_search import (
     shapes,
     space,
 )
-from hfmem.reporting.plan import host_room
+from hfmem.reporting.plan import machine_room
 from hfmem.render.charts import frontier_chart
 from hfmem.reporting.timing import flops_for, flops_of, step_for, throughput_bound
 from hfmem.units import budget
@@ -89,7 +89,7 @@ def test_the_search_picks_what_a_brute_force_picks(llama70b) -> None:
         return step_for(est, flops_of(arch, inventory, est), gpu, arch)
 
     def host_ok(est):
-        return host_room(est.per_gpu_bytes.host_per_node, gpu, est.settings)
+        return machine_room(est, gpu)
 
     def bound_of(s: TrainingSettings):
         return throughput_bound(flops_for(arch, inventory, s, 4096, "sdpa"), s, 4096, gpu, arch)

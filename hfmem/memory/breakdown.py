@@ -223,8 +223,14 @@ def host_per_node(settings: TrainingSettings, state: ModelState) -> int:
 def fits_on(per_gpu: MemoryBreakdown, usable_bytes: int, settings: TrainingSettings) -> bool:
     """Whether the GPU holds what must stay resident and, when host_ram_gib (nvme_gib) is set, the host's RAM (its
     NVMe) holds its share."""
-    host_ok = settings.host_ram_gib is None or per_gpu.host_per_node <= settings.host_ram_gib * GIB
-    return per_gpu.required <= usable_bytes and host_ok and nvme_ok(per_gpu.nvme_per_node, settings.nvme_gib)
+    return per_gpu.required <= usable_bytes and room_on(per_gpu, settings.host_ram_gib, settings.nvme_gib)
+
+
+def room_on(per_gpu: MemoryBreakdown, host_ram_gib: float | None, nvme_gib: float | None) -> bool:
+    """Whether a machine with `host_ram_gib` of RAM and `nvme_gib` of NVMe (None: not checked) holds a setup's
+    shares of them."""
+    host_ok = host_ram_gib is None or per_gpu.host_per_node <= host_ram_gib * GIB
+    return host_ok and nvme_ok(per_gpu.nvme_per_node, nvme_gib)
 
 
 def nvme_ok(nvme_per_node: int, nvme_gib: float | None) -> bool:

@@ -354,14 +354,6 @@ def nvme_gib(settings: TrainingSettings, gpu: Gpu) -> float | None:
     return settings.nvme_gib if settings.nvme_gib is not None else node_specs(gpu).nvme_gib
 
 
-def host_room(host_per_node: int, gpu: Gpu, settings: TrainingSettings) -> bool:
-    """Whether a setup's host RAM per machine fits the machine `gpu` is assumed in (unknown: not checked)."""
-    from hfmem.units import GIB
-
-    ram = host_ram_gib(settings, gpu)
-    return ram is None or host_per_node <= ram * GIB
-
-
 def spanning(s: TrainingSettings, gpus: tuple[Gpu, ...]) -> TrainingSettings:
     """A method's settings for its estimate: NCCL's NVLS buffers decided by the report's GPUs where the run spans
     several (one GPU has no communicator, so its settings stay as given)."""
@@ -372,10 +364,9 @@ def spanning(s: TrainingSettings, gpus: tuple[Gpu, ...]) -> TrainingSettings:
 
 def machine_room(est: Any, gpu: Gpu) -> bool:
     """Whether the machine `gpu` is assumed in holds a setup's host RAM and NVMe shares (unknown: not checked)."""
-    from hfmem.memory.breakdown import nvme_ok
+    from hfmem.memory.breakdown import room_on
 
-    need = est.per_gpu_bytes
-    return host_room(need.host_per_node, gpu, est.settings) and nvme_ok(need.nvme_per_node, nvme_gib(est.settings, gpu))
+    return room_on(est.per_gpu_bytes, host_ram_gib(est.settings, gpu), nvme_gib(est.settings, gpu))
 
 
 def node_fits(arch: Architecture, inventory: Inventory, plan: Plan, gpus: tuple[Gpu, ...],
@@ -446,16 +437,16 @@ def host_shortfalls(arch: Architecture, inventory: Inventory, plan: Plan,
         memo_key = (fit.method, tuple(sorted(defaults.items())), asked.nvme_gib)
         offloads = [(name, replace(asked, **changes)) for name, changes in candidates(asked)
                     if changes.get("offload_optimizer")]
-        nvme_asked = replace(asked, offload_device="nvme")  # asked for or not: the line says what it would take
-        on_nvme = [(name, replace(asked, **changes)) for name, changes in candidates(nvme_asked)
-                   if changes.get("offload_device") == "nvme"]
         for name, trial in offloads:
             need = need_of(needs, (*memo_key, name), arch, inventory, trial)
             if need.required > fit.gpu.usable_bytes:
                 continue
             if need.host_per_node > ram * GIB:  # the least intrusive offload that fits the GPU
-                nvme = nvme_short(fit.gpu, ram, asked.nvme_gib, [need_of(needs, (*memo_key, n), arch, inventory, t)
-                                                                  for n, t in on_nvme], asked.offload_device == "nvme")
+                # ZeRO-Infinity on NVMe, asked for or not: the line says what it would take
+                on_nvme = [need_of(needs, (*memo_key, n), arch, inventory, replace(asked, **changes))
+                           for n, changes in candidates(replace(asked, offload_device="nvme"))
+                           if changes.get("offload_device") == "nvme"]
+                nvme = nvme_short(fit.gpu, ram, asked.nvme_gib, on_nvme, asked.offload_device == "nvme")
                 if nvme is not False:
                     out[(fit.method, fit.gpu.spec)] = {"mitigation": name, "host_ram_gib": ram,
                                                        "needed_gib": round(need.host_per_node / GIB, 1),
@@ -479,13 +470,13 @@ def nvme_short(gpu: Gpu, ram: float, nvme: float | None, needs: list[Any],
     """ZeRO-Infinity on NVMe for a cell whose host RAM is short: its NVMe and RAM per machine against the machine's
     and whether it fits them and the GPU; False where it fits and offload to NVMe was `asked` (the cell suggests it);
     None without an NVMe figure."""
-    from hfmem.memory.breakdown import nvme_ok
+    from hfmem.memory.breakdown import room_on
     from hfmem.units import GIB
 
     if nvme is None or not needs:
         return None
     need = needs[0]
-    fits = need.required <= gpu.usable_bytes and need.host_per_node <= ram * GIB and nvme_ok(need.nvme_per_node, nvme)
+    fits = need.required <= gpu.usable_bytes and room_on(need, ram, nvme)
     if fits and asked:
         return False
     return {"nvme_gib": nvme, "needed_gib": round(need.nvme_per_node / GIB, 1),
