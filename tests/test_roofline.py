@@ -25,6 +25,7 @@ from hfmem.compute.roofline import (
     weight_passes,
 )
 from hfmem.errors import InvalidInputError
+from hfmem.frameworks import profile
 from hfmem.hardware.gpus import catalogue, find_gpu, parse_gpu_spec
 from hfmem.hardware.specs import gpu_specs
 from hfmem.memory.settings import SHARDINGS as SETTING_SHARDINGS
@@ -235,3 +236,15 @@ def test_each_architecture_is_timed_at_its_own_sources_median() -> None:
     assert hfu_for("ampere") == round((0.421 * 4 / 3 + 0.52) / 2, 3)
     assert hfu_for("ada") == hfu_for(None) == DEFAULT_HFU
     assert hfu_for(find_gpu("h100").arch) < hfu_for(find_gpu("a100").arch)
+
+
+def test_the_megatron_stack_is_timed_at_megatron_s_own_published_utilisation() -> None:
+    """hfu_stack megatron: on Hopper the median of Megatron-LM's README table (9 H100 runs, 408.8-489.1 TFLOP/s of
+    989.5; the 70B-to-462B rows' 432.8 and 459.6 straddle it), elsewhere its papers (the only sources there); the
+    megatron and nemo profiles set it, the default pool is unchanged."""
+    tflops = sorted((408.8, 465.9, 489.1, 459.6, 419.7, 420.5, 432.8, 474.4, 459.9))
+    assert hfu_for("hopper", "megatron") == round(tflops[4] / 989.5, 3) == 0.464
+    assert hfu_for("hopper") == 0.404 and hfu_for("ampere", "megatron") == hfu_for("ampere")
+    assert hfu_for("ada", "megatron") == DEFAULT_HFU
+    assert {p.values("full").get("hfu_stack") for p in (profile("megatron"), profile("nemo"))} == {"megatron"}
+    assert profile("torchtitan").values("full").get("hfu_stack") is None

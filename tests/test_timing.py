@@ -181,5 +181,16 @@ def test_a_given_utilisation_replaces_the_architecture_s_and_fp8_keeps_its_speed
     assert given["tokens_per_s"] > base["tokens_per_s"]
     fp8 = _report(capsys, "-m", "full", "-g", "h100", "--dtype", "fp8-te", "--hfu", "0.6")["fit"][0]["time"]
     h100 = gpu_specs(find_gpu("h100"))
-    expected = low_precision_hfu(0.6, h100.peak_flops("bf16"), h100.peak_flops("fp8"))
+    gemms = fp8["low_precision"]
+    expected = low_precision_hfu(0.6, h100.peak_flops("bf16"), h100.peak_flops("fp8"), gemms["gemm_speedup"],
+                                 gemms["quantized_share"])
     assert fp8["hfu_assumed"] == pytest.approx(expected, rel=1e-3) and expected < 0.6
+
+
+def test_the_megatron_stack_s_utilisation_is_reachable_from_its_flag_and_its_profiles(capsys) -> None:
+    """--hfu-stack megatron, and the nemo profile that sets it, time an H100 at Megatron-LM's own published
+    utilisation."""
+    for args in ((), ("--hfu-stack", "megatron"), ("--framework", "nemo")):
+        (cell,) = _report(capsys, "-m", "lora", "-g", "h100", *args)["fit"]
+        assert cell["time"]["hfu_assumed"] == hfu_for("hopper", "megatron" if args else "any")
+    assert hfu_for("hopper", "megatron") > hfu_for("hopper")

@@ -27,6 +27,9 @@ from hfmem.model.inventory import Inventory, LinearGroup
 OUTSIDE_LAYERS = frozenset({"head", "other"})
 """Components whose linears run outside the repeated layers: the vocabulary projection and what sits between the
 last layer and it (BERT's MLM transform); full checkpointing does not recompute them."""
+NOT_QUANTIZED = OUTSIDE_LAYERS | {"router"}
+"""Linears a low-precision recipe leaves in bf16: the head (Megatron's output_layer is no TE module, torchtitan's
+float8 converter skips `output`) and the MoE router (a plain linear in Megatron-core and transformers)."""
 NOT_TEXT = frozenset({"vision", "projector"})
 """Components that process image or audio inputs, not text tokens: not in a text token's FLOPs."""
 BIDIRECTIONAL = frozenset({"bert", "roberta", "xlm-roberta", "electra", "distilbert", "albert", "deberta",
@@ -86,6 +89,9 @@ class TrainingFlops:
     selective checkpointing."""
     base_forward: float
     """The model's own forward (adapters excluded): the unit of `multiplier`."""
+    quantized: float = 0.0
+    """The executed FLOPs of the layers' linears (NOT_QUANTIZED excluded): the GEMMs an FP8/FP4 recipe runs in low
+    precision; the attention core, the head and the router stay bf16."""
 
     @property
     def model(self) -> float:
@@ -230,6 +236,7 @@ def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "
     extra = [adapter_flops(g, arch, rank) for g in chosen]
     extra_in_layers = sum(f for g, f in zip(chosen, extra, strict=True) if g.component not in OUTSIDE_LAYERS)
     adapter = sum(extra)
+    quantized = sum(v for k, v in forward.linears.items() if k not in NOT_QUANTIZED)
     recompute = {"off": 0.0, "full": recomputed * (forward.in_layers + extra_in_layers),
                  "selective": forward.attention, "op": recomputed * forward.in_layers}[checkpointing]
     return TrainingFlops(
@@ -238,4 +245,6 @@ def training_flops(arch: Architecture, forward: ForwardFlops, *, method: str = "
         backward_weight=forward.linear if method == "full" else adapter,
         recompute=recompute,
         base_forward=forward.total,
+        quantized=quantized * (3 if method == "full" else 2)
+        + (recomputed * quantized if checkpointing in {"full", "op"} else 0.0),
     )

@@ -47,6 +47,8 @@ class UtilisationSource:
     hfu: float
     arch: str
     """The accelerator architecture it was measured on (the catalogue's `arch` names for GPUs)."""
+    stack: str = ""
+    """The training software that reached it, where a stack setting can name it (HFU_STACKS)."""
 
 
 LLAMA3 = "https://arxiv.org/abs/2407.21783"
@@ -58,12 +60,13 @@ UTILISATION_SOURCES = (
                       "https://arxiv.org/abs/1909.08053",
                       "abstract: 15.1 PetaFLOPs over 512 GPUs; its 39 TeraFLOPs single-GPU baseline 'is 30% of peak "
                       "FLOPs', a 130 TFLOP/s peak: 15.1e15 / 512 / 130e12", None, round(15.1e15 / 512 / 130e12, 3),
-                      "volta"),
+                      "volta", "megatron"),
     UtilisationSource("Megatron-LM GPT 530B, 2240 A100, full recomputation", "https://arxiv.org/abs/2205.05198",
                       "abstract: 42.1% MFU; one extra forward of three makes HFU 4/3 of it", 0.421, 0.421 * 4 / 3,
-                      "ampere"),
+                      "ampere", "megatron"),
     UtilisationSource("Megatron-LM GPT 1T, 3072 A100, PTD-P with recomputation", "https://arxiv.org/abs/2104.04473",
-                      "abstract: 52% of peak, FLOPs counted with the recomputed forward", None, 0.52, "ampere"),
+                      "abstract: 52% of peak, FLOPs counted with the recomputed forward", None, 0.52, "ampere",
+                      "megatron"),
     *(UtilisationSource(f"Llama 3 405B, {gpus} H100, BF16", LLAMA3,
                         f"Table 4: {tflops} TFLOPs/GPU of the H100's {H100_DENSE_BF16_TFLOPS} dense BF16 peak",
                         tflops / H100_DENSE_BF16_TFLOPS, tflops / H100_DENSE_BF16_TFLOPS, "hopper")
@@ -78,22 +81,65 @@ HFU_BY_ARCH = {arch: round(statistics.median(s.hfu for s in UTILISATION_SOURCES 
 peak is three times the A100's, and the same kind of software reaches a smaller share of it)."""
 
 
-def hfu_for(arch: str | None) -> float:
-    """The utilisation assumed on a GPU of `arch`: its architecture's published median, else DEFAULT_HFU."""
-    return HFU_BY_ARCH.get(arch or "", DEFAULT_HFU)
+MEGATRON_README = ("https://github.com/NVIDIA/Megatron-LM/blob/d98e8a64ddf34856e74b24714e3bedb2f5a39553/"
+                   "images/model_table.png")
+MEGATRON_H100 = tuple(
+    UtilisationSource(f"Megatron-Core r0.8.0 GPT {size}, {gpus} H100, TP{tp} PP{pp} DP48", MEGATRON_README,
+                      f"README 'Performance Benchmarking' table: {tflops} TFLOP/s per GPU, MFU against the dense bf16 "
+                      "peak; no recomputation stated, so HFU is taken as MFU", tflops / H100_DENSE_BF16_TFLOPS,
+                      tflops / H100_DENSE_BF16_TFLOPS, "hopper", "megatron")
+    for size, gpus, tp, pp, tflops in (
+        ("1.7B", 48, 1, 1, 408.8), ("7.1B", 96, 2, 1, 465.9), ("16B", 192, 4, 1, 489.1), ("32B", 384, 8, 1, 459.6),
+        ("70B", 768, 8, 2, 419.7), ("119B", 1536, 8, 4, 420.5), ("177B", 2304, 8, 6, 432.8),
+        ("314B", 3072, 8, 8, 474.4), ("462B", 6144, 8, 16, 459.9)))
+"""Megatron-LM's own H100 figures (its README's weak-scaling table, Megatron-Core r0.8.0, July 2024): what its
+stack reaches, used where the run names that stack (hfu_stack megatron), not in the default pool."""
+HFU_STACKS = ("any", "megatron")
+"""Whose utilisation figures set the default HFU: every source's (UTILISATION_SOURCES) or one stack's own."""
+HFU_BY_STACK = {(stack, arch): round(statistics.median(s.hfu for s in UTILISATION_SOURCES + MEGATRON_H100
+                                                       if s.stack == stack and s.arch == arch), 3)
+                for stack in HFU_STACKS[1:] for arch in {s.arch for s in UTILISATION_SOURCES + MEGATRON_H100
+                                                         if s.stack == stack}}
+"""The median per stack and architecture: Megatron on Volta 0.23, Ampere 0.54, Hopper 0.46."""
 
 
-LOW_PRECISION_SPEEDUP = 1.35
-"""End-to-end speedup of FP8 over BF16 training, the midpoint of TransformerEngine's maintainers' "On H100 with NeMo,
-for models of >1B, we saw 30-40% speedup end-to-end" (https://github.com/NVIDIA/TransformerEngine/issues/131,
-2023-04-04), not of the doubled dense peak: the casts, the bf16 attention and head, and the communication stay. No
-NVFP4 figure stands beside it, so FP4 is timed as FP8."""
+def hfu_for(arch: str | None, stack: str = "any") -> float:
+    """The utilisation assumed on a GPU of `arch`: `stack`'s published median there, else the architecture's
+    (HFU_BY_ARCH), else DEFAULT_HFU."""
+    return HFU_BY_STACK.get((stack, arch or ""), HFU_BY_ARCH.get(arch or "", DEFAULT_HFU))
 
 
-def low_precision_hfu(hfu: float, bf16_peak: float, peak: float) -> float:
-    """The share of a low-precision dense `peak` at which a run goes LOW_PRECISION_SPEEDUP times as fast as the same
-    run in bf16 at `hfu` of `bf16_peak`."""
-    return min(1.0, hfu * LOW_PRECISION_SPEEDUP * bf16_peak / peak)
+TE_SPEEDUPS = ("https://github.com/NVIDIA/TransformerEngine/blob/d0067d0da6cb01811b8072a7d304f0e00344ce2b/"
+               "docs/features/low_precision_training/speedups.rst")
+GEMM_SPEEDUP: dict[tuple[str, str], float] = {
+    ("fp8-te", "hopper"): 1.69, ("fp8-te-current", "hopper"): 1.57, ("fp8-torchao", "hopper"): 1.57,
+    ("fp8-torchao-rowwise", "hopper"): 1.41,
+    ("fp8-te", "blackwell"): 1.61, ("fp8-te-current", "blackwell"): 1.41, ("fp8-torchao", "blackwell"): 1.41,
+    ("fp8-torchao-rowwise", "blackwell"): 1.41, ("mxfp8", "blackwell"): 1.44, ("nvfp4", "blackwell"): 2.03,
+}
+"""How many times faster than bf16 a recipe runs a transformer layer's 12 linear GEMMs (forward, data and weight
+gradients), its per-step quantization included: TransformerEngine's GEMM benchmark of a 5B model (hidden 4096,
+intermediate 16384) in autocast mode (TE_SPEEDUPS lines 56-58 on a B300, 89-94 on an H200 NVL: delayed scaling
+1.69x / 1.61x, current scaling 1.57x / 1.41x, Hopper's block-scaled FP8 1.41x, MXFP8 1.44x, NVFP4 2.03x). torchao's
+tensorwise recipe scales from the current amax, as TE's current scaling; its rowwise one is read as the finer-scaled
+FP8 recipe (Hopper's block scaling, Blackwell's current scaling). Larger GEMMs gain more (1.92x on Hopper with the
+quantization left out, lines 93-94), smaller ones less (lines 100-105). Other architectures take Hopper's."""
+
+
+def gemm_speedup(recipe: str, arch: str | None) -> float:
+    """The GEMM speedup over bf16 of `recipe` on an `arch` GPU: GEMM_SPEEDUP's, else Hopper's, else (a recipe only
+    Blackwell runs) Blackwell's."""
+    for key in ((recipe, arch or ""), (recipe, "hopper"), (recipe, "blackwell")):
+        if key in GEMM_SPEEDUP:
+            return GEMM_SPEEDUP[key]
+    raise InvalidInputError(f"no GEMM speedup is known for the {recipe!r} recipe.")
+
+
+def low_precision_hfu(hfu: float, bf16_peak: float, peak: float, speedup: float, share: float) -> float:
+    """The share of a low-precision dense `peak` at which a step runs when the `share` of its FLOPs a recipe
+    quantizes goes `speedup` times as fast as in bf16 at `hfu` of `bf16_peak`, and the rest (attention core, head,
+    router) runs in bf16 as before."""
+    return min(1.0, hfu * bf16_peak / peak / (share / speedup + 1 - share))
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,9 @@ PROFILE = Profile(
         Default("cp_kind", "ring", ARGUMENTS + "#L3221",
                 "--cp-comm-type defaults to p2p: ring attention, the next rank's K/V chunk received while the "
                 "current one is used"),
+        Default("hfu_stack", "megatron", MEGATRON + "README.md#L95",
+                "the default utilisation is Megatron-LM's own published figures (its README's H100 table: 41-49% MFU, "
+                "Megatron-Core r0.8.0; its papers on V100 and A100), not the cross-stack median"),
     ),
 )
 

@@ -6,7 +6,7 @@ The layout (TP, PP, CP, SP) is each recipe's own choice for its model and is lef
 
 from __future__ import annotations
 
-from hfmem.frameworks.megatron import CORE
+from hfmem.frameworks.megatron import CORE, MEGATRON
 from hfmem.frameworks.profile import Default, Profile, github
 
 NEMO = github("NVIDIA/NeMo", "8cfedd7203462cb251a914e700e5605444277561") + "nemo/collections/llm/"
@@ -37,6 +37,8 @@ PROFILE = Profile(
                 "Megatron-core's attention_backend auto: Transformer Engine's flash or fused attention"),
         Default("loss_upcast", True, CORE + "tensor_parallel/cross_entropy.py#L25",
                 "Megatron-core's vocabulary-parallel cross-entropy casts the logits to fp32"),
+        Default("hfu_stack", "megatron", MEGATRON + "README.md#L95",
+                "NeMo trains on Megatron-core: the default utilisation is Megatron-LM's own published figures"),
     ),
     method_defaults={
         "lora": (

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from math import gcd
 from typing import Any, Literal, get_args
 
+from hfmem.compute.roofline import HFU_STACKS
 from hfmem.constants import DEFAULT_SEQ_LEN
 from hfmem.errors import InvalidInputError
 from hfmem.memory.activation_functions import ACTIVATION_SAVES
@@ -431,8 +432,13 @@ class TrainingSettings:
     hfu: float | None = setting(None, OrNone(Number(0.01, 1)), affects=(),
                                 shown="the GPU architecture's (hfmem gpus)", panel=TIME)
     """Hardware FLOPs utilisation of the bf16/fp16 matmul peak the roofline times compute at (0.01-1): your stack's
-    own where you know it; unset, the GPU architecture's cited figure (Hopper 0.404). FP8/FP4 recipes run the cited
-    FP8 speedup over it (compute.roofline.LOW_PRECISION_SPEEDUP)."""
+    own where you know it; unset, the cited figure of hfu_stack on the GPU's architecture (Hopper 0.404). Under an
+    FP8/FP4 recipe the quantized linears run the recipe's cited GEMM speedup over it (compute.roofline.GEMM_SPEEDUP),
+    the attention core and the head stay at it."""
+    hfu_stack: str = setting("any", Choice(HFU_STACKS), affects=(), panel=TIME)
+    """Whose published utilisation sets the default HFU: any (the cited sources' median on the GPU's architecture,
+    Hopper 0.404) or megatron (Megatron-LM's own papers and README runs: Hopper 0.464); the megatron and nemo
+    profiles set megatron. Ignored when hfu is given."""
     pick_floor: float = setting(0.1, Number(0, 1), affects=(), panel=TIME)
     """A setup whose tokens/s per GPU is below this share of the best per-GPU rate of a fitting setup of its method
     is never named fastest or cheapest: a cheap but glacial run (a 1-GPU offload at 1% of the speed) is not a pick."""

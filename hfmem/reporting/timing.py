@@ -16,6 +16,7 @@ from hfmem.compute.roofline import (
     Machine,
     Transfer,
     data_parallel_transfers,
+    gemm_speedup,
     hbm_traffic,
     hfu_for,
     layout_transfers,
@@ -87,7 +88,7 @@ def throughput_bound(flops: TrainingFlops, s: TrainingSettings, seq_len: int, gp
     peak = None if dtype is None else specs.peak_flops(dtype)
     if dtype is None or peak is None:
         return None
-    hfu = (s.hfu or hfu_for(gpu.arch)) if hfu is None else hfu
+    hfu = (s.hfu or hfu_for(gpu.arch, s.hfu_stack)) if hfu is None else hfu
     tokens = s.micro_batch_size * seq_len // s.model_parallel
     compute = tokens * (flops.forward + flops.backward_input + flops.backward_weight + flops.recompute) / (hfu * peak)
     try:
@@ -112,16 +113,26 @@ def nvme_gbps(settings: TrainingSettings, gpu: Gpu, direction: str) -> float | N
     return given if given is not None else node.nvme_read_gbps if direction == "read" else node.nvme_write_gbps
 
 
-def default_hfu(gpu: Gpu, dtype: str, given: float | None = None) -> float:
-    """The utilisation assumed for `dtype`'s matmuls on `gpu`: the `given` bf16 one (the hfu setting), else its
-    architecture's (hfu_for); for fp8/fp4, the share of that peak that gives the published FP8 speedup over bf16
-    (compute.roofline.low_precision_hfu)."""
-    hfu = hfu_for(gpu.arch) if given is None else given
-    specs = gpu_specs(gpu)
-    bf16, peak = specs.peak_flops("bf16"), specs.peak_flops(dtype)
-    if dtype in {"fp8", "fp4"} and bf16 and peak:
-        return low_precision_hfu(hfu, bf16, peak)
-    return hfu
+def quantized_gemms(gpu: Gpu, s: TrainingSettings, flops: TrainingFlops) -> dict[str, Any] | None:
+    """Under an FP8/FP4 recipe, what it speeds up: its GEMM speedup over bf16 on `gpu` (GEMM_SPEEDUP) and the share
+    of the executed FLOPs its quantized linears carry; None without a recipe."""
+    recipe = s.precision.recipe
+    if recipe is None or matmul_dtype(s) not in {"fp8", "fp4"} or not flops.hardware:
+        return None
+    return {"recipe": recipe.name, "gemm_speedup": gemm_speedup(recipe.name, gpu.arch),
+            "quantized_share": flops.quantized / flops.hardware}
+
+
+def default_hfu(gpu: Gpu, s: TrainingSettings, flops: TrainingFlops) -> float:
+    """The utilisation assumed for a setup's matmuls on `gpu`: the hfu setting (bf16), else its stack's on its
+    architecture (hfu_for); under an FP8/FP4 recipe, the share of the low-precision peak at which the step runs when
+    the quantized linears go the recipe's GEMM speedup faster (compute.roofline.low_precision_hfu)."""
+    hfu = hfu_for(gpu.arch, s.hfu_stack) if s.hfu is None else s.hfu
+    gemms, specs = quantized_gemms(gpu, s, flops), gpu_specs(gpu)
+    bf16, peak = specs.peak_flops("bf16"), specs.peak_flops(matmul_dtype(s) or "bf16")
+    if gemms is None or not bf16 or not peak:
+        return hfu
+    return low_precision_hfu(hfu, bf16, peak, gemms["gemm_speedup"], gemms["quantized_share"])
 
 
 def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, *,
@@ -135,7 +146,7 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     dtype = matmul_dtype(s)
     if dtype is None:
         return {"seconds": None, "reason": "fp32 training: the catalogue lists no fp32 tensor-core peak"}
-    hfu = default_hfu(gpu, dtype, s.hfu) if hfu is None else hfu
+    hfu = default_hfu(gpu, s, flops) if hfu is None else hfu
     try:
         node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node,
                        network_gbps=network_gbps(s, gpu),
@@ -169,8 +180,11 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     terms = step.to_dict()
     tokens = s.micro_batch_size * est.seq_len * s.gradient_accumulation_steps * s.data_parallel  # a step, all GPUs
     headline = {k: figure(terms[k]) for k in HEADLINE}
+    gemms = quantized_gemms(gpu, s, flops)
     return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | headline | {
-        "dtype": dtype, "hfu_assumed": hfu, "flops_per_step": figure(flops.hardware * tokens)} | offload_links(s, node)
+        "dtype": dtype, "hfu_assumed": hfu, "flops_per_step": figure(flops.hardware * tokens)} | (
+        {"low_precision": gemms | {"quantized_share": figure(gemms["quantized_share"])}} if gemms else {}) \
+        | offload_links(s, node)
 
 
 def offload_links(s: TrainingSettings, node: Machine) -> dict[str, Any]:
