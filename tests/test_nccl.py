@@ -58,6 +58,22 @@ def test_pipeline_peers_across_nodes_use_two_p2p_channels_each() -> None:
     assert nccl_bytes(ep) == 24 * 2 * CONNECTION + (24 * 2 + 7 * 32) * CONNECTION
 
 
+def test_megatron_groups_add_the_world_and_the_model_parallel_communicators() -> None:
+    """Megatron-LM's world group (pretrain's start-time all-reduce) and, without the distributed optimizer, its
+    model-parallel group (found-inf all-reduce, gradient norm) are communicators of their own beside the layout's."""
+    tp8 = _settings(num_gpus=8, tp=8, sharding="ddp")
+    assert nccl_bytes(tp8) == 24 * 2 * CONNECTION  # the TP group; the DP group is one rank
+    assert nccl_bytes(replace(tp8, nccl_groups="megatron")) == 3 * 24 * 2 * CONNECTION
+    dp8 = _settings(num_gpus=8, sharding="ddp", nccl_groups="megatron")
+    assert nccl_bytes(dp8) == 2 * 24 * 2 * CONNECTION  # DP and world: the model-parallel group is one rank
+    pp = _settings(num_gpus=32, tp=8, pp=4, sharding="ddp", nccl_groups="megatron")
+    assert [(c.size, c.stride) for c in communicators(pp)[-2:]] == [(32, 1), (32, 1)]
+    stages = replace(pp, tp=1)  # the model-parallel group is the 4 stages, a node apart: no rank shares a node
+    assert [(c.size, c.stride) for c in communicators(stages)[-2:]] == [(32, 1), (4, 8)]
+    distributed = replace(pp, sharding="zero1")
+    assert [c.size for c in communicators(distributed)][-1:] == [32] and len(communicators(distributed)) == 7
+
+
 def test_one_gpu_has_none_and_the_setting_replaces_or_switches_it_off() -> None:
     assert nccl_bytes(_settings(num_gpus=1)) == nccl_bytes(_settings(gib=3.0, num_gpus=1)) == 0
     assert nccl_bytes(_settings(gib=3.0, num_gpus=8, sharding="ddp")) == 3 * GIB

@@ -127,6 +127,19 @@ def test_per_transfer_pipeline_buffers_do_not_grow_with_the_micro_batches() -> N
     assert comm_buffers(arch, Layout(pp=4, micro_batches=64, pp_buffers="transfer"), 3, 1, 1024, 2).pp == 0
 
 
+def test_kept_pipeline_outputs_add_one_boundary_tensor_per_chunk_in_flight() -> None:
+    """Megatron-LM before deallocate_pipeline_outputs (8aa4619, megatron/training.py:413, 477) keeps each sent output
+    until its backward: 1F1B's stage s holds pp - s of them, the last stage none; with vpp, one per chunk in flight."""
+    arch = read_architecture(reference_config("openai-community/gpt2"))
+    boundary = 1024 * arch.hidden_size * 2
+    for stage, kept in ((0, 4), (1, 3), (3, 0)):
+        layout = Layout(pp=4, micro_batches=32, pp_buffers="kept")
+        transfer = comm_buffers(arch, replace(layout, pp_buffers="transfer"), stage, 1, 1024, 2).pp
+        assert comm_buffers(arch, layout, stage, 1, 1024, 2).pp == transfer + kept * boundary
+    interleaved = Layout(pp=4, vpp=2, schedule="interleaved", micro_batches=32, pp_buffers="kept")
+    assert comm_buffers(arch, interleaved, 3, 1, 1024, 2).pp == boundary + 4 * boundary
+
+
 def test_in_place_cross_entropy_keeps_the_fp32_softmax_and_allocates_the_logits_gradient() -> None:
     """Megatron-core's vocab_parallel_cross_entropy: 4 bytes per logit kept, the compute-dtype gradient in backward,
     where the eager upcast loss needs two fp32 buffers."""

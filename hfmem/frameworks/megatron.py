@@ -53,6 +53,9 @@ PROFILE = Profile(
                 "the masked-softmax fusion is on unless --no-masked-softmax-fusion and keeps only its output"),
         Default("pp_buffers", "transfer", CORE + "pipeline_parallel/p2p_communication.py#L336",
                 "each receive is allocated when it arrives and each sent output freed (deallocate_pipeline_outputs)"),
+        Default("nccl_groups", "megatron", MEGATRON + "megatron/training/training.py#L1729",
+                "pretrain's start-time all-reduce runs on the world group, and the mixed-precision optimizer's "
+                "found-inf all-reduce and gradient norm on the model-parallel group: two communicators more"),
         Default("pp_schedule", "1f1b", CORE + "pipeline_parallel/schedules.py#L165",
                 "with pipeline parallelism and no virtual stages, forward_backward_pipelining_without_interleaving: "
                 "1F1B (interleaved when --num-layers-per-virtual-pipeline-stage is given, L163)"),

@@ -21,12 +21,13 @@ communicator is created), holds:
 NCCL 2.22 and later connect only the algorithms a run uses (NCCL_RUNTIME_CONNECT, on by default: INIT22 L47,
 L1153), so they hold at most this. Which communicators a rank uses follows Megatron-LM's rank order tp-cp-ep-dp-pp:
 the gradient group (DP x CP; FSDP, ZeRO and DDP: all ranks), TP, PP (its stages' sends and receives), CP, EP (its
-all-to-all) and the expert-data-parallel group. The real figure moves with the NCCL version and NCCL_BUFFSIZE,
-NCCL_NVLS_ENABLE, NCCL_MIN/MAX_NCHANNELS: --nccl-gib sets it, 0 switches it off. Left out, each adding memory: a
-tree whose chain runs in another order than the ring (up to 2 more connections a channel), the sending side's LL128
-and Simple buffers of a connection over the network (net.cc registers them on both ends with GPUDirect RDMA), NVLS
-trees across nodes, Megatron's embedding group between the first and last stages, and NCCL's own kernels and
-structures.
+all-to-all) and the expert-data-parallel group; with --nccl-groups megatron also Megatron-LM's world group and its
+model-parallel group (each process group is its own communicator). The real figure moves with the NCCL version and
+NCCL_BUFFSIZE, NCCL_NVLS_ENABLE, NCCL_MIN/MAX_NCHANNELS: --nccl-gib sets it, 0 switches it off. Left out, each
+adding memory: a tree whose chain runs in another order than the ring (up to 2 more connections a channel), the
+sending side's LL128 and Simple buffers of a connection over the network (net.cc registers them on both ends with
+GPUDirect RDMA), NVLS trees across nodes, Megatron's embedding group between the first and last stages, and NCCL's
+own kernels and structures.
 """
 
 from __future__ import annotations
@@ -108,7 +109,20 @@ def communicators(s: TrainingSettings) -> tuple[Communicator, ...]:
             Communicator(s.cp, s.tp, cp_peers),
             Communicator(s.ep, etp, s.ep - 1),
             Communicator(s.num_gpus // (s.pp * s.ep * etp), s.ep * etp) if s.ep > 1 else Communicator(1, 1),
-            Communicator(s.pp, s.num_gpus // s.pp, min(2, s.pp - 1)))
+            Communicator(s.pp, s.num_gpus // s.pp, min(2, s.pp - 1)),
+            *(megatron_groups(s) if s.nccl_groups == "megatron" else ()))
+
+
+def megatron_groups(s: TrainingSettings) -> tuple[Communicator, ...]:
+    """Megatron-LM's groups beyond the layout's (the nccl_groups setting): the world group and, with TP x PP above 1
+    and no distributed optimizer, the model-parallel group, a stage's TP ranks and the same ranks of the other stages,
+    num_gpus / pp apart (its stride stands for how many of its ranks share a node)."""
+    world = Communicator(s.num_gpus, 1)
+    if s.tp * s.pp == 1 or (s.zero_stage or 0) > 0:
+        return (world,)
+    tp_local = min(s.tp, s.gpus_per_node)
+    stages_local = max(1, min(s.pp, s.gpus_per_node // max(1, s.num_gpus // s.pp)))
+    return world, Communicator(s.tp * s.pp, max(1, s.gpus_per_node // (tp_local * stages_local)))
 
 
 def nvls_board(gpu: Gpu) -> bool:

@@ -146,6 +146,13 @@ def outputs_in_flight(layout: Layout) -> float:
     return float(layout.micro_batches) if layout.pp > 1 and layout.schedule == "gpipe" else 1.0
 
 
+def outputs_kept(layout: Layout, stage: int) -> int:
+    """Sent outputs a stage that keeps them (Megatron-LM 8aa4619, megatron/training.py:413, 474, 477) holds at its
+    peak: one per model chunk in flight, less the last stage's own last chunk, whose output is the loss."""
+    chunks = round(in_flight(layout, stage) * layout.vpp)
+    return max(0, chunks - (1 if stage == layout.pp - 1 else 0))
+
+
 @dataclass(frozen=True)
 class RankParameters:
     """Parameters on one rank, by how the layout holds them."""
@@ -300,7 +307,9 @@ class CommBuffers:
     the last stage's), allocated once for the step's micro-batches; and the output of each micro-batch in flight, kept
     for its backward (the logits on the last stage, whose loss_fn runs outside the stage). Per transfer
     (Megatron-core): the received input is the stage's own input, kept by its first layer (counted there), and the
-    sent output's data is freed, so only the output gradient being received is extra."""
+    sent output's data is freed, so only the output gradient being received is extra. Kept (Megatron-LM before
+    deallocate_pipeline_outputs): as per transfer, and the sent output of each model chunk in flight stays whole
+    until its backward."""
     cp: int = 0
     """Ring attention's next K/V chunk received while the current one is used (double-buffered), all-gather's K/V
     of the whole sequence for the layer being computed (torch's _AllGatherRotater, its default:
@@ -331,8 +340,10 @@ def comm_buffers(arch: Architecture, layout: Layout, stage: int, micro_batch: in
     if layout.pp > 1:
         first, last = stage == 0, stage == layout.pp - 1
         boundary = local * h * p // sp
-        if layout.pp_buffers == "transfer":
+        if layout.pp_buffers != "step":
             pp = 0 if last and layout.vpp == 1 else boundary
+            if layout.pp_buffers == "kept":
+                pp += boundary * outputs_kept(layout, stage)
         else:
             chunks = 2 * layout.vpp - (1 if first else 0) - (1 if last else 0)  # each model chunk's input and grad
             receive = chunks * boundary * layout.micro_batches

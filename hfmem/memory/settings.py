@@ -159,9 +159,13 @@ GradDtype = Literal["param", "fp32"]
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 GRAD_DTYPE_ALIASES = {"params": "param", "weights": "param", "float32": "fp32", "main_grad": "fp32",
                       "main-grad": "fp32"}
-PpBuffers = Literal["step", "transfer"]
+PpBuffers = Literal["step", "transfer", "kept"]
 PP_BUFFERS: tuple[PpBuffers, ...] = get_args(PpBuffers)
-PP_BUFFER_ALIASES = {"torch": "step", "torchtitan": "step", "megatron": "transfer", "p2p": "transfer"}
+PP_BUFFER_ALIASES = {"torch": "step", "torchtitan": "step", "megatron": "transfer", "p2p": "transfer",
+                     "keep": "kept", "megatron-2021": "kept"}
+NcclGroups = Literal["layout", "megatron"]
+NCCL_GROUPS: tuple[NcclGroups, ...] = get_args(NcclGroups)
+NCCL_GROUP_ALIASES = {"megatron-lm": "megatron", "megatron-core": "megatron", "torch": "layout"}
 CpKind = Literal["ring", "all-gather", "all-to-all"]
 CP_KINDS: tuple[CpKind, ...] = get_args(CpKind)
 CP_KIND_ALIASES = {"p2p": "ring", "ring-attention": "ring", "allgather": "all-gather", "all_gather": "all-gather",
@@ -614,7 +618,17 @@ class TrainingSettings:
     keeps each output for its backward (torchtitan); transfer: Megatron-core allocates each receive when it comes
     (p2p_communication.py:336-344), the received tensor being the stage's input that its first layer keeps, and
     frees each output's data once sent (deallocate_pipeline_outputs, set by megatron/training/argument_utils.py:305;
-    schedules.py:171-195)."""
+    schedules.py:171-195); kept: each receive allocated when it comes, as transfer, and each sent output kept whole
+    until its backward (Megatron-LM before deallocate_pipeline_outputs, added in de1ae5b, 2022-01: 8aa4619's
+    megatron/training.py:413 and :474 append each output, :418 and :477 pop it for its backward)."""
+    nccl_groups: NcclGroups = setting("layout", Choice(NCCL_GROUPS, NCCL_GROUP_ALIASES), affects=(), panel=SHARDING)
+    """The process groups whose NCCL communicators a rank holds (each group its own communicator, even one whose ranks
+    another group has: ProcessGroupNCCL's devNCCLCommMap_). layout: the gradient, TP, CP, EP, expert-DP and PP groups
+    (torch DDP and FSDP run on the default group); megatron: also Megatron-LM's world group, which pretrain's
+    start-time all-reduce uses (megatron/training/training.py:1729; 8aa4619's megatron/training.py:95-96), and, with
+    TP x PP above 1 and no distributed optimizer, its model-parallel group of TP x PP ranks, which the found-inf
+    all-reduce and the gradient norm use (megatron/core/optimizer/optimizer.py:322-335; 8aa4619's
+    megatron/optimizer/optimizer.py:255-257 and clip_grads.py:105-107)."""
     cp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Context parallel ranks: each holds 1/cp of every sequence's tokens and their activations; the optimizer
     states shard over DP x CP, as Megatron's distributed optimizer and torchtitan's FSDP do."""
