@@ -4,8 +4,8 @@
 
 Each row runs through the CLI in-process with its own flags (`--dtype fp8-te`, `mxfp8`, ...) and `--tokens 1e9`; the
 asked cell's tokens/s over its GPUs is compared with the published figure. A bare `--sequence-parallel` in a row's
-flags (the fixture's spelling) is read as `megatron`. The recipe's utilisation is compute.roofline's
-LOW_PRECISION_SPEEDUP over the architecture's bf16 figure, cited, never set from these rows. Prints every row and the
+flags (the fixture's spelling) is read as `megatron`. The recipe's speed is compute.roofline's GEMM_SPEEDUP on its
+quantized linears over the stack's bf16 utilisation, both cited, never set from these rows. Prints every row and the
 median |error| per split. Needs torch and transformers (the meta build).
 """
 
