@@ -89,6 +89,23 @@ def test_a_recipe_adds_its_weight_copies_and_scaling_state_to_bf16_mixed_precisi
         assert b == bf16
 
 
+@pytest.mark.parametrize("dtype", ["fp8-te", "fp8-te-current", "mxfp8", "nvfp4"])
+def test_fp8_params_keep_the_decoder_linears_only_as_their_quantized_copies(dtype: str) -> None:
+    """TE's quantized_model_init holds only the quantized copies (quantization.py lines 878-905 at d0067d0): the
+    decoder linears' bf16 weights (2 bytes each) are gone, their copies, gradients and fp32 master copy stay."""
+    plain = estimate(*LLAMA, TrainingSettings(dtype=dtype)).per_gpu_bytes
+    b = estimate(*LLAMA, TrainingSettings(dtype=dtype, fp8_params=True)).per_gpu_bytes
+    assert plain.weights - b.weights == 2 * DECODER_WEIGHTS
+    assert (b.quantized_weight_copies, b.gradients, b.master_weights) == (
+        plain.quantized_weight_copies, plain.gradients, plain.master_weights)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8-torchao"])
+def test_fp8_params_need_a_transformer_engine_recipe(dtype: str) -> None:
+    with pytest.raises(InvalidInputError, match="fp8_params needs"):
+        TrainingSettings(dtype=dtype, fp8_params=True).validated()
+
+
 @pytest.mark.parametrize("dtype", sorted(RECIPES))
 def test_a_recipe_saves_the_decoder_linears_inputs_at_its_bytes(dtype: str) -> None:
     """Llama under FlashAttention: q/k/v's and gate/up's normed inputs and down's input are stored at the recipe's

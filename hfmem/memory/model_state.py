@@ -488,6 +488,9 @@ def model_state_bytes(
     scaling = scaling_state(recipe, split.decoder_gemms, settings.fp8_amax_history_len) if recipe else 0.0
     if recipe:
         t.notes.append(recipe_note(recipe, settings.fp8_amax_history_len))
+    if recipe and settings.fp8_params:
+        t.weights -= split.decoder_linear_weights * c.train_w
+        t.notes.append("fp8_params: the decoder linears' weights are their quantized copies only (no 16-bit weight)")
     if settings.optimizer_in_backward:
         t.grads = split.largest_trainable * b.train_g
         t.notes.append("optimizer in backward: each gradient is applied and freed at once "

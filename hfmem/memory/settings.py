@@ -302,6 +302,13 @@ class TrainingSettings:
     """fp8-te's amax history per quantizer (TE DelayedScaling amax_history_len, default 1024; Megatron-LM's
     TransformerConfig.fp8_amax_history_len defaults to 1, transformer_config.py line 621 at d98e8a6): fp32 amaxes of
     5 quantizers per GEMM."""
+    fp8_params: bool = setting(False, SWITCH, affects=("state",), panel=TRAINING)
+    """A TransformerEngine recipe (fp8-te, fp8-te-current, mxfp8, nvfp4) holds the decoder linears' weights only as
+    its quantized copies: Megatron-LM's --fp8-param-gather (megatron/training/arguments.py lines 2016-2018 at
+    d98e8a6), NeMo's fp8_params, Megatron-Bridge's fp8_param_gather, built under TE's quantized_model_init ("hold
+    only quantized copies of its parameters", transformer_engine/pytorch/quantization.py lines 878-905 at d0067d0),
+    whose weight the linear uses as it is (module/linear.py line 476). Their 16-bit weights are gone; the fp32
+    master copy in the optimizer stays."""
     optimizer: Optimizer | None = setting(None, OrNone(Choice(OPTIMIZERS + MEMORY_OPTIMIZERS, OPTIMIZER_ALIASES)),
                                           affects=("state",), shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
@@ -732,6 +739,9 @@ class TrainingSettings:
         if result.fp8_all_gather and result.dtype != "fp8-torchao":
             raise InvalidInputError("fp8_all_gather needs dtype fp8-torchao (torchao's float8 all-gather supports "
                                     "tensorwise scaling only).")
+        if result.fp8_params and not (result.precision.recipe and result.precision.recipe.weight_copy_bytes):
+            raise InvalidInputError("fp8_params needs a TransformerEngine recipe (dtype fp8-te, fp8-te-current, mxfp8 "
+                                    "or nvfp4), whose quantized weights it keeps in place of the 16-bit ones.")
         if result.offload_params and sharding not in {"zero3", "fsdp_full_shard"}:
             raise InvalidInputError("offload_params needs parameter sharding (zero3 or fsdp_full_shard).")
         if result.offload_optimizer and sharding in {"none", "ddp"}:
