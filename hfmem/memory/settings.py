@@ -582,6 +582,14 @@ class TrainingSettings:
     activation_offloading: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
     about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
+    moe_probs_in_activation: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
+    """A MoE layer's routing weights multiply the routed experts' activation inside the fused SwiGLU, whose backward
+    keeps only its input and the weights (Megatron-core's TEGroupedMLP: weighted_bias_swiglu_impl(fc1_output, bias,
+    permuted_probs), megatron/core/transformer/moe/experts.py lines 963-970 at d98e8a6; WeightedSwiGLUFunction saves
+    (input, weights), fusions/fused_bias_swiglu.py line 270), and the unpermute takes no weights (token_dispatcher.py
+    lines 891-899): no expert output is kept. Off: each expert's output is multiplied by its routing weight after
+    the expert (transformers' MoE blocks), which keeps that output, top-k copies per token, for the weight's
+    gradient."""
     # Model parallelism (Megatron-LM, torchtitan): the estimate is the most-loaded rank's; DP = num_gpus/(tp·pp·cp).
     tp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Tensor parallel ranks (Megatron's column/row splits of attention and MLP, a vocabulary-parallel embedding,
