@@ -154,6 +154,8 @@ SequenceParallel = Literal["off", "megatron", "dtensor"]
 SEQUENCE_PARALLEL: tuple[SequenceParallel, ...] = get_args(SequenceParallel)
 SEQUENCE_PARALLEL_ALIASES = {"false": "off", "no": "off", "none": "off", "true": "megatron", "on": "megatron",
                              "yes": "megatron", "torch": "dtensor", "torchtitan": "dtensor"}
+OptimizerDtype = Literal["fp32", "bf16"]
+OPTIMIZER_DTYPES: tuple[OptimizerDtype, ...] = get_args(OptimizerDtype)
 GradDtype = Literal["param", "fp32"]
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 GRAD_DTYPE_ALIASES = {"params": "param", "weights": "param", "float32": "fp32", "main_grad": "fp32",
@@ -338,6 +340,18 @@ class TrainingSettings:
     Megatron-LM's contiguous gradient buffer, of which each param.main_grad is a view): no second gradient copy
     under ddp, and no separate reduce bucket under ZeRO-1/2 (Megatron's distributed optimizer); the buckets are
     allocated once, so the gradients they hold exist through the forward as well."""
+    optimizer_dtype: OptimizerDtype = setting("fp32", Choice(OPTIMIZER_DTYPES), affects=("state",), panel=SHARDING)
+    """The dtype of the optimizer's states and master copy of 16-bit weights (Apex DistributedFusedAdam's dtype,
+    NeMo's optim.dtype). bf16: AdamW's moments at 2 bytes each and no master copy, the bf16 weights being what it
+    updates (NeMo sets store_params False when the optimizer dtype is the model's,
+    nemo/collections/nlp/models/language_modeling/megatron_base_model.py lines 802-807 at NVIDIA/NeMo 8e3d65d),
+    except over fp8_params weights, of which it keeps a bf16 copy (store_params True, line 805)."""
+    master_remainders: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
+    """The fp32 master copy of bf16 weights kept as the 16 low bits the bf16 weight lacks: 2 bytes per trained
+    parameter instead of 4 (Apex DistributedFusedAdam's store_param_remainders, an int16 buffer,
+    apex/contrib/optimizers/distributed_fused_adam.py lines 361-363 and 462 at NVIDIA/apex f9f19d5; NeMo turns it
+    on for bf16 O2 training with the fp32 optimizer, megatron_base_model.py lines 808-810 at 8e3d65d). Only bf16
+    weights with the fp32 optimizer dtype read it."""
     num_gpus: int = setting(1, COUNT, affects=("state",), panel=SHARDING)
     """GPUs the estimate shards over."""
     offload_optimizer: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
@@ -747,6 +761,9 @@ class TrainingSettings:
         if result.fp8_all_gather and result.dtype != "fp8-torchao":
             raise InvalidInputError("fp8_all_gather needs dtype fp8-torchao (torchao's float8 all-gather supports "
                                     "tensorwise scaling only).")
+        if result.optimizer_dtype == "bf16" and not (result.precision.master_copy and result.dtype != "fp16"):
+            raise InvalidInputError("optimizer_dtype bf16 needs bf16 mixed precision or a low-precision recipe (bf16 "
+                                    "weights that the optimizer can update itself).")
         if result.fp8_params and not (result.precision.recipe and result.precision.recipe.weight_copy_bytes):
             raise InvalidInputError("fp8_params needs a TransformerEngine recipe (dtype fp8-te, fp8-te-current, mxfp8 "
                                     "or nvfp4), whose quantized weights it keeps in place of the 16-bit ones.")
