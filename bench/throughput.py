@@ -89,10 +89,12 @@ def _median_abs(errors: list[float]) -> str:
 
 def layout_settings(row: dict[str, Any]) -> TrainingSettings:
     """A multi-node row's `flags` as TrainingSettings (each flag to the field it sets; a bare --sequence-parallel is
-    Megatron's; --framework's profile under the flags, as the CLI layers them); the GPU is the row's catalogue
-    `gpu`."""
+    Megatron's, a bare on/off flag on; --framework's profile under the flags, as the CLI layers them); the GPU is
+    the row's catalogue `gpu`."""
     by_flag = {name: flag.param for flag in settings_flags(TrainingSettings) for spelling in flag.names
                for name in spelling.split("/")}
+    switches = {spelling.split("/")[0]: flag.param for flag in settings_flags(TrainingSettings)
+                for spelling in flag.names if "/" in spelling}
     flags, values, framework, i = row["flags"], {}, None, 0
     while i < len(flags):
         name = flags[i]
@@ -100,6 +102,8 @@ def layout_settings(row: dict[str, Any]) -> TrainingSettings:
             i += 2
         elif name == "--framework":
             framework, i = flags[i + 1], i + 2
+        elif name in switches:  # an on/off flag given bare: on
+            values[switches[name]], i = True, i + 1
         elif name == "--sequence-parallel" and (i + 1 == len(flags) or flags[i + 1].startswith("-")):
             values["sequence_parallel"], i = "megatron", i + 1
         else:
