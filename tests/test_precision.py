@@ -126,6 +126,11 @@ def test_master_remainders_keep_two_bytes_of_each_fp32_master_weight() -> None:
     assert (fp32.master_weights, b.master_weights, b.optimizer_states) == (4 * N, 2 * N, fp32.optimizer_states)
 
 
+def test_master_remainders_need_bf16_weights_not_fp8_params() -> None:
+    with pytest.raises(InvalidInputError, match="master_remainders needs bf16 weights"):
+        TrainingSettings(dtype="fp8-te", fp8_params=True, master_remainders=True).validated()
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16-pure", "fp16", "amp-bf16"])
 def test_a_bf16_optimizer_needs_bf16_weights_it_can_update(dtype: str) -> None:
     with pytest.raises(InvalidInputError, match="optimizer_dtype bf16 needs"):

@@ -344,14 +344,14 @@ class TrainingSettings:
     """The dtype of the optimizer's states and master copy of 16-bit weights (Apex DistributedFusedAdam's dtype,
     NeMo's optim.dtype). bf16: AdamW's moments at 2 bytes each and no master copy, the bf16 weights being what it
     updates (NeMo sets store_params False when the optimizer dtype is the model's,
-    nemo/collections/nlp/models/language_modeling/megatron_base_model.py lines 802-807 at NVIDIA/NeMo 8e3d65d),
-    except over fp8_params weights, of which it keeps a bf16 copy (store_params True, line 805)."""
+    nemo/collections/nlp/models/language_modeling/megatron_base_model.py lines 806-807 at NVIDIA/NeMo 8e3d65d),
+    except over fp8_params weights, of which it keeps a bf16 copy (store_params True, lines 804-805)."""
     master_remainders: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
     """The fp32 master copy of bf16 weights kept as the 16 low bits the bf16 weight lacks: 2 bytes per trained
     parameter instead of 4 (Apex DistributedFusedAdam's store_param_remainders, an int16 buffer,
     apex/contrib/optimizers/distributed_fused_adam.py lines 361-363 and 462 at NVIDIA/apex f9f19d5; NeMo turns it
     on for bf16 O2 training with the fp32 optimizer, megatron_base_model.py lines 808-810 at 8e3d65d). Only bf16
-    weights with the fp32 optimizer dtype read it."""
+    weights with the fp32 optimizer dtype read it; FP8 weights (fp8_params) keep a whole master copy (line 805)."""
     num_gpus: int = setting(1, COUNT, affects=("state",), panel=SHARDING)
     """GPUs the estimate shards over."""
     offload_optimizer: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
@@ -761,6 +761,9 @@ class TrainingSettings:
         if result.fp8_all_gather and result.dtype != "fp8-torchao":
             raise InvalidInputError("fp8_all_gather needs dtype fp8-torchao (torchao's float8 all-gather supports "
                                     "tensorwise scaling only).")
+        if result.master_remainders and result.fp8_params:
+            raise InvalidInputError("master_remainders needs bf16 weights: the remainders complete a bf16 weight to "
+                                    "fp32, and fp8_params weights are FP8 (the optimizer keeps a whole master copy).")
         if result.optimizer_dtype == "bf16" and not (result.precision.master_copy and result.dtype != "fp16"):
             raise InvalidInputError("optimizer_dtype bf16 needs bf16 mixed precision or a low-precision recipe (bf16 "
                                     "weights that the optimizer can update itself).")
