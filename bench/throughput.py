@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from hfmem.cli.options import settings_flags
+from hfmem.cli.options import Layers, settings_flags
 from hfmem.compute.flops import forward_flops, training_flops
 from hfmem.compute.roofline import (
     HFU_BY_ARCH,
@@ -89,14 +89,21 @@ def _median_abs(errors: list[float]) -> str:
 
 def layout_settings(row: dict[str, Any]) -> TrainingSettings:
     """A multi-node row's `flags` as TrainingSettings (each flag to the field it sets; a bare --sequence-parallel is
-    Megatron's); the GPU is the row's catalogue `gpu`."""
+    Megatron's, a bare on/off flag on; --framework's profile under the flags, as the CLI layers them); the GPU is
+    the row's catalogue `gpu`."""
     by_flag = {name: flag.param for flag in settings_flags(TrainingSettings) for spelling in flag.names
                for name in spelling.split("/")}
-    flags, values, i = row["flags"], {}, 0
+    switches = {spelling.split("/")[0]: flag.param for flag in settings_flags(TrainingSettings)
+                for spelling in flag.names if "/" in spelling}
+    flags, values, framework, i = row["flags"], {}, None, 0
     while i < len(flags):
         name = flags[i]
         if name in {"-m", "--method", "--gpu", "-g"}:
             i += 2
+        elif name == "--framework":
+            framework, i = flags[i + 1], i + 2
+        elif name in switches:  # an on/off flag given bare: on
+            values[switches[name]], i = True, i + 1
         elif name == "--sequence-parallel" and (i + 1 == len(flags) or flags[i + 1].startswith("-")):
             values["sequence_parallel"], i = "megatron", i + 1
         else:
@@ -104,7 +111,7 @@ def layout_settings(row: dict[str, Any]) -> TrainingSettings:
             values[by_flag[name]] = int(raw) if raw.isdigit() else float(raw) if raw.replace(".", "", 1).isdigit() \
                 else raw
             i += 2
-    return TrainingSettings(**values).validated()
+    return TrainingSettings(**Layers.of(framework, None).merged(values)[0]).validated()
 
 
 def predict_layout(row: dict[str, Any], models: dict[str, Any], cache: dict[str, Any]) -> tuple[float | None, str]:

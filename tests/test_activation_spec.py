@@ -25,6 +25,7 @@ VARIANTS = (
     replace(BASE, compute_bytes=4), replace(BASE, residual_bytes=4), replace(BASE, trained=LORA),
     replace(BASE, dropout_mask_bytes=None), replace(BASE, compiled_layers=True), replace(BASE, repeat_kv=True),
     replace(BASE, attention="eager", compiled_layers=True), replace(BASE, trained=LORA, residual_bytes=4),
+    replace(BASE, moe_probs_in_activation=True),
 )
 
 
@@ -57,3 +58,16 @@ def test_cached_layer_forms_are_the_layer_at_any_length(model_id: str, attention
             direct = layer(spec, kind, mlp_kind, seq_len, sliding=attends_sliding(arch, kind, seq_len))
             assert cached.terms == pytest.approx(direct.terms, rel=1e-12)
             assert cached.s2_terms == direct.s2_terms
+
+
+@pytest.mark.parametrize("model_id", ["mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-V3"])
+def test_routing_weights_in_the_activation_keep_no_expert_output(model_id: str) -> None:
+    """Megatron-core's weighted SwiGLU keeps (input, weights) only (fused_bias_swiglu.py line 270 at d98e8a6): each MoE
+    layer saves top-k copies of the hidden-wide expert output fewer per token, k·p·h bytes; dense layers are unchanged."""
+    arch, inventory = _model(model_id)
+    plain = estimate_activations(arch, inventory, BASE)
+    fused = estimate_activations(arch, inventory, replace(BASE, moe_probs_in_activation=True))
+    tokens = BASE.micro_batch_size * BASE.seq_len
+    per_layer = arch.experts_per_token * 2 * arch.hidden_size * tokens
+    moe_layers = arch.num_layers - arch.num_dense_layers
+    assert plain.stored - fused.stored == moe_layers * per_layer

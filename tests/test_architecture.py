@@ -134,3 +134,20 @@ def test_as_built_keeps_real_experts():
     without = Inventory("MixtralForCausalLM", 10, {"mlp": 8}, (), (), {})
     assert as_built(arch, with_experts) == arch
     assert as_built(arch, without).num_experts == 0 and as_built(arch, without).is_moe is False
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B", "ibm-granite/granite-3.1-1b-a400m-instruct"])
+def test_attention_of_a_moe_model_is_attention(model: str) -> None:
+    """Qwen3MoeAttention and GraniteMoeAttention hold "Moe" in their class names but are attention: q/k/v/o count as
+    attention (TP-split, not spread over the experts' ranks), the routed experts stay experts."""
+    from hfmem.model.meta import build_inventory
+
+    config = json.loads((FIXTURES / "hub" / model / "config.json").read_text())
+    config |= {"num_hidden_layers": 2, "vocab_size": 1024}
+    inv = build_inventory(config)
+    h, heads, kv = config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"]
+    head_dim = config.get("head_dim") or h // heads
+    roles = {g.name: g.component for g in inv.linears}
+    assert all(roles[name] == "attention" for name in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    assert inv.by_component["attention"] == 2 * (2 * h * heads * head_dim + 2 * h * kv * head_dim)
+    assert inv.by_component["experts"] > 0 and "mlp" not in inv.by_component

@@ -89,6 +89,54 @@ def test_a_recipe_adds_its_weight_copies_and_scaling_state_to_bf16_mixed_precisi
         assert b == bf16
 
 
+@pytest.mark.parametrize("dtype", ["fp8-te", "fp8-te-current", "mxfp8", "nvfp4"])
+def test_fp8_params_keep_the_decoder_linears_only_as_their_quantized_copies(dtype: str) -> None:
+    """TE's quantized_model_init holds only the quantized copies (quantization.py lines 878-905 at d0067d0): the
+    decoder linears' bf16 weights (2 bytes each) are gone, their copies, gradients and fp32 master copy stay."""
+    plain = estimate(*LLAMA, TrainingSettings(dtype=dtype)).per_gpu_bytes
+    b = estimate(*LLAMA, TrainingSettings(dtype=dtype, fp8_params=True)).per_gpu_bytes
+    assert plain.weights - b.weights == 2 * DECODER_WEIGHTS
+    assert (b.quantized_weight_copies, b.gradients, b.master_weights) == (
+        plain.quantized_weight_copies, plain.gradients, plain.master_weights)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8-torchao"])
+def test_fp8_params_need_a_transformer_engine_recipe(dtype: str) -> None:
+    with pytest.raises(InvalidInputError, match="fp8_params needs"):
+        TrainingSettings(dtype=dtype, fp8_params=True).validated()
+
+
+def test_a_bf16_optimizer_keeps_bf16_moments_and_no_master_copy_of_bf16_weights() -> None:
+    """Apex DistributedFusedAdam with dtype bf16 over bf16 weights (NeMo: store_params False,
+    megatron_base_model.py lines 802-807 at 8e3d65d): AdamW's two moments at 2 bytes, no master copy; over
+    fp8_params weights a bf16 copy of every weight (store_params True, line 805)."""
+    fp32 = estimate(*LLAMA, TrainingSettings(dtype="bf16")).per_gpu_bytes
+    b = estimate(*LLAMA, TrainingSettings(dtype="bf16", optimizer_dtype="bf16")).per_gpu_bytes
+    assert (b.master_weights, b.optimizer_states, fp32.optimizer_states) == (0, 4 * N, 8 * N)
+    assert (b.weights, b.gradients) == (fp32.weights, fp32.gradients)
+    fp8 = estimate(*LLAMA, TrainingSettings(dtype="fp8-te", optimizer_dtype="bf16", fp8_params=True)).per_gpu_bytes
+    assert (fp8.master_weights, fp8.optimizer_states) == (2 * N, 4 * N)
+
+
+def test_master_remainders_keep_two_bytes_of_each_fp32_master_weight() -> None:
+    """Apex's store_param_remainders: an int16 remainder per bf16 weight (distributed_fused_adam.py line 462 at
+    f9f19d5) in place of the fp32 master copy; the moments stay fp32."""
+    fp32 = estimate(*LLAMA, TrainingSettings(dtype="bf16")).per_gpu_bytes
+    b = estimate(*LLAMA, TrainingSettings(dtype="bf16", master_remainders=True)).per_gpu_bytes
+    assert (fp32.master_weights, b.master_weights, b.optimizer_states) == (4 * N, 2 * N, fp32.optimizer_states)
+
+
+def test_master_remainders_need_bf16_weights_not_fp8_params() -> None:
+    with pytest.raises(InvalidInputError, match="master_remainders needs bf16 weights"):
+        TrainingSettings(dtype="fp8-te", fp8_params=True, master_remainders=True).validated()
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16-pure", "fp16", "amp-bf16"])
+def test_a_bf16_optimizer_needs_bf16_weights_it_can_update(dtype: str) -> None:
+    with pytest.raises(InvalidInputError, match="optimizer_dtype bf16 needs"):
+        TrainingSettings(dtype=dtype, optimizer_dtype="bf16").validated()
+
+
 @pytest.mark.parametrize("dtype", sorted(RECIPES))
 def test_a_recipe_saves_the_decoder_linears_inputs_at_its_bytes(dtype: str) -> None:
     """Llama under FlashAttention: q/k/v's and gate/up's normed inputs and down's input are stored at the recipe's

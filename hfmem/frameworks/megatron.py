@@ -49,6 +49,9 @@ PROFILE = Profile(
         Default("compile_layers", True, CORE + "fusions/fused_bias_swiglu.py#L1",
                 "Transformer Engine's and Megatron's fused layers keep what fused kernels keep (the norm's input and "
                 "statistics, each linear's input, the activation's input), which compile_layers counts"),
+        Default("moe_probs_in_activation", True, CORE + "transformer/moe/experts.py#L963",
+                "TEGroupedMLP multiplies the routing weights into the fused SwiGLU (weighted_bias_swiglu_impl), "
+                "whose backward keeps only its input and the weights: no expert output is kept"),
         Default("fused_softmax", True, CORE + "fusions/fused_softmax.py#L20",
                 "the masked-softmax fusion is on unless --no-masked-softmax-fusion and keeps only its output"),
         Default("pp_buffers", "transfer", CORE + "pipeline_parallel/p2p_communication.py#L336",

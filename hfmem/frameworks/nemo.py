@@ -37,6 +37,19 @@ PROFILE = Profile(
                 "Megatron-core's attention_backend auto: Transformer Engine's flash or fused attention"),
         Default("loss_upcast", True, CORE + "tensor_parallel/cross_entropy.py#L25",
                 "Megatron-core's vocabulary-parallel cross-entropy casts the logits to fp32"),
+        Default("loss_in_place", True, CORE + "tensor_parallel/cross_entropy.py#L25",
+                "that cross-entropy computes its fp32 softmax in place in the logits and writes the gradient into it"),
+        Default("compile_layers", True, NEMO + "gpt/model/base.py#L216",
+                "GPTConfig's default layer spec is Transformer Engine's when it is installed (transformer_engine_layer_"
+                "spec): fused layers that keep what fused kernels keep, which compile_layers counts"),
+        Default("fused_softmax", True, NEMO + "gpt/model/base.py#L302",
+                "GPTConfig sets masked_softmax_fusion True: the fused softmax keeps only its output"),
+        Default("pp_buffers", "transfer", NEMO + "gpt/model/base.py#L305",
+                "GPTConfig sets deallocate_pipeline_outputs True over Megatron-core's per-transfer receives: each "
+                "sent output freed, each receive allocated when it arrives"),
+        Default("moe_probs_in_activation", True, CORE + "transformer/moe/experts.py#L963",
+                "Megatron-core's TEGroupedMLP multiplies the routing weights into the fused SwiGLU, whose backward "
+                "keeps only its input and the weights: no expert output is kept"),
         Default("hfu_stack", "megatron", MEGATRON + "README.md#L95",
                 "NeMo trains on Megatron-core: the default utilisation is Megatron-LM's own published figures"),
     ),

@@ -274,6 +274,7 @@ def activation_settings(ctx: Context, settings: TrainingSettings, seq_len: int) 
         activation=settings.activation_fn,
         padding_mask=settings.padding_mask or trained.prefix_tokens > 0,  # a prefix makes the causal mask explicit
         quantized_input_bytes=recipe.input_bytes if recipe is not None else None,
+        moe_probs_in_activation=settings.moe_probs_in_activation,
     )
 
 

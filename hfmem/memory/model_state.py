@@ -424,6 +424,10 @@ def _element_bytes(settings: TrainingSettings, whole: bool = False) -> _ElementB
     master = 4 if (p.master_copy and train_w < 4) else 0  # AMP keeps fp32 weights instead of a master copy
     if settings.grad_dtype == "fp32":
         train_g = 4  # Megatron's main_grad: gradients accumulate in an fp32 buffer whatever the weights' dtype
+    if master and settings.optimizer_dtype == "bf16":  # bf16 moments; a bf16 copy only of weights held in FP8
+        return _ElementBytes(train_w, train_g, stored, 2 if settings.fp8_params else 0, 2)
+    if master and settings.master_remainders and p.name != "fp16":
+        master = 2  # the low 16 bits of each fp32 master weight, beside the bf16 weight
     return _ElementBytes(train_w, train_g, stored, master, 4 if (master or train_w == 4) else 2)
 
 
@@ -488,6 +492,9 @@ def model_state_bytes(
     scaling = scaling_state(recipe, split.decoder_gemms, settings.fp8_amax_history_len) if recipe else 0.0
     if recipe:
         t.notes.append(recipe_note(recipe, settings.fp8_amax_history_len))
+    if recipe and settings.fp8_params:
+        t.weights -= split.decoder_linear_weights * c.train_w
+        t.notes.append("fp8_params: the decoder linears' weights are their quantized copies only (no 16-bit weight)")
     if settings.optimizer_in_backward:
         t.grads = split.largest_trainable * b.train_g
         t.notes.append("optimizer in backward: each gradient is applied and freed at once "

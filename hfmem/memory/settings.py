@@ -155,6 +155,8 @@ SequenceParallel = Literal["off", "megatron", "dtensor"]
 SEQUENCE_PARALLEL: tuple[SequenceParallel, ...] = get_args(SequenceParallel)
 SEQUENCE_PARALLEL_ALIASES = {"false": "off", "no": "off", "none": "off", "true": "megatron", "on": "megatron",
                              "yes": "megatron", "torch": "dtensor", "torchtitan": "dtensor"}
+OptimizerDtype = Literal["fp32", "bf16"]
+OPTIMIZER_DTYPES: tuple[OptimizerDtype, ...] = get_args(OptimizerDtype)
 GradDtype = Literal["param", "fp32"]
 GRAD_DTYPES: tuple[GradDtype, ...] = get_args(GradDtype)
 GRAD_DTYPE_ALIASES = {"params": "param", "weights": "param", "float32": "fp32", "main_grad": "fp32",
@@ -307,6 +309,13 @@ class TrainingSettings:
     """fp8-te's amax history per quantizer (TE DelayedScaling amax_history_len, default 1024; Megatron-LM's
     TransformerConfig.fp8_amax_history_len defaults to 1, transformer_config.py line 621 at d98e8a6): fp32 amaxes of
     5 quantizers per GEMM."""
+    fp8_params: bool = setting(False, SWITCH, affects=("state",), panel=TRAINING)
+    """A TransformerEngine recipe (fp8-te, fp8-te-current, mxfp8, nvfp4) holds the decoder linears' weights only as
+    its quantized copies: Megatron-LM's --fp8-param-gather (megatron/training/arguments.py lines 2016-2018 at
+    d98e8a6), NeMo's fp8_params, Megatron-Bridge's fp8_param_gather, built under TE's quantized_model_init ("hold
+    only quantized copies of its parameters", transformer_engine/pytorch/quantization.py lines 878-905 at d0067d0),
+    whose weight the linear uses as it is (module/linear.py line 476). Their 16-bit weights are gone; the fp32
+    master copy in the optimizer stays."""
     optimizer: Optimizer | None = setting(None, OrNone(Choice(OPTIMIZERS + MEMORY_OPTIMIZERS, OPTIMIZER_ALIASES)),
                                           affects=("state",), shown="adamw (QLoRA: paged_adamw_8bit)", panel=TRAINING)
     """adamw: fused AdamW (transformers' default adamw_torch_fused on torch >= 2.8); adamw_foreach:
@@ -336,6 +345,18 @@ class TrainingSettings:
     Megatron-LM's contiguous gradient buffer, of which each param.main_grad is a view): no second gradient copy
     under ddp, and no separate reduce bucket under ZeRO-1/2 (Megatron's distributed optimizer); the buckets are
     allocated once, so the gradients they hold exist through the forward as well."""
+    optimizer_dtype: OptimizerDtype = setting("fp32", Choice(OPTIMIZER_DTYPES), affects=("state",), panel=SHARDING)
+    """The dtype of the optimizer's states and master copy of 16-bit weights (Apex DistributedFusedAdam's dtype,
+    NeMo's optim.dtype). bf16: AdamW's moments at 2 bytes each and no master copy, the bf16 weights being what it
+    updates (NeMo sets store_params False when the optimizer dtype is the model's,
+    nemo/collections/nlp/models/language_modeling/megatron_base_model.py lines 806-807 at NVIDIA/NeMo 8e3d65d),
+    except over fp8_params weights, of which it keeps a bf16 copy (store_params True, lines 804-805)."""
+    master_remainders: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
+    """The fp32 master copy of bf16 weights kept as the 16 low bits the bf16 weight lacks: 2 bytes per trained
+    parameter instead of 4 (Apex DistributedFusedAdam's store_param_remainders, an int16 buffer,
+    apex/contrib/optimizers/distributed_fused_adam.py lines 361-363 and 462 at NVIDIA/apex f9f19d5; NeMo turns it
+    on for bf16 O2 training with the fp32 optimizer, megatron_base_model.py lines 808-810 at 8e3d65d). Only bf16
+    weights with the fp32 optimizer dtype read it; FP8 weights (fp8_params) keep a whole master copy (line 805)."""
     num_gpus: int = setting(1, COUNT, affects=("state",), panel=SHARDING)
     """GPUs the estimate shards over."""
     offload_optimizer: bool = setting(False, SWITCH, affects=("state",), panel=SHARDING)
@@ -585,6 +606,14 @@ class TrainingSettings:
     activation_offloading: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
     """torchtune's enable_activation_offloading: the decoder's saved activations live in CPU pinned memory,
     about two layers' worth stay on the GPU; the output projection's input and the loss stay on the GPU."""
+    moe_probs_in_activation: bool = setting(False, SWITCH, affects=("activations",), panel=TRAINING)
+    """A MoE layer's routing weights multiply the routed experts' activation inside the fused SwiGLU, whose backward
+    keeps only its input and the weights (Megatron-core's TEGroupedMLP: weighted_bias_swiglu_impl(fc1_output, bias,
+    permuted_probs), megatron/core/transformer/moe/experts.py lines 963-970 at d98e8a6; WeightedSwiGLUFunction saves
+    (input, weights), fusions/fused_bias_swiglu.py line 270), and the unpermute takes no weights (token_dispatcher.py
+    lines 891-899): no expert output is kept. Off: each expert's output is multiplied by its routing weight after
+    the expert (transformers' MoE blocks), which keeps that output, top-k copies per token, for the weight's
+    gradient."""
     # Model parallelism (Megatron-LM, torchtitan): the estimate is the most-loaded rank's; DP = num_gpus/(tp·pp·cp).
     tp: int = setting(1, COUNT, affects=("state", "activations"), panel=SHARDING)
     """Tensor parallel ranks (Megatron's column/row splits of attention and MLP, a vocabulary-parallel embedding,
@@ -752,6 +781,15 @@ class TrainingSettings:
         if result.fp8_all_gather and result.dtype != "fp8-torchao":
             raise InvalidInputError("fp8_all_gather needs dtype fp8-torchao (torchao's float8 all-gather supports "
                                     "tensorwise scaling only).")
+        if result.master_remainders and result.fp8_params:
+            raise InvalidInputError("master_remainders needs bf16 weights: the remainders complete a bf16 weight to "
+                                    "fp32, and fp8_params weights are FP8 (the optimizer keeps a whole master copy).")
+        if result.optimizer_dtype == "bf16" and not (result.precision.master_copy and result.dtype != "fp16"):
+            raise InvalidInputError("optimizer_dtype bf16 needs bf16 mixed precision or a low-precision recipe (bf16 "
+                                    "weights that the optimizer can update itself).")
+        if result.fp8_params and not (result.precision.recipe and result.precision.recipe.weight_copy_bytes):
+            raise InvalidInputError("fp8_params needs a TransformerEngine recipe (dtype fp8-te, fp8-te-current, mxfp8 "
+                                    "or nvfp4), whose quantized weights it keeps in place of the 16-bit ones.")
         if result.offload_params and sharding not in {"zero3", "fsdp_full_shard"}:
             raise InvalidInputError("offload_params needs parameter sharding (zero3 or fsdp_full_shard).")
         if result.offload_optimizer and sharding in {"none", "ddp"}:

@@ -29,6 +29,9 @@ INVENTORY_ENTRY = {"normalised_config": Map(JSON), "inventory": INVENTORY_SCHEMA
 SHAPE_ENTRY = {"inventory": INVENTORY_SCHEMA}
 """A cached build's inventory (key: shape_hash)."""
 """Meta-model builds this process has started (`hfmem scan` reports the count)."""
+INVENTORY_REVISION = 2
+"""Bumped when the meta build classifies parameters differently (2: attention of a model whose class names hold
+"Moe", Qwen3MoeAttention, no longer counted as experts), so inventories cached by an earlier rule are built again."""
 
 VALUES_ONLY = frozenset({"rope_theta", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "initializer_range",
                          "initializer_factor", "attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop",
@@ -97,13 +100,17 @@ def as_built(arch: Architecture, inventory: Inventory) -> Architecture:
 
 def inventory_key(config: dict[str, Any]) -> str:
     """The key of a config's normalised config and inventory: its hash without the ARCHITECTURE_FREE fields."""
-    return cache.config_hash({k: v for k, v in config.items() if k not in ARCHITECTURE_FREE},
-                             salt=_transformers_version())
+    return cache.config_hash({k: v for k, v in config.items() if k not in ARCHITECTURE_FREE}, salt=_salt())
 
 
 def shape_hash(config: dict[str, Any]) -> str:
     """The key of the inventory a config's build counts: its hash without the VALUES_ONLY fields."""
-    return cache.config_hash({k: v for k, v in config.items() if k not in VALUES_ONLY}, salt=_transformers_version())
+    return cache.config_hash({k: v for k, v in config.items() if k not in VALUES_ONLY}, salt=_salt())
+
+
+def _salt() -> str:
+    """What an inventory depends on beside the config: the transformers version and hfmem's INVENTORY_REVISION."""
+    return f"{_transformers_version()}/{INVENTORY_REVISION}"
 
 
 @once

@@ -19,6 +19,9 @@ _IMPORT_LOCK = threading.Lock()
 _VISION = re.compile(r"(^|\.)(vision_tower|vision_model|visual|vision_encoder|image_encoder|audio_tower"
                      r"|encoder_vision)(\.|$)")
 _PROJECTOR = re.compile(r"(^|\.)(multi_modal_projector|mm_projector|connector|image_newline)(\.|$)")
+_MOE_BLOCK = re.compile(r"SparseMoe|Mo[Ee](Block|Layer)?$")
+"""A mixture-of-experts block's class (MixtralSparseMoeBlock, DeepseekV3MoE, Llama4TextMoe, GraniteMoeMoE), not a class
+whose model name holds "Moe" (Qwen3MoeAttention, Qwen2MoeMLP: attention, and the shared expert's MLP)."""
 
 
 def _component(name: str, chain: list[str], is_output: bool, is_embedding: bool) -> str:
@@ -34,12 +37,14 @@ def _component(name: str, chain: list[str], is_output: bool, is_embedding: bool)
     inner = chain[-1]
     if "Norm" in inner or re.search(r"(^|\.)(ln_\w+|\w*norm\w*)\.(weight|bias)$", name, re.I):
         return "norms"
+    if re.search(r"(^|\.)experts\.", name):  # a routed expert kept as a module of its own (a ModuleList of MLPs)
+        return "experts"
     for cls in reversed(chain):
         if "Router" in cls or (cls[-4:] == "Gate" and "Moe" in cls):
             return "router"
         if "Experts" in cls or "Expert" in cls:
             return "experts"
-        if re.search(r"SparseMoe|MoE|Moe", cls):
+        if _MOE_BLOCK.search(cls):
             return "router" if re.search(r"\.(gate|router)\.", name + ".") else "experts"
         if "Mamba" in cls:
             return "ssm"

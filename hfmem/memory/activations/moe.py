@@ -33,7 +33,8 @@ def moe(saved: Saved, spec: ActivationSpec, mods: LayerModules) -> None:
     mlp(saved, "experts", spec, width, mods.experts_in or (Module("gate_up_proj", h, 2 * width, 1, "experts"),),
         mods.experts_out or (Module("down_proj", width, h, 1, "experts"),),
         trained=trained if mods.experts_out else FULL, tokens_per_token=k)
-    saved.add("experts.weighted_output", k * p * h)  # kept for the routing weights' gradient
+    if not spec.probs_in_activation:
+        saved.add("experts.weighted_output", k * p * h)  # kept for the routing weights' gradient
     saved.add("experts.routing", k * (4 + 24))  # routing weight per copy, sort/scatter indices
     if mods.shared_in:
         shared_width = intermediate_width(mods.shared_in, width * max(1, arch.num_shared_experts))

@@ -80,6 +80,9 @@ class ActivationSettings:
     quantized_input_bytes: float | None = None
     """Bytes per element of a decoder linear's input saved for its weight gradient under a low-precision recipe
     that saves it quantized (TransformerEngine FP8: 1; MXFP8, NVFP4 with their block scales); None: compute_bytes."""
+    moe_probs_in_activation: bool = False
+    """The routing weights multiply the experts' activation inside a fused kernel (Megatron-core's TEGroupedMLP):
+    no expert output is kept for their gradient."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,8 @@ class ActivationSpec:
     fused_loss: str
     q: float | None = None
     """Bytes per element of a decoder linear's saved input under a low-precision recipe; None: p."""
+    probs_in_activation: bool = False
+    """The routing weights multiply the experts' activation in a fused kernel: no expert output kept for them."""
     """cce or liger: the head is not an nn.Linear that saves its input (see head.loss); none: it is."""
 
     @property
@@ -153,4 +158,5 @@ def activation_spec(arch: Architecture, inventory: Inventory, settings: Activati
         fused_softmax=settings.fused_softmax, repeat_kv=settings.repeat_kv,
         activation=settings.activation or arch.hidden_act,
         padding_mask=settings.padding_mask, fused_loss=settings.fused_loss, q=settings.quantized_input_bytes,
+        probs_in_activation=settings.moe_probs_in_activation,
     )
