@@ -162,6 +162,15 @@ class LiveBytes(TorchDispatchMode):
         return dict(sorted(groups.items(), key=lambda kv: -kv[1]))
 
 
+class Fp32Products(TorchDispatchMode):
+    """LiveBytes's fp32 matrix products alone (`_run`), for a measurement that reads tensors another way (autograd's
+    saved-tensor hooks): every op returns the tensor it returns without the mode."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """Run the op, a bf16 matrix product in fp32."""
+        return _run(func, args, kwargs or {})
+
+
 _FP32_PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
                   torch.ops.aten.baddbmm.default, torch.ops.aten._grouped_mm.default}
 """The matrix products `_run` computes in fp32 when every floating operand is a bf16 CPU tensor (a grouped
