@@ -175,9 +175,9 @@ _FP32_PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch
                   torch.ops.aten.baddbmm.default, torch.ops.aten._grouped_mm.default}
 """The matrix products `_run` computes in fp32 when every floating operand is a bf16 CPU tensor (a grouped
 product's offsets are int32; MoE experts run through it)."""
-_PLAIN = (torch.Tensor, DTensor)
-"""The operand types `_run` upcasts: a tensor, or a DTensor (its local product runs on the upcast shards; the
-redistributions it needs happen inside the op, unseen either way)."""
+_PLAIN = (torch.Tensor, torch.nn.Parameter, DTensor)
+"""The operand types `_run` upcasts: a tensor, a parameter (ZeRO-3's backward multiplies by one), or a DTensor (its
+local product runs on the upcast shards; the redistributions it needs happen inside the op, unseen either way)."""
 
 
 def _run(func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
