@@ -98,6 +98,9 @@ def measure(case: tuple[int, str, int], world: int = WORLD) -> list[dict[str, An
     """Every rank's peak for the case on `world` ranks, forked from this process once it has imported DeepSpeed (a
     spawned rank spends seconds importing it again)."""
     import deepspeed  # noqa: F401
+    # deepspeed.initialize imports its Muon optimizer (is_zero_supported_optimizer), whose import sets up
+    # torch.compile (dynamo, inductor): a third of a forked rank's CPU time when each rank did it again
+    import deepspeed.runtime.zero.muon.muon_optimizer  # noqa: F401
 
     if case[1] == "lora":  # transformers' and PEFT's modules imported once, here, rather than in every rank
         lora_model(MODEL, 2, "sdpa", 0.0)

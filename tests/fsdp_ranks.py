@@ -14,11 +14,12 @@ import contextlib
 import json
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-from ranks import free_port, leave
+from ranks import leave, spawn
 
 HIDDEN, RANK, LAYERS, WORLD = 64, 8, 3, 2
 
@@ -36,7 +37,7 @@ class LoraLinear(torch.nn.Module):
         return self.base(x) + self.lora_B(self.lora_A(x))
 
 
-def _rank(rank: int, port: int, layout: str, out: str, no_sync: bool) -> None:
+def _rank(rank: int, port: int, layout: str, no_sync: bool, out: str) -> None:
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -55,12 +56,11 @@ def _rank(rank: int, port: int, layout: str, out: str, no_sync: bool) -> None:
     grads = sum(h.flat_param.grad.nbytes for h in _handles(wrapped) if h.flat_param.grad is not None)
     totals = [torch.tensor([grads]) for _ in range(WORLD)]
     dist.all_gather(totals, torch.tensor([grads]))
-    if rank == 0:
-        frozen = LAYERS * HIDDEN * HIDDEN
-        trainable = LAYERS * 2 * HIDDEN * RANK
-        with open(out, "w") as f:
-            json.dump({"gradient_bytes": [int(t) for t in totals], "frozen": frozen, "trainable": trainable,
-                       "layer_parameters": frozen // LAYERS + trainable // LAYERS}, f)
+    frozen = LAYERS * HIDDEN * HIDDEN
+    trainable = LAYERS * 2 * HIDDEN * RANK
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump({"gradient_bytes": [int(t) for t in totals], "frozen": frozen, "trainable": trainable,
+                   "layer_parameters": frozen // LAYERS + trainable // LAYERS}, f)
     leave()
 
 
@@ -70,10 +70,17 @@ def _handles(module: torch.nn.Module) -> list:
     return [m._handle for m in FSDP.fsdp_modules(module) if m._handle is not None]
 
 
+def measure(layout: str, no_sync: bool) -> dict[str, Any]:
+    """Every rank's gradient bytes and the model's sizes; the ranks fork from this process once it has imported
+    FSDP (each rank imported it again, with DTensor and sympy: most of a rank's CPU time)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel  # noqa: F401
+
+    return spawn(_rank, WORLD, layout, no_sync, start_method="fork")[0]
+
+
 def main() -> None:
     out, layout = sys.argv[1], sys.argv[2]
-    no_sync = sys.argv[3:] == ["no_sync"]
-    mp.start_processes(_rank, args=(free_port(), layout, out, no_sync), nprocs=WORLD, start_method="fork")
+    Path(out).write_text(json.dumps(measure(layout, sys.argv[3:] == ["no_sync"])))
 
 
 if __name__ == "__main__":

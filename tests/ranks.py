@@ -7,12 +7,14 @@ written. Each rank therefore waits for the others and leaves with os._exit, skip
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,24 @@ def leave() -> None:
 
 def spawn(rank_main: Callable[..., None], world: int, *args: Any, start_method: str = "spawn") -> list[dict[str, Any]]:
     """Run rank_main(rank, port, *args, out) on `world` processes; every rank's JSON result, by rank. "fork" starts
-    each rank from this process as it is, with its imports done (no CUDA is involved on CPU runs)."""
-    with tempfile.TemporaryDirectory() as tmp:
+    each rank from this process as it is, with its imports done (no CUDA is involved on CPU runs), its objects frozen
+    (`frozen`)."""
+    with tempfile.TemporaryDirectory() as tmp, frozen(start_method == "fork"):
         out = os.path.join(tmp, "rank")
         mp.start_processes(rank_main, args=(free_port(), *args, out), nprocs=world, start_method=start_method)
         return [json.loads(Path(f"{out}.{rank}").read_text()) for rank in range(world)]
+
+
+@contextmanager
+def frozen(freeze: bool) -> Iterator[None]:
+    """While forked ranks run: this process's objects out of the garbage collector's reach (gc.freeze, as Python's
+    docs advise before a fork), so that a rank's collections, DeepSpeed's explicit gc.collect() calls among them,
+    walk the rank's own objects rather than the whole inherited heap of pytest, torch and transformers (and do not
+    copy its pages by writing their counts); they are collectable here again once the ranks have ended."""
+    if freeze:
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.unfreeze()

@@ -139,7 +139,12 @@ def _rank(rank: int, port: int, case: tuple[str, str, str], out: str) -> None:
 
 
 def measure(case: tuple[str, str, str]) -> list[dict[str, Any]]:
-    """Every rank's state dict bytes and peaks for the case."""
+    """Every rank's state dict bytes and peaks for the case; the ranks fork from this process once it has imported
+    the modules they use (transformers', PEFT's, FSDP's and the state-dict helpers; each rank imported them again)."""
+    import torch.distributed.checkpoint.state_dict  # noqa: F401
+    import torch.distributed.fsdp  # noqa: F401
+
+    _model(case[1], torch.float32)
     return spawn(_rank, WORLD, case, start_method="fork")
 
 

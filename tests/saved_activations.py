@@ -1,7 +1,8 @@
 """Measure what a real forward pass saves for backward: unique storages seen by saved_tensors_hooks.
 
 Parameters (and views of them) are excluded; storages are deduplicated by data pointer and counted
-at their full size, which is what they occupy. Used by tests/test_activations.py.
+at their full size, which is what they occupy. The forward runs bf16 matrix products in fp32 (Fp32Products,
+tests/live_peak.py): the same tensors are saved. Used by tests/test_activations.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import torch
 
+from live_peak import Fp32Products
 from tiny_models import tiny_config
 
 
@@ -88,7 +90,7 @@ def saved_bytes(model: Any, batch: int, seq: int, *, checkpointing: bool = False
                 module._gradient_checkpointing_func = _closure_counting(module._gradient_checkpointing_func, params, seen)
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, model.config.vocab_size, (batch, seq), generator=generator)
-    with sdpa_backends() as backends, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with sdpa_backends() as backends, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), Fp32Products():
         out = model(input_ids=ids, labels=ids, use_cache=False)
     assert out.loss.requires_grad
     return sum(seen.values()), backends

@@ -9,35 +9,22 @@ all four.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("torch")
+
+from fsdp_ranks import measure  # noqa: E402
 
 from hfmem.memory.model_state import ParameterSplit, model_state_bytes  # noqa: E402
 from hfmem.memory.settings import TrainingSettings  # noqa: E402
 
 pytestmark = pytest.mark.slow  # real CPU training steps: `-m "not slow"` skips them locally
 
-SCRIPT = Path(__file__).with_name("fsdp_ranks.py")
-
-
-def _measured(tmp_path: Path, layout: str, no_sync: bool) -> dict:
-    out = tmp_path / f"{layout}.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), str(out), layout, *(["no_sync"] if no_sync else [])],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(out.read_text())
-
 
 @pytest.mark.parametrize("no_sync", [False, True], ids=["synced", "no_sync"])
 @pytest.mark.parametrize("layout", ["mixed", "apart"])
-def test_gradient_shards_per_rank_match_real_fsdp(tmp_path: Path, layout: str, no_sync: bool) -> None:
-    run = _measured(tmp_path, layout, no_sync)
+def test_gradient_shards_per_rank_match_real_fsdp(layout: str, no_sync: bool) -> None:
+    run = measure(layout, no_sync)
     total = run["frozen"] + run["trainable"]
     split = ParameterSplit(total=total, trainable=run["trainable"], frozen_16bit=run["frozen"], frozen_quantized=0,
                            trainable_matrices=(), trainable_vectors=0, largest_trainable=run["trainable"],

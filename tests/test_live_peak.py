@@ -73,6 +73,34 @@ def test_tracker_sees_backward_and_its_peak() -> None:
     assert live.breakdown()["gradients"] == 4 * n
 
 
+def test_bf16_products_return_the_tensor_the_bf16_kernel_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LiveBytes computes bf16 matrix products in fp32 (live_peak.py says why): each returns what the bf16 kernel
+    returns (shape, strides, dtype, storage size, values to bf16 rounding) and counts the same peak."""
+    import live_peak
+
+    a, b, bias = (torch.randn(*shape, dtype=torch.bfloat16) for shape in ((64, 48), (48, 32), (32,)))
+    a3, b3, c3 = (torch.randn(*shape, dtype=torch.bfloat16) for shape in ((3, 64, 48), (3, 48, 32), (3, 64, 32)))
+    column_major, experts = a.t().contiguous().t(), torch.randn(2, 48, 32, dtype=torch.bfloat16)
+    offsets = torch.tensor([24, 64], dtype=torch.int32)
+    products = {"mm": lambda: a @ b, "addmm": lambda: torch.addmm(bias, a, b), "bmm": lambda: torch.bmm(a3, b3),
+                "baddbmm": lambda: torch.baddbmm(c3, a3, b3), "column-major": lambda: column_major @ b,
+                "grouped": lambda: torch._grouped_mm(a, experts, offs=offsets)}
+
+    def run(product):
+        with LiveBytes() as live:
+            out = product()
+        return out, live.peak
+
+    fast = {name: run(product) for name, product in products.items()}
+    monkeypatch.setattr(live_peak, "_run", lambda func, args, kwargs: func(*args, **kwargs))
+    kernel = {name: run(product) for name, product in products.items()}
+    for name, (out, peak) in fast.items():
+        real, real_peak = kernel[name]
+        assert (out.shape, out.stride(), out.dtype, out.untyped_storage().nbytes(), peak) == (
+            real.shape, real.stride(), real.dtype, real.untyped_storage().nbytes(), real_peak), name
+        torch.testing.assert_close(out, real, rtol=0.02, atol=0.1, msg=name)
+
+
 CASES = [
     Case(LLAMA, dropout=0.05, b=1),
     Case(LLAMA, b=4),

@@ -4,13 +4,8 @@ pipeline schedules (GPipe, 1F1B, interleaved 1F1B) and FSDP2 x TP, and the terms
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from layout_ranks import config
+from layout_ranks import config, measure
 
 from hfmem.memory.estimate import Context, rank_estimate
 from hfmem.memory.parallel import Layout
@@ -20,20 +15,10 @@ from hfmem.model.meta import build_inventory
 
 pytestmark = pytest.mark.slow  # real CPU training steps: `-m "not slow"` skips them locally
 
-SCRIPT = Path(__file__).with_name("layout_ranks.py")
 LAYOUTS = {"tp": {"tp": 2}, "tp-sp": {"tp": 2, "sequence_parallel": "dtensor"},
            "fsdp-tp": {"tp": 2, "sequence_parallel": "dtensor", "num_gpus": 4, "sharding": "fsdp_full_shard"},
            "pp-gpipe": {"pp": 2, "pp_schedule": "gpipe"}, "pp-1f1b": {"pp": 2, "pp_schedule": "1f1b"},
            "pp-interleaved": {"pp": 2, "pp_schedule": "interleaved", "vpp": 2}}
-
-
-def _measured(tmp_path: Path, kind: str, b: int, s: int, micro: int) -> list[dict]:
-    """Every rank's second-step peak and what was alive then."""
-    out = tmp_path / f"{kind}.json"
-    done = subprocess.run([sys.executable, str(SCRIPT), str(out), kind, str(b), str(s), str(micro)],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(out.read_text())
 
 
 def _predicted(kind: str, b: int, s: int, micro: int, stage: int) -> dict[str, int]:
@@ -60,8 +45,8 @@ def _check(kind: str, ranks: list[dict], b: int, s: int, micro: int, tolerance: 
 
 
 @pytest.mark.parametrize("kind", ["tp", "tp-sp"])
-def test_tensor_parallel_ranks_match_real_torch_tp(tmp_path: Path, kind: str) -> None:
-    ranks = _measured(tmp_path, kind, 2, 128, 1)
+def test_tensor_parallel_ranks_match_real_torch_tp(kind: str) -> None:
+    ranks = measure((kind, 2, 128, 1))
     _check(kind, ranks, 2, 128, 1)
     # sequence parallelism splits the norms' saved tensors: less per rank than TP alone
     if kind == "tp-sp":
@@ -69,14 +54,14 @@ def test_tensor_parallel_ranks_match_real_torch_tp(tmp_path: Path, kind: str) ->
 
 
 @pytest.mark.parametrize("kind", ["pp-gpipe", "pp-1f1b", pytest.param("pp-interleaved", marks=pytest.mark.slow)])
-def test_pipeline_stages_match_real_torch_pipelining(tmp_path: Path, kind: str) -> None:
-    ranks = _measured(tmp_path, kind, 2, 128, 4)
+def test_pipeline_stages_match_real_torch_pipelining(kind: str) -> None:
+    ranks = measure((kind, 2, 128, 4))
     _check(kind, ranks, 2, 128, 4)
 
 
 @pytest.mark.slow
-def test_fsdp_by_tp_ranks_match_real_fsdp2_on_a_2d_mesh(tmp_path: Path) -> None:
+def test_fsdp_by_tp_ranks_match_real_fsdp2_on_a_2d_mesh() -> None:
     """FSDP2 over dp_shard x TP 2 (4 ranks): the layout's weights and states exactly, and the peak (in the last
     layer's backward, the root and two layers gathered, no unit's unsharded gradients reduce-scattered yet)."""
-    ranks = _measured(tmp_path, "fsdp-tp", 2, 128, 1)
+    ranks = measure(("fsdp-tp", 2, 128, 1))
     _check("fsdp-tp", ranks, 2, 128, 1)

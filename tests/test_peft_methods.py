@@ -92,6 +92,7 @@ def alive_saved_bytes(model, batch: int, seq: int) -> tuple[int, list[int]]:
     while its saved tensor lives (a freed address seen again counts its new tensor)."""
     import weakref
 
+    from live_peak import Fp32Products
     from saved_activations import sdpa_backends
 
     params = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
@@ -104,7 +105,7 @@ def alive_saved_bytes(model, batch: int, seq: int) -> tuple[int, list[int]]:
         return t
 
     ids = torch.randint(0, model.config.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(0))
-    with sdpa_backends() as backends, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with sdpa_backends() as backends, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), Fp32Products():
         out = model(input_ids=ids, labels=ids, use_cache=False)
     assert out.loss.requires_grad
     return sum(n for n, ref in seen.values() if ref() is not None), backends
