@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,14 +98,3 @@ def granted(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> HubServer:
     """The fake Hub with a token that may read its gated repos (meta-llama/...)."""
     monkeypatch.setenv("HF_TOKEN", GRANTED_TOKEN)
     return hub
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files with slow tests (real training steps) first, then the others by their number of tests, most first:
-    each file runs on one worker (--dist loadfile), so the long ones start early while the short ones fill the other
-    workers' time, rather than running on alone at the end. pytest-xdist keeps this order under
-    --no-loadscope-reorder (pyproject.toml); its own reordering, by number of tests alone, put the slow files, which
-    have few tests, last."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    tests = Counter(item.path for item in items)
-    items.sort(key=lambda item: (item.path not in slow_files, -tests[item.path]))
