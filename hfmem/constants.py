@@ -17,3 +17,7 @@ MAX_HUB_REQUESTS = 8_192
 """Hub requests one model may make, retries included (a redirect to the CDN is followed within its request): twice
 what a model at MAX_SHARDS takes when every header needs two reads (the model's description, config.json, the
 index, then two reads a shard: 4,099). Past it the model fails rather than keep a Hub or mirror busy."""
+
+HFU_STACKS = ("any", "megatron")
+"""Whose published utilisation figures can set the default HFU (the hfu_stack setting): every cited source's
+median on the GPU's architecture, or one training stack's own (compute.roofline's sources tag theirs)."""

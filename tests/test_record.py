@@ -25,11 +25,12 @@ from hfmem.scan.runner import iter_records
 
 EXAMPLES = sorted(p.name for p in (Path(__file__).resolve().parent.parent / "hfmem" / "examples").iterdir())
 SCHEMA = json.loads(resources.files("hfmem").joinpath("report.schema.json").read_text(encoding="utf-8"))
-FULL_LIMIT = 135_000
+FULL_LIMIT = 137_000
 """Bytes of `hfmem example:NAME -f json` at most, also with a token budget, a ranking and 8×ZeRO-3 (schema_version 2
 wrote 346-420 kB per example, 4 26.7-32.6 kB; 5 17.1-19.2 kB, up to 37.9 kB with a budget and a ranking; 6 wrote
 16.5-18.0 kB, at most 19.7 kB with all three, positional and decoded by hfmem alone; 7 names every field: 123.3 kB for
-Llama-2-70b-hf with all three, 130.5 kB once each cell and setting names NCCL's term and its two settings)."""
+Llama-2-70b-hf with all three, 130.5 kB once each cell and setting names NCCL's term and its two settings, 135.2 kB
+with the stack utilisation, NCCL group, FP8-weight, optimizer-dtype, master-remainder and MoE-probability settings)."""
 COMPACT_LIMIT = 4_000
 """Bytes of one `hfmem scan --compact` JSONL line at most (3.8 kB for Meta-Llama-3-8B on the whole catalogue)."""
 

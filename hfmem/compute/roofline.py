@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from hfmem.compute.collectives import STEP_LATENCY_S, Fabric, Link, collective_seconds
 from hfmem.compute.flops import CHECKPOINTING, TrainingFlops
+from hfmem.constants import HFU_STACKS
 from hfmem.errors import InvalidInputError
 from hfmem.hardware.specs import GpuSpecs
 
@@ -94,8 +95,6 @@ MEGATRON_H100 = tuple(
         ("314B", 3072, 8, 8, 474.4), ("462B", 6144, 8, 16, 459.9)))
 """Megatron-LM's own H100 figures (its README's weak-scaling table, Megatron-Core r0.8.0, July 2024): what its
 stack reaches, used where the run names that stack (hfu_stack megatron), not in the default pool."""
-HFU_STACKS = ("any", "megatron")
-"""Whose utilisation figures set the default HFU: every source's (UTILISATION_SOURCES) or one stack's own."""
 HFU_BY_STACK = {(stack, arch): round(statistics.median(s.hfu for s in UTILISATION_SOURCES + MEGATRON_H100
                                                        if s.stack == stack and s.arch == arch), 3)
                 for stack in HFU_STACKS[1:] for arch in {s.arch for s in UTILISATION_SOURCES + MEGATRON_H100

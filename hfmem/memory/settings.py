@@ -16,8 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from math import gcd
 from typing import Any, Literal, get_args
 
-from hfmem.compute.roofline import HFU_STACKS
-from hfmem.constants import DEFAULT_SEQ_LEN
+from hfmem.constants import DEFAULT_SEQ_LEN, HFU_STACKS
 from hfmem.errors import InvalidInputError
 from hfmem.memory.activation_functions import ACTIVATION_SAVES
 from hfmem.memory.fields import (
