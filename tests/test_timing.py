@@ -194,3 +194,12 @@ def test_the_megatron_stack_s_utilisation_is_reachable_from_its_flag_and_its_pro
         (cell,) = _report(capsys, "-m", "lora", "-g", "h100", *args)["fit"]
         assert cell["time"]["hfu_assumed"] == hfu_for("hopper", "megatron" if args else "any")
     assert hfu_for("hopper", "megatron") > hfu_for("hopper")
+
+
+def test_a_recipe_s_gemm_speedup_is_said_beside_the_utilisation_on_every_pick(capsys) -> None:
+    """An FP8 run's fastest/cheapest line names the recipe and its GEMM speedup, read from the pick's time."""
+    report = _report(capsys, "-m", "full", "-g", "h100", "--dtype", "fp8-te")
+    fastest = picks(report)["fastest"]["time"]["low_precision"]
+    assert fastest["recipe"] == "fp8-te" and fastest["gemm_speedup"] == 1.69
+    assert run(["example:Meta-Llama-3-8B", "-m", "full", "-g", "h100", "--dtype", "fp8-te"]) == 0
+    assert "fp8-te linears at 1.69x bf16" in " ".join(capsys.readouterr().out.split())

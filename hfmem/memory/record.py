@@ -22,8 +22,8 @@ COMPACT_ROW = ("gpu", "verdict", "max_micro_batch_size", "gpus_needed", "suggest
 """A compact row under its method, in this order: the GPU as its index in the record's `gpus` list, the verdict as
 its index in `fit.verdicts` (memory.fit VERDICTS); total_bytes only where it differs from the method's, and no
 suggestion before it where there is none (a cell that fits)."""
-PICK_TIME = ("setup", "seconds", "tokens_per_s", "hfu_assumed", "tokens", "hours", "gpu_hours", "usd_per_gpu_hour",
-             "cost_usd", "flops")
+PICK_TIME = ("setup", "seconds", "tokens_per_s", "hfu_assumed", "low_precision", "tokens", "hours", "gpu_hours",
+             "usd_per_gpu_hour", "cost_usd", "flops")
 """What a pick (fastest, cheapest, ranked) copies of its cell's time; the rest, its verdict and advice are the cell's
 (`fit[]` by method and GPU)."""
 

@@ -170,7 +170,9 @@ def time_line(report: dict[str, Any]) -> str:
     used = {p["gpu"]: p["time"]["hfu_assumed"] for p in picked.values() if p}  # by the GPU's architecture
     hfu = (f"{next(iter(used.values())):.0%}" if len(set(used.values())) == 1 else
            ", ".join(f"{gpu} {h:.0%}" for gpu, h in used.items()))
-    return " · ".join(parts) + f" (roofline, {hfu} hardware FLOPs use)"
+    recipes = sorted({f"; {lp['recipe']} linears at {lp['gemm_speedup']:g}x bf16" for p in picked.values()
+                      if p and (lp := p["time"].get("low_precision"))})
+    return " · ".join(parts) + f" (roofline, {hfu} hardware FLOPs use{''.join(recipes)})"
 
 
 def layout_lines(report: dict[str, Any]) -> list[str]:
