@@ -13,6 +13,7 @@ from hfmem.compute.flops import TrainingFlops
 from hfmem.compute.roofline import (
     DDP_BUCKET_BYTES,
     DEFAULT_HFU,
+    HFU_BY_STACK,
     SHARDINGS,
     UTILISATION_SOURCES,
     Traffic,
@@ -24,6 +25,7 @@ from hfmem.compute.roofline import (
     step_time,
     weight_passes,
 )
+from hfmem.constants import HFU_STACKS
 from hfmem.errors import InvalidInputError
 from hfmem.frameworks import profile
 from hfmem.hardware.gpus import catalogue, find_gpu, parse_gpu_spec
@@ -248,3 +250,8 @@ def test_the_megatron_stack_is_timed_at_megatron_s_own_published_utilisation() -
     assert hfu_for("ada", "megatron") == DEFAULT_HFU
     assert {p.values("full").get("hfu_stack") for p in (profile("megatron"), profile("nemo"))} == {"megatron"}
     assert profile("torchtitan").values("full").get("hfu_stack") is None
+
+
+def test_every_stack_a_source_names_is_a_choice_of_the_setting() -> None:
+    """The hfu_stack setting's choices (constants.HFU_STACKS) are "any" and exactly the stacks the sources tag."""
+    assert {stack for stack, _ in HFU_BY_STACK} == set(HFU_STACKS) - {"any"}

@@ -23,7 +23,6 @@ from typing import Any, Literal
 
 from hfmem.compute.collectives import STEP_LATENCY_S, Fabric, Link, collective_seconds
 from hfmem.compute.flops import CHECKPOINTING, TrainingFlops
-from hfmem.constants import HFU_STACKS
 from hfmem.errors import InvalidInputError
 from hfmem.hardware.specs import GpuSpecs
 
@@ -49,7 +48,7 @@ class UtilisationSource:
     arch: str
     """The accelerator architecture it was measured on (the catalogue's `arch` names for GPUs)."""
     stack: str = ""
-    """The training software that reached it, where a stack setting can name it (HFU_STACKS)."""
+    """The training software that reached it, where the hfu_stack setting can name it (constants.HFU_STACKS)."""
 
 
 LLAMA3 = "https://arxiv.org/abs/2407.21783"
@@ -95,10 +94,9 @@ MEGATRON_H100 = tuple(
         ("314B", 3072, 8, 8, 474.4), ("462B", 6144, 8, 16, 459.9)))
 """Megatron-LM's own H100 figures (its README's weak-scaling table, Megatron-Core r0.8.0, July 2024): what its
 stack reaches, used where the run names that stack (hfu_stack megatron), not in the default pool."""
-HFU_BY_STACK = {(stack, arch): round(statistics.median(s.hfu for s in UTILISATION_SOURCES + MEGATRON_H100
-                                                       if s.stack == stack and s.arch == arch), 3)
-                for stack in HFU_STACKS[1:] for arch in {s.arch for s in UTILISATION_SOURCES + MEGATRON_H100
-                                                         if s.stack == stack}}
+STACK_SOURCES = UTILISATION_SOURCES + MEGATRON_H100
+HFU_BY_STACK = {key: round(statistics.median(s.hfu for s in STACK_SOURCES if (s.stack, s.arch) == key), 3)
+                for key in {(s.stack, s.arch) for s in STACK_SOURCES if s.stack}}
 """The median per stack and architecture: Megatron on Volta 0.23, Ampere 0.54, Hopper 0.46."""
 
 

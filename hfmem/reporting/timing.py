@@ -88,7 +88,7 @@ def throughput_bound(flops: TrainingFlops, s: TrainingSettings, seq_len: int, gp
     peak = None if dtype is None else specs.peak_flops(dtype)
     if dtype is None or peak is None:
         return None
-    hfu = (s.hfu or hfu_for(gpu.arch, s.hfu_stack)) if hfu is None else hfu
+    hfu = bf16_hfu(gpu, s) if hfu is None else hfu
     tokens = s.micro_batch_size * seq_len // s.model_parallel
     compute = tokens * (flops.forward + flops.backward_input + flops.backward_weight + flops.recompute) / (hfu * peak)
     try:
@@ -123,12 +123,17 @@ def quantized_gemms(gpu: Gpu, s: TrainingSettings, flops: TrainingFlops) -> dict
             "quantized_share": flops.quantized / flops.hardware}
 
 
-def default_hfu(gpu: Gpu, s: TrainingSettings, flops: TrainingFlops) -> float:
-    """The utilisation assumed for a setup's matmuls on `gpu`: the hfu setting (bf16), else its stack's on its
-    architecture (hfu_for); under an FP8/FP4 recipe, the share of the low-precision peak at which the step runs when
-    the quantized linears go the recipe's GEMM speedup faster (compute.roofline.low_precision_hfu)."""
-    hfu = hfu_for(gpu.arch, s.hfu_stack) if s.hfu is None else s.hfu
-    gemms, specs = quantized_gemms(gpu, s, flops), gpu_specs(gpu)
+def bf16_hfu(gpu: Gpu, s: TrainingSettings) -> float:
+    """The bf16 utilisation a setup's matmuls run at on `gpu`: the hfu setting, else its stack's published median on
+    the GPU's architecture (hfu_for)."""
+    return hfu_for(gpu.arch, s.hfu_stack) if s.hfu is None else s.hfu
+
+
+def default_hfu(gpu: Gpu, s: TrainingSettings, gemms: dict[str, Any] | None) -> float:
+    """The utilisation assumed for a setup's matmuls on `gpu`: bf16_hfu; under an FP8/FP4 recipe (`gemms`, from
+    quantized_gemms), the share of the low-precision peak at which the step runs when the quantized linears go the
+    recipe's GEMM speedup faster (compute.roofline.low_precision_hfu)."""
+    hfu, specs = bf16_hfu(gpu, s), gpu_specs(gpu)
     bf16, peak = specs.peak_flops("bf16"), specs.peak_flops(matmul_dtype(s) or "bf16")
     if gemms is None or not bf16 or not peak:
         return hfu
@@ -146,7 +151,8 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     dtype = matmul_dtype(s)
     if dtype is None:
         return {"seconds": None, "reason": "fp32 training: the catalogue lists no fp32 tensor-core peak"}
-    hfu = default_hfu(gpu, s, flops) if hfu is None else hfu
+    gemms = quantized_gemms(gpu, s, flops)
+    hfu = default_hfu(gpu, s, gemms) if hfu is None else hfu
     try:
         node = machine(gpu_specs(gpu), dtype, s.num_gpus, gpus_per_node=s.gpus_per_node,
                        network_gbps=network_gbps(s, gpu),
@@ -180,7 +186,6 @@ def step_for(est: Estimate, flops: TrainingFlops, gpu: Gpu, arch: Architecture, 
     terms = step.to_dict()
     tokens = s.micro_batch_size * est.seq_len * s.gradient_accumulation_steps * s.data_parallel  # a step, all GPUs
     headline = {k: figure(terms[k]) for k in HEADLINE}
-    gemms = quantized_gemms(gpu, s, flops)
     return terms | {"terms": {k: figure(v) for k, v in terms["terms"].items()}} | headline | {
         "dtype": dtype, "hfu_assumed": hfu, "flops_per_step": figure(flops.hardware * tokens)} | (
         {"low_precision": gemms | {"quantized_share": figure(gemms["quantized_share"])}} if gemms else {}) \
