@@ -6,13 +6,16 @@ The layout (TP, PP, CP, SP) is each recipe's own choice for its model and is lef
 
 from __future__ import annotations
 
-from hfmem.frameworks.megatron import CORE, MEGATRON
+from hfmem.frameworks.megatron import PROFILE as MEGATRON_PROFILE
 from hfmem.frameworks.profile import Default, Profile, github
 
 NEMO = github("NVIDIA/NeMo", "8cfedd7203462cb251a914e700e5605444277561") + "nemo/collections/llm/"
 """NeMo main (2.5 development, September 2025)."""
 RECIPES = NEMO + "recipes/"
 LORA = NEMO + "peft/lora.py"
+MEGATRON_CORE = {d.field: d for d in MEGATRON_PROFILE.defaults}
+"""The megatron profile's defaults, cited there once: NeMo 2 builds Megatron-core's model, attention, loss and MoE
+layers unchanged, and trains at its utilisation."""
 
 PROFILE = Profile(
     name="nemo",
@@ -33,12 +36,8 @@ PROFILE = Profile(
                 "and Adam moments sharded over data parallelism (ZeRO-1), the gradient buffer kept whole"),
         Default("optimizer", "adamw", RECIPES + "optim/adam.py#L39",
                 "optimizer adam: Megatron-core's FusedAdam (decoupled weight decay), no extra state-sized buffer"),
-        Default("attention", "flash_attention_2", CORE + "transformer/transformer_config.py#L151",
-                "Megatron-core's attention_backend auto: Transformer Engine's flash or fused attention"),
-        Default("loss_upcast", True, CORE + "tensor_parallel/cross_entropy.py#L25",
-                "Megatron-core's vocabulary-parallel cross-entropy casts the logits to fp32"),
-        Default("loss_in_place", True, CORE + "tensor_parallel/cross_entropy.py#L25",
-                "that cross-entropy computes its fp32 softmax in place in the logits and writes the gradient into it"),
+        *(MEGATRON_CORE[field] for field in ("attention", "loss_upcast", "loss_in_place", "moe_probs_in_activation",
+                                             "hfu_stack")),
         Default("compile_layers", True, NEMO + "gpt/model/base.py#L216",
                 "GPTConfig's default layer spec is Transformer Engine's when it is installed (transformer_engine_layer_"
                 "spec): fused layers that keep what fused kernels keep, which compile_layers counts"),
@@ -47,11 +46,6 @@ PROFILE = Profile(
         Default("pp_buffers", "transfer", NEMO + "gpt/model/base.py#L305",
                 "GPTConfig sets deallocate_pipeline_outputs True over Megatron-core's per-transfer receives: each "
                 "sent output freed, each receive allocated when it arrives"),
-        Default("moe_probs_in_activation", True, CORE + "transformer/moe/experts.py#L963",
-                "Megatron-core's TEGroupedMLP multiplies the routing weights into the fused SwiGLU, whose backward "
-                "keeps only its input and the weights: no expert output is kept"),
-        Default("hfu_stack", "megatron", MEGATRON + "README.md#L95",
-                "NeMo trains on Megatron-core: the default utilisation is Megatron-LM's own published figures"),
     ),
     method_defaults={
         "lora": (
