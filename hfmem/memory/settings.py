@@ -454,7 +454,7 @@ class TrainingSettings:
     max_gpus: int = setting(1024, COUNT, affects=(), panel=SHARDING)
     """The most GPUs the fit search suggests and times for one cell."""
     hfu: float | None = setting(None, OrNone(Number(0.01, 1)), affects=(),
-                                shown="the GPU architecture's (hfmem gpus)", panel=TIME)
+                                shown="hfu_stack's for the GPU's architecture", panel=TIME)
     """Hardware FLOPs utilisation of the bf16/fp16 matmul peak the roofline times compute at (0.01-1): your stack's
     own where you know it; unset, the cited figure of hfu_stack on the GPU's architecture (Hopper 0.404). Under an
     FP8/FP4 recipe the quantized linears run the recipe's cited GEMM speedup over it (compute.roofline.GEMM_SPEEDUP),
