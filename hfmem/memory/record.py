@@ -49,9 +49,14 @@ def gpu_table(fits: list[Fit]) -> dict[str, dict[str, Any]]:
 def pick(cell: dict[str, Any], terms: dict[str, Any] | None = None) -> dict[str, Any]:
     """A timed cell as a setup (the report's fastest, cheapest and ranked entries): method, GPU, the GPUs it runs
     on (its advice's where it needs more) and its time's headline figures (with the roofline terms where kept)."""
-    time = {k: cell["time"][k] for k in PICK_TIME if k in cell["time"]}
     return {"method": cell["method"], "gpu": cell["gpu"], "num_gpus": timed_gpus(cell, cell["time"]["setup"]),
-            "time": time | ({"terms": terms} if terms is not None else {})}
+            "time": pick_time(cell["time"], terms)}
+
+
+def pick_time(time: dict[str, Any], terms: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a pick keeps of a cell's or a searched layout's time: PICK_TIME's figures, and the roofline terms where
+    given."""
+    return {k: time[k] for k in PICK_TIME if k in time} | ({"terms": terms} if terms is not None else {})
 
 
 def training(report: dict[str, Any]) -> dict[str, Any]:

@@ -252,14 +252,14 @@ def overall_picks(options: list[Option], floor: float) -> dict[str, dict[str, An
 def as_pick(chosen: Any, *, terms: bool = False) -> dict[str, Any]:
     """A cell or searched layout as a pick (memory.record.pick); a layout's with its words and settings changes;
     with `terms`, the roofline terms too."""
-    from hfmem.memory.record import PICK_TIME, pick
+    from hfmem.memory.record import pick, pick_time
 
     if isinstance(chosen, dict):
         return pick(chosen, chosen["time"]["terms"] if terms else None)
     fit, t = chosen
-    time = {k: t.time[k] for k in PICK_TIME if k in t.time} | {"setup": "layout"}
     return {"method": fit.method, "gpu": fit.gpu.name, "num_gpus": t.layout.num_gpus, "layout": t.layout.describe(),
-            "settings_changes": t.layout.changes(), "time": time | ({"terms": t.time["terms"]} if terms else {})}
+            "settings_changes": t.layout.changes(),
+            "time": pick_time(t.time | {"setup": "layout"}, t.time["terms"] if terms else None)}
 
 
 def layout_searches(arch: Architecture, inventory: Inventory, plan: Plan, fits: list[Any], cells: list[dict[str, Any]],
