@@ -174,15 +174,15 @@ def combine(settings: TrainingSettings, split: ParameterSplit, state: ModelState
     evaluation = device(forward + eval_forward) if eval_forward else 0
     generation = device(forward + state.generation_gathered + generate) if generate else 0
     save = device(held + state.save_gathered) if state.save_gathered else 0
+    step = device(allocated)
     return MemoryBreakdown(
         weights=state.weights,
         gradients=state.gradients,
         optimizer=state.optimizer,
         activations=activations,
         overhead=fragmentation + outside,
-        total=max(allocated + fragmentation + outside + paged, load, evaluation + paged, generation + paged,
-                  save + paged),
-        required=max(allocated + fragmentation + outside, load, evaluation, generation, save),
+        total=max(step + paged, load, evaluation + paged, generation + paged, save + paged),
+        required=max(step, load, evaluation, generation, save),
         master_weights=state.master_weights,
         optimizer_states=state.optimizer_states,
         sharding_buffers=state.sharding_buffers,
