@@ -28,7 +28,6 @@ INVENTORY_ENTRY = {"normalised_config": Map(JSON), "inventory": INVENTORY_SCHEMA
 """A cached inventory (key: inventory_key) and the normalised config the architecture is read from."""
 SHAPE_ENTRY = {"inventory": INVENTORY_SCHEMA}
 """A cached build's inventory (key: shape_hash)."""
-"""Meta-model builds this process has started (`hfmem scan` reports the count)."""
 INVENTORY_REVISION = 2
 """Bumped when the meta build classifies parameters differently (2: attention of a model whose class names hold
 "Moe", Qwen3MoeAttention, no longer counted as experts), so inventories cached by an earlier rule are built again."""

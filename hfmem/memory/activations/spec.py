@@ -118,11 +118,11 @@ class ActivationSpec:
     """The MLP activation function that runs (an ACTIVATION_SAVES name, or the model's unknown hidden_act)."""
     padding_mask: bool
     fused_loss: str
+    """cce or liger: the head is not an nn.Linear that saves its input (see head.loss); none: it is."""
     q: float | None = None
     """Bytes per element of a decoder linear's saved input under a low-precision recipe; None: p."""
     probs_in_activation: bool = False
     """The routing weights multiply the experts' activation in a fused kernel: no expert output kept for them."""
-    """cce or liger: the head is not an nn.Linear that saves its input (see head.loss); none: it is."""
 
     @property
     def autocast(self) -> bool:
