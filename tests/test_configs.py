@@ -171,8 +171,12 @@ def test_axolotl_follows_its_deepspeed_file():
     assert config.sources["sharding"] == "deepspeed_configs/zero3_bf16.json:zero_optimization.stage"
     assert ds["bf16"]["enabled"] is True and config.values["dtype"] == "bf16"  # ZeRO keeps fp32 masters
     assert config.values["method"] == "full" and config.values["activation_offloading"] is True
-    assert ds["zero_optimization"]["max_live_parameters"] == 0  # not DeepSpeed's 1e9 that hfmem assumes
-    assert "deepspeed_configs/zero3_bf16.json:zero_optimization.max_live_parameters" in config.unmodelled
+    zero = ds["zero_optimization"]
+    assert zero["max_live_parameters"] == config.values["max_live_parameters"] == 0  # no prefetching
+    assert zero["max_reuse_distance"] == config.values["max_reuse_distance"] == 0  # nothing kept for reuse
+    assert config.sources["max_live_parameters"] == "deepspeed_configs/zero3_bf16.json:zero_optimization.max_live_parameters"
+    assert zero["stage3_prefetch_bucket_size"] == "auto" and "prefetch_bucket_size" not in config.values
+    assert not [key for key in config.unmodelled if "zero_optimization" in key]
     assert {"attn_implementation", "sample_packing"} <= set(config.unmodelled)
     assert file["optimizer"] == "adamw_torch_8bit" and config.values["optimizer"] == "adamw_torchao_8bit"
     assert file["plugins"] == ["axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"]

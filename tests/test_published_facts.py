@@ -33,7 +33,7 @@ def test_zero_paper_model_state_per_device(sharding: str, paper_gb: float) -> No
                            trainable_matrices=(), trainable_vectors=0, largest_trainable=0)
     settings = TrainingSettings(dtype="fp16", optimizer="adamw", num_gpus=64, sharding=sharding).validated()
     state = model_state_bytes(split, settings, hidden_size=4096, layer_parameters=0, root_parameters=0,
-                              largest_root_unit=0)
+                              largest_root_unit=0, gathered_peak=0)
     assert state.optimizer == pytest.approx(12 * PSI / (64 if sharding != "ddp" else 1))  # K = 12: master + 2 moments
     per_device = (state.weights + state.gradients + state.optimizer) / 1e9
     assert round(per_device, 1) == paper_gb

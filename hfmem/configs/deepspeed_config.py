@@ -3,14 +3,13 @@
 "auto" is Hugging Face's placeholder: its integration fills it from TrainingArguments, so an "auto" value sets
 nothing and the trainer's own key decides. A bf16/fp16 section that is absent behaves the same way (accelerate's
 DeepSpeedPlugin.set_mixed_precision adds the section the trainer's flag asks for). The buffer sizes hfmem assumes
-(reduce bucket "auto", stage3_max_live_parameters 1e9, DeepSpeed's own defaults elsewhere) are known; any other
-size is listed as unmodelled.
+(reduce bucket "auto", DeepSpeed's own defaults elsewhere) are known; any other size is listed as unmodelled. ZeRO-3's
+residency sizes (max live parameters, max reuse distance, prefetch bucket) are settings of their own.
 """
 
 from __future__ import annotations
 
 from hfmem.configs.draft import Draft
-from hfmem.memory.model_state import DEEPSPEED_MAX_LIVE_PARAMETERS
 
 AUTO = "auto"
 STAGES = {0: "ddp", 1: "zero1", 2: "zero2", 3: "zero3"}
@@ -23,6 +22,13 @@ SWAP_SIZES = {"optimizer_swap_buffers": "zero_optimization.offload_optimizer.buf
               "param_swap_buffer_size": "zero_optimization.offload_param.buffer_size",
               "param_max_in_cpu": "zero_optimization.offload_param.max_in_cpu"}
 """The NVMe swapper's sizes, by the setting each sets (DeepSpeed's defaults are the settings')."""
+RESIDENCY = {"max_live_parameters": ("zero_optimization.stage3_max_live_parameters",
+                                     "zero_optimization.max_live_parameters"),
+             "max_reuse_distance": ("zero_optimization.stage3_max_reuse_distance",
+                                    "zero_optimization.max_reuse_distance"),
+             "prefetch_bucket_size": ("zero_optimization.stage3_prefetch_bucket_size",
+                                      "zero_optimization.prefetch_bucket_size")}
+"""ZeRO-3's residency sizes, by the setting each sets, under DeepSpeed's two spellings ("auto" sets nothing)."""
 
 GATHER_ON_SAVE = ("zero_optimization.stage3_gather_16bit_weights_on_model_save",
                   "zero_optimization.gather_16bit_weights_on_model_save",
@@ -41,8 +47,7 @@ IGNORED = (
     "activation_checkpointing.synchronize_checkpoint_boundary", "activation_checkpointing.profile",
     "zero_optimization.overlap_comm", "zero_optimization.contiguous_gradients", "zero_optimization.reduce_scatter",
     "zero_optimization.allgather_partitions", "zero_optimization.round_robin_gradients",
-    "zero_optimization.stage3_max_reuse_distance",
-    "zero_optimization.max_reuse_distance", "zero_optimization.elastic_checkpoint",
+    "zero_optimization.elastic_checkpoint",
     "zero_optimization.load_from_fp32_weights", "zero_optimization.ignore_unused_parameters",
     "zero_optimization.legacy_stage1", "zero_optimization.use_multi_rank_bucket_allreduce",
     "zero_optimization.memory_efficient_linear", "zero_optimization.offload_optimizer.pin_memory",
@@ -53,12 +58,8 @@ IGNORED = (
 
 SIZES = {
     "zero_optimization.reduce_bucket_size": (AUTO,),
-    "zero_optimization.stage3_prefetch_bucket_size": (AUTO,),
-    "zero_optimization.prefetch_bucket_size": (AUTO,),
     "zero_optimization.stage3_param_persistence_threshold": (AUTO,),
     "zero_optimization.param_persistence_threshold": (AUTO,),
-    "zero_optimization.stage3_max_live_parameters": (DEEPSPEED_MAX_LIVE_PARAMETERS,),
-    "zero_optimization.max_live_parameters": (DEEPSPEED_MAX_LIVE_PARAMETERS,),
     "zero_optimization.allgather_bucket_size": (5 * 10**8,),
     "zero_optimization.offload_optimizer.ratio": (1, 1.0),
     "zero_optimization.zero_hpz_partition_size": (1,),
@@ -113,6 +114,11 @@ def read(d: Draft) -> str | None:
         size = d.integer(path)
         if size is not None:
             d.set(field, size, path)
+    for field, paths in RESIDENCY.items():
+        for path in paths:
+            value = auto_or(d, path, d.integer)
+            if isinstance(value, int):
+                d.set(field, value, path)
     micro = auto_or(d, "train_micro_batch_size_per_gpu", d.integer)
     accum = auto_or(d, "gradient_accumulation_steps", d.integer)
     total = auto_or(d, "train_batch_size", d.integer)

@@ -57,6 +57,7 @@ from hfmem.memory.parallel import (
 from hfmem.memory.peft_methods import ADAPTER_KINDS, METHOD_NOTES, PROMPT_METHODS, dora_workspace, is_feedforward
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import NO_MODEL_PARALLELISM, TrainingSettings
+from hfmem.memory.zero3_gather import Block, Gathered, GatherLimits, ModelOrder, peak_gathered, step_order
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory, retied
 from hfmem.units import GIB
@@ -127,6 +128,7 @@ class Context:
         self.layer_cache: dict = {}
         self._trainability: dict[tuple, Trainability] = {}
         self._views: dict[bool, Context] = {}
+        self._gathered: dict[tuple[GatherLimits, bool], Gathered] = {}
 
     def view(self, settings: TrainingSettings) -> Context:
         """The model as the settings train it: this context, or one whose output head is tied or untied where
@@ -176,6 +178,35 @@ class Context:
     def largest_root_unit(self) -> int:
         by = self.inventory.by_component
         return max(by.get(k, 0) for k in _ROOT_COMPONENTS)
+
+    def zero3_gathered(self, settings: TrainingSettings) -> Gathered:
+        """Elements DeepSpeed ZeRO-3 holds gathered at most in one step of this model under the settings' sizes
+        (persistence threshold Hugging Face's "auto", 10 x hidden), replayed by hfmem.memory.zero3_gather."""
+        h = self.arch.hidden_size
+        bucket = settings.prefetch_bucket_size
+        limits = GatherLimits(settings.max_live_parameters, settings.max_reuse_distance,
+                              0.9 * h * h if bucket is None else bucket, 10 * h)
+        key = (limits, settings.gradient_checkpointing == "full")
+        if key not in self._gathered:
+            self._gathered[key] = peak_gathered(self._fetch_order(key[1]), limits)
+        return self._gathered[key]
+
+    def _fetch_order(self, recompute: bool) -> ModelOrder:
+        """The model as ZeRO-3's hooks fetch it: per layer, one block per component of its linears (attention, MLP,
+        experts, in the inventory's order), each after a norm, an MLP's activation after its first linear."""
+        by = self.inventory.by_component
+        layers = max(1, self.arch.num_layers + self.arch.encoder_layers)
+        components: dict[str, list[int]] = {}
+        for g in self.inventory.linears:
+            if g.component not in _ROOT_COMPONENTS:
+                components.setdefault(g.component, []).extend(
+                    [g.in_features * g.out_features + (g.out_features if g.has_bias else 0)]
+                    * max(1, round(g.count / layers)))
+        norm = by.get("norms", 0) // (layers * max(1, len(components)) + 1)
+        blocks = tuple(Block(norm, tuple(linears), act=component != "attention")
+                       for component, linears in components.items())
+        head = by.get("head", 0)
+        return step_order(by.get("embeddings", 0), blocks, layers, head, tied=not head, recompute=recompute)
 
     def dequant_elements(self, head: bool) -> int:
         return largest_quantized_matrix(self.inventory, head)
@@ -284,8 +315,16 @@ def state_for(ctx: Context, settings: TrainingSettings) -> ModelState:
     return model_state_bytes(
         ctx.split(settings), settings, hidden_size=ctx.arch.hidden_size,
         layer_parameters=ctx.layer_parameters, root_parameters=ctx.root_parameters,
-        largest_root_unit=ctx.largest_root_unit,
+        largest_root_unit=ctx.largest_root_unit, gathered_peak=_gathered_peak(ctx, settings),
     )
+
+
+def _gathered_peak(ctx: Context, settings: TrainingSettings, share: float = 1.0) -> int:
+    """Elements ZeRO-3 holds gathered around the loss, where the activations peak (0 under any other sharding);
+    `share`: the fraction of each layer a model-parallel rank holds."""
+    if settings.resolved_sharding != "zero3":
+        return 0
+    return round(ctx.zero3_gathered(settings).around_loss * share)
 
 
 def estimate(arch: Architecture, inventory: Inventory, settings: TrainingSettings) -> Estimate:
@@ -372,7 +411,8 @@ def _rank_state(ctx: Context, whole_split: ParameterSplit, s: TrainingSettings, 
     rank's, whose layer and vocabulary units ZeRO-3/FSDP gather."""
     return model_state_bytes(rank_split(whole_split, ctx.inventory.total, part), data_parallel_view(s),
                              hidden_size=ctx.arch.hidden_size, layer_parameters=round(rank.layer),
-                             root_parameters=round(rank.vocabulary), largest_root_unit=round(rank.vocabulary))
+                             root_parameters=round(rank.vocabulary), largest_root_unit=round(rank.vocabulary),
+                             gathered_peak=_gathered_peak(ctx, s, rank.layer / max(1, ctx.layer_parameters)))
 
 
 def layout_notes(parallel: dict[str, Any] | None) -> tuple[str, ...]:

@@ -28,9 +28,6 @@ from hfmem.model.inventory import Inventory, LinearGroup
 BNB_8BIT_BLOCK = 256
 """bitsandbytes' blockwise 8-bit optimizers keep one fp32 absmax per 256 values of each state."""
 
-DEEPSPEED_MAX_LIVE_PARAMETERS = 10**9
-"""DeepSpeed ZeRO-3 keeps up to stage3_max_live_parameters (default 1e9) gathered parameters resident."""
-
 DEEPSPEED_REDUCE_BUCKET_ELEMENTS = None
 """None: Hugging Face's "auto" value, hidden_size² elements (DeepSpeed's own default is 5e8)."""
 
@@ -441,6 +438,8 @@ class _Units:
     gathered: float
     """Bytes of two gathered decoder layers, in their stored (for QLoRA, 4-bit) form."""
     reduce_bucket: float
+    gathered_peak: int
+    """Elements DeepSpeed ZeRO-3 holds gathered around the loss (hfmem.memory.zero3_gather)."""
 
 
 def model_state_bytes(
@@ -451,12 +450,14 @@ def model_state_bytes(
     layer_parameters: int,
     root_parameters: int,
     largest_root_unit: int,
+    gathered_peak: int,
 ) -> ModelState:
     """Per-GPU model state for the split and settings (sharding, offload, optimizer, dtype).
 
     layer_parameters: parameters of one decoder layer (ZeRO-3/FSDP gather two at a time);
     root_parameters: those outside the decoder layers (FSDP's root unit: embeddings, head, final norm);
-    largest_root_unit: the largest of them (embeddings or head) when each is an FSDP unit of its own.
+    largest_root_unit: the largest of them (embeddings or head) when each is an FSDP unit of its own;
+    gathered_peak: the elements ZeRO-3 holds gathered around the loss, where activations peak (memory.zero3_gather).
     """
     b, c = _element_bytes(settings), _element_bytes(settings, whole=True)
     optimizer = settings.resolved_optimizer
@@ -499,7 +500,8 @@ def model_state_bytes(
         t.grads = split.largest_trainable * b.train_g
         t.notes.append("optimizer in backward: each gradient is applied and freed at once "
                        "(one tensor's gradient alive)")
-    units = _units(split, b, t.weights, hidden_size, layer_parameters, root_parameters, largest_root_unit)
+    units = _units(split, b, t.weights, hidden_size, layer_parameters, root_parameters, largest_root_unit,
+                   gathered_peak)
     if settings.fp8_all_gather and settings.resolved_sharding == "fsdp_full_shard":
         units = replace(units, gathered=units.gathered - _float8_gathered_saving(split, b, layer_parameters,
                                                                                  root_parameters))
@@ -632,13 +634,13 @@ def _float8_gathered_saving(split: ParameterSplit, b: _ElementBytes, layer_param
 
 
 def _units(split: ParameterSplit, b: _ElementBytes, weights: float, hidden_size: int, layer_parameters: int,
-           root_parameters: int, largest_root_unit: int) -> _Units:
+           root_parameters: int, largest_root_unit: int, gathered_peak: int) -> _Units:
     elements = DEEPSPEED_REDUCE_BUCKET_ELEMENTS or hidden_size * hidden_size
     reduce_bucket = min(elements, split.trainable) * b.train_g
     gathered: float = min(2 * layer_parameters, split.total) * b.stored
     if split.frozen_quantized and split.total:
         gathered = gathered * (weights / max(1, split.total * b.stored))  # gathered in their stored (4-bit) form
-    return _Units(layer_parameters, root_parameters, largest_root_unit, gathered, reduce_bucket)
+    return _Units(layer_parameters, root_parameters, largest_root_unit, gathered, reduce_bucket, gathered_peak)
 
 
 def _zero(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _ElementBytes, units: _Units) -> None:
@@ -659,11 +661,11 @@ def _zero(t: _Terms, settings: TrainingSettings, split: ParameterSplit, b: _Elem
         t.grads /= n
     if stage >= 3:
         t.weights /= n
-        live = min(split.total, max(2 * units.layer_parameters, DEEPSPEED_MAX_LIVE_PARAMETERS))
-        t.buffers += units.gathered * live / max(1, min(2 * units.layer_parameters, split.total))
+        t.buffers += units.gathered * units.gathered_peak / max(1, min(2 * units.layer_parameters, split.total))
     t.notes.append(f"ZeRO-{stage}: " + ("reduce bucket (hidden² elements, HF 'auto')" if bucket else
                                         "gradients reduced in place in their buffer")
-                   + (", up to stage3_max_live_parameters (1e9) gathered parameters resident" if stage >= 3 else "")
+                   + (f", {units.gathered_peak:,} parameters gathered around the loss (DeepSpeed's fetch, prefetch "
+                      "and reuse rules replayed over the model's modules)" if stage >= 3 else "")
                    + ("; the fp32 gradient partition exists only during the optimizer step" if partition else
                       f"; gradients kept in {b.train_g}-byte elements"))
 

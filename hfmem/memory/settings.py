@@ -379,6 +379,16 @@ class TrainingSettings:
     reaches it, so 0 makes each parameter one (_create_fp16_sub_groups):
     https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/config.py#L168,
     https://github.com/microsoft/DeepSpeed/blob/38327e07f6cd39b63418f60cedd1651b0be3e7c3/deepspeed/runtime/zero/stage3.py#L959."""
+    max_live_parameters: float = setting(1e9, Number(0, 1e15), affects=("state",), shown="1e9", panel=SHARDING)
+    """ZeRO-3: DeepSpeed prefetches the next modules' parameters only while fewer than this many elements are gathered
+    (zero_optimization.stage3_max_live_parameters, default 1e9); see hfmem.memory.zero3_gather."""
+    max_reuse_distance: float = setting(1e9, Number(0, 1e15), affects=("state",), shown="1e9", panel=SHARDING)
+    """ZeRO-3: a module's parameters stay gathered after it ran when they are used again within this many elements
+    of modules (zero_optimization.stage3_max_reuse_distance, default 1e9); see hfmem.memory.zero3_gather."""
+    prefetch_bucket_size: float | None = setting(None, OrNone(Number(0, 1e15)), affects=("state",),
+                                                 shown="0.9 x hidden² (HF auto)", panel=SHARDING)
+    """ZeRO-3: elements DeepSpeed prefetches after each fetch (zero_optimization.stage3_prefetch_bucket_size); unset,
+    Hugging Face's "auto", 0.9 x hidden² (transformers/integrations/deepspeed.py; DeepSpeed's own default is 5e7)."""
     param_swap_buffers: int = setting(5, COUNT, affects=("state",), panel=SHARDING)
     """NVMe parameter offload: pinned host buffers the parameter swapper reads layers into (DeepSpeed
     offload_param.buffer_count, default 5):
