@@ -27,7 +27,7 @@ import torch  # noqa: E402
 
 from hfmem.memory.estimate import Context, state_for  # noqa: E402
 from hfmem.memory.settings import TrainingSettings  # noqa: E402
-from ranks import leave, spawn  # noqa: E402
+from ranks import deepspeed_rank, leave, spawn  # noqa: E402
 from saved_activations import build_model  # noqa: E402
 from step_peak import _model  # noqa: E402
 from tiny_models import tiny_config  # noqa: E402
@@ -72,13 +72,7 @@ def _swapped(folder: str, rank: int) -> dict[str, int]:
 
 def _rank(rank: int, port: int, world: int, out: str) -> None:
     """One rank: two steps on NVMe offload, then its swap files and pinned buffers."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    import deepspeed
-
-    torch.set_num_threads(1)
-    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None  # gloo carries every collective
-    deepspeed.init_distributed(dist_backend="gloo")
+    deepspeed = deepspeed_rank(rank, port, world)
     with tempfile.TemporaryDirectory() as folder:
         config = _ds_config(folder)
         with deepspeed.zero.Init(config_dict_or_path=config):  # built partitioned, its shards swapped out

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import torch  # noqa: E402
 from live_peak import LiveBytes  # noqa: E402
-from ranks import leave, spawn  # noqa: E402
+from ranks import deepspeed_rank, leave, spawn  # noqa: E402
 from saved_activations import build_model  # noqa: E402
 from step_peak import LORA_TARGETS, cpu_prediction, lora_model  # noqa: E402
 from tiny_models import tiny_config  # noqa: E402
@@ -58,15 +57,8 @@ def _config(hidden: int, stage: int, gas: int) -> dict[str, Any]:
 def _rank(rank: int, port: int, case: tuple[int, str, int], world: int, out: str) -> None:
     """One rank of `world`: initialise DeepSpeed, train two optimizer steps (of `gas` micro-batches each) under
     LiveBytes, write the second one's peak and what was alive then."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    import deepspeed
-
+    deepspeed = deepspeed_rank(rank, port, world)
     stage, method, gas = case
-    torch.set_num_threads(1)
-    # no JIT build of DeepSpeed's shared-memory all-reduce (a C++ compile per machine): gloo carries every collective
-    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
-    deepspeed.init_distributed(dist_backend="gloo")
     model = lora_model(MODEL, 2, "sdpa", 0.0) if method == "lora" else build_model(tiny_config(MODEL, 2), "sdpa",
                                                                                      torch.float32)
     trainable = [p for p in model.parameters() if p.requires_grad]

@@ -22,6 +22,21 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
+def deepspeed_rank(rank: int, port: int, world: int) -> Any:
+    """Join `world` ranks as `rank` for DeepSpeed on CPU: its gloo process group, one thread, and no JIT build of
+    DeepSpeed's shared-memory all-reduce (a C++ compile per machine), so gloo carries every collective. Returns the
+    deepspeed module."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    import deepspeed
+    import torch
+
+    torch.set_num_threads(1)
+    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+    deepspeed.init_distributed(dist_backend="gloo")
+    return deepspeed
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as sock:

@@ -18,7 +18,9 @@ from hfmem.model.meta import build_inventory
 
 CONFIG = tiny_config("meta-llama/Meta-Llama-3-8B", 2)
 ARCH, INVENTORY = read_architecture(CONFIG), build_inventory(CONFIG)
-BASES = [TrainingSettings(method=m, num_gpus=2, sharding="zero3", seq_len=64) for m in ("full", "lora", "qlora")]
+BASES = [TrainingSettings(method=m, num_gpus=2, sharding="zero3", seq_len=64) for m in ("full", "lora", "qlora")] + [
+    TrainingSettings(num_gpus=2, sharding="zero3", seq_len=64, max_live_parameters=0, max_reuse_distance=5e5)]
+"""The last: ZeRO-3 sizes under which the gathered parameters depend on recomputation (the model is tiny)."""
 
 
 def alternatives(name: str) -> list:

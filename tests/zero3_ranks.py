@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import torch  # noqa: E402
-from ranks import leave, spawn  # noqa: E402
+from ranks import deepspeed_rank, leave, spawn  # noqa: E402
 from saved_activations import build_model  # noqa: E402
 from tiny_models import tiny_config  # noqa: E402
 
@@ -49,13 +48,7 @@ def _config(hidden: int, live: int, reuse: int, bucket: int | None) -> dict[str,
 
 def _rank(rank: int, port: int, world: int, out: str) -> None:
     """One rank: each case's engine in turn, three steps each; the last step's most gathered elements per case."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    import deepspeed
-
-    torch.set_num_threads(1)
-    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None  # gloo carries every collective
-    deepspeed.init_distributed(dist_backend="gloo")
+    deepspeed = deepspeed_rank(rank, port, world)
     peaks = {}
     for name, (live, reuse, bucket, recompute) in CASES.items():
         model = build_model(tiny_config(MODEL, LAYERS), "sdpa", torch.float32)

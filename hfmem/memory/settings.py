@@ -477,7 +477,7 @@ class TrainingSettings:
     """A setup whose tokens/s per GPU is below this share of the best per-GPU rate of a fitting setup of its method
     is never named fastest or cheapest: a cheap but glacial run (a 1-GPU offload at 1% of the speed) is not a pick."""
     gradient_checkpointing: Checkpointing = setting("off", Choice(CHECKPOINTING, CHECKPOINTING_ALIASES),
-                                                    affects=("trainability", "activations"), panel=TRAINING)
+                                                    affects=("trainability", "activations", "state"), panel=TRAINING)
     """Gradient checkpointing: off, full (layers recomputed in backward, which ones set by checkpoint_method),
     selective (the attention core only) or op (torchtitan's per-op selective checkpointing: every layer keeps its
     input and the outputs of every other matmul and of the attention kernel, the rest is recomputed)."""
