@@ -180,8 +180,8 @@ class Context:
         return max(by.get(k, 0) for k in _ROOT_COMPONENTS)
 
     def zero3_gathered(self, settings: TrainingSettings) -> Gathered:
-        """Elements DeepSpeed ZeRO-3 holds gathered at most in one step of this model under the settings' sizes
-        (persistence threshold Hugging Face's "auto", 10 x hidden), replayed by hfmem.memory.zero3_gather."""
+        """The most elements DeepSpeed ZeRO-3 holds gathered in a step of this model, and around its loss, under the
+        settings' sizes (persistence threshold Hugging Face's "auto", 10 x hidden): hfmem.memory.zero3_gather."""
         h = self.arch.hidden_size
         bucket = settings.prefetch_bucket_size
         limits = GatherLimits(settings.max_live_parameters, settings.max_reuse_distance,
