@@ -20,6 +20,9 @@ PROFILE = Profile(
                 "a fused multi-tensor step, no extra state-sized buffer"),
         Default("offload_optimizer", False, DEEPSPEED + "zero/config.py#L164",
                 "zero_optimization.offload_optimizer defaults to none: optimizer states stay on the GPU"),
+        Default("prefetch_bucket_size", 5e7, DEEPSPEED + "zero/config.py#L215",
+                "stage3_prefetch_bucket_size defaults to 5e7 elements (Hugging Face's \"auto\", 0.9 x hidden², "
+                "applies only through its integration)"),
     ),
 )
 

@@ -5,9 +5,9 @@ DeepSpeed records the order its hooks fetch modules in during the first step, th
 module's parameters as it runs, prefetches the next ones up to stage3_prefetch_bucket_size elements while fewer than
 stage3_max_live_parameters are gathered, and releases a module's parameters after it ran unless the same parameter is
 used again within stage3_max_reuse_distance elements of modules (or a prefetch already claimed its next use):
-DeepSpeed 0.19.8, deepspeed/runtime/zero/partitioned_param_coordinator.py, _fetch_sub_module_impl L353-L492,
-release_sub_module L494-L535, __params_to_release L634-L663
-(https://github.com/deepspeedai/DeepSpeed/blob/v0.19.8/deepspeed/runtime/zero/partitioned_param_coordinator.py).
+_fetch_sub_module_impl L353-L492, release_sub_module L494-L535 and __params_to_release L634-L663 of
+https://github.com/deepspeedai/DeepSpeed/blob/edaa7221267243c7be7fb49c5d5f5c4fb97b4641/deepspeed/runtime/zero/partitioned_param_coordinator.py
+(0.19.6; the same lines in 0.19.8, the version the tests run).
 Parameters of at most stage3_param_persistence_threshold elements stay gathered for the whole run and are not
 counted here. tests/test_zero3_gather.py checks the replay against DeepSpeed's own count on CPU.
 """
