@@ -4,6 +4,7 @@ own count on CPU (tests/zero3_ranks.py), and the settings reaching the estimate 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from tiny_models import tiny_config
@@ -12,7 +13,7 @@ from zero3_ranks import CASES, LAYERS, MODEL, measure
 from hfmem.cli.main import run
 from hfmem.memory.estimate import Context
 from hfmem.memory.settings import TrainingSettings
-from hfmem.memory.zero3_gather import Block, GatherLimits, peak_gathered, step_order
+from hfmem.memory.zero3_gather import Block, GatherLimits, gathered, peak_gathered, step_order
 from hfmem.model.architecture import read_architecture
 from hfmem.model.meta import build_inventory
 
@@ -78,3 +79,19 @@ def test_flags_and_deepspeed_file_set_the_sizes(capsys, tmp_path, monkeypatch) -
     default, small = buffers(), buffers("--max-live-parameters", "0", "--max-reuse-distance", "0")
     assert small < 0.6 * default  # the largest module (the 525M-element head) instead of about 1e9 elements
     assert buffers("--config", str(ds)) == small
+
+
+@pytest.mark.parametrize("name", ["Llama-2-70b-hf", "Mixtral-8x7B-v0.1"])
+def test_a_few_layers_each_end_give_the_whole_models_figures(name: str) -> None:
+    """`gathered` replays only the layers near each end of a deep model; the layers between repeat their
+    neighbours, so the figures are the whole replay's under any sizes."""
+    config = json.loads((Path(__file__).resolve().parent.parent / "hfmem" / "examples" / name / "config.json")
+                        .read_text())
+    embedding, layer, layers, head = Context(read_architecture(config), build_inventory(config))._fetch_units
+    h = config["hidden_size"]
+    for sizes in [(1e9, 1e9, 0.9 * h * h), (4e8, 1e8, 1e7), (0, 0, 0), (1e8, 3e9, 5e7)]:
+        limits = GatherLimits(*sizes, persistence=10 * h)
+        for recompute in (False, True):
+            whole = peak_gathered(step_order(embedding, layer, layers, head, tied=not head, recompute=recompute),
+                                  limits)
+            assert gathered(embedding, layer, layers, head, tied=not head, recompute=recompute, limits=limits) == whole

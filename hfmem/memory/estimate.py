@@ -57,7 +57,7 @@ from hfmem.memory.parallel import (
 from hfmem.memory.peft_methods import ADAPTER_KINDS, METHOD_NOTES, PROMPT_METHODS, dora_workspace, is_feedforward
 from hfmem.memory.quantization import BaseFormat
 from hfmem.memory.settings import NO_MODEL_PARALLELISM, TrainingSettings
-from hfmem.memory.zero3_gather import Block, Gathered, GatherLimits, ModelOrder, peak_gathered, step_order
+from hfmem.memory.zero3_gather import Block, Gathered, GatherLimits, gathered
 from hfmem.model.architecture import Architecture
 from hfmem.model.inventory import Inventory, retied
 from hfmem.units import GIB
@@ -188,12 +188,15 @@ class Context:
                               0.9 * h * h if bucket is None else bucket, 10 * h)
         key = (limits, settings.gradient_checkpointing == "full")
         if key not in self._gathered:
-            self._gathered[key] = peak_gathered(self._fetch_order(key[1]), limits)
+            self._gathered[key] = gathered(*self._fetch_units, tied=not self._fetch_units[3], recompute=key[1],
+                                           limits=limits)
         return self._gathered[key]
 
-    def _fetch_order(self, recompute: bool) -> ModelOrder:
-        """The model as ZeRO-3's hooks fetch it: per layer, one block per component of its linears (attention, MLP,
-        experts, in the inventory's order), each after a norm, an MLP's activation after its first linear."""
+    @cached_property
+    def _fetch_units(self) -> tuple[int, tuple[Block, ...], int, int]:
+        """(embedding, one layer's blocks, layers, head) as ZeRO-3's hooks fetch the model: per layer, one block per
+        component of its linears (attention, MLP, experts, in the inventory's order), each after a norm, an MLP's
+        activation after its first linear; the head 0 when tied."""
         by = self.inventory.by_component
         layers = max(1, self.arch.num_layers + self.arch.encoder_layers)
         components: dict[str, list[int]] = {}
@@ -205,8 +208,7 @@ class Context:
         norm = by.get("norms", 0) // (layers * max(1, len(components)) + 1)
         blocks = tuple(Block(norm, tuple(linears), act=component != "attention")
                        for component, linears in components.items())
-        head = by.get("head", 0)
-        return step_order(by.get("embeddings", 0), blocks, layers, head, tied=not head, recompute=recompute)
+        return by.get("embeddings", 0), blocks, layers, by.get("head", 0)
 
     def dequant_elements(self, head: bool) -> int:
         return largest_quantized_matrix(self.inventory, head)

@@ -14,6 +14,7 @@ counted here. tests/test_zero3_gather.py checks the replay against DeepSpeed's o
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -147,3 +148,16 @@ def peak_gathered(order: ModelOrder, limits: GatherLimits) -> Gathered:
                 gathered.discard(p)
                 live -= numel[p]
     return Gathered(max(held), max(held[i] for i in order.around_loss))
+
+
+def gathered(embedding: int, layer: tuple[Block, ...], layers: int, head: int, *, tied: bool, recompute: bool,
+             limits: GatherLimits) -> Gathered:
+    """peak_gathered over step_order, replaying at most the first and last `span` + 1 layers: what is gathered at a
+    module depends on the modules within the prefetch window (stage3_max_live_parameters plus one parameter) and
+    the reuse window (stage3_max_reuse_distance) of it, so the layers between repeat their neighbours' figures and
+    a deep model's peaks come from a few layers each end (the same figures, a fraction of the work)."""
+    elements = sum(block.norm + sum(block.linears) for block in layer)
+    largest = max((n for block in layer for n in block.linears), default=0)
+    span = math.ceil((limits.max_live + limits.max_reuse + largest) / max(1, elements)) + 1
+    replayed = min(layers, 2 * span + 2)
+    return peak_gathered(step_order(embedding, layer, replayed, head, tied=tied, recompute=recompute), limits)
