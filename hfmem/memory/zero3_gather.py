@@ -121,12 +121,12 @@ def peak_gathered(order: ModelOrder, limits: GatherLimits) -> Gathered:
         upcoming.update({p: step for p in modules[step]})
     queue = deque((p, step) for step, module in enumerate(modules) for p in sorted(module))
     claimed: dict[int, int] = {}
-    gathered: set[int] = set()
+    resident: set[int] = set()
     live = 0
     held = []
     for step, module in enumerate(modules):
-        fetch = [p for p in module if p not in persistent and p not in gathered]
-        gathered.update(fetch)
+        fetch = [p for p in module if p not in persistent and p not in resident]
+        resident.update(fetch)
         live += sum(numel[p] for p in fetch)
         for _ in [p for p in module if claimed.get(p, -1) < step]:  # the module's own entries leave the queue
             p, used_at = queue.popleft()
@@ -136,16 +136,16 @@ def peak_gathered(order: ModelOrder, limits: GatherLimits) -> Gathered:
         while queue and prefetched < budget:
             p, used_at = queue.popleft()
             claimed[p] = max(claimed.get(p, -1), used_at)
-            if p not in persistent and p not in gathered:
-                gathered.add(p)
+            if p not in persistent and p not in resident:
+                resident.add(p)
                 prefetched += numel[p]
         live += prefetched
         held.append(live)
         after = step + 1
         for p in module:
             reused = p in next_use[step] and walked[next_use[step][p]] - walked[after] < limits.max_reuse
-            if p in gathered and not reused and claimed.get(p, -1) <= after:
-                gathered.discard(p)
+            if p in resident and not reused and claimed.get(p, -1) <= after:
+                resident.discard(p)
                 live -= numel[p]
     return Gathered(max(held), max(held[i] for i in order.around_loss))
 
