@@ -44,14 +44,16 @@ def case_name(case: tuple[int, str, int]) -> str:
     return f"zero{stage}-{method}" + (f"-gas{gas}" if gas > 1 else "")
 
 
-def _config(hidden: int, stage: int, gas: int) -> dict[str, Any]:
-    """A DeepSpeed config with Hugging Face's "auto" bucket sizes for this hidden size."""
+def ds_config(hidden: int, stage: int, gas: int = 1, micro_batch: int = B, **zero3: Any) -> dict[str, Any]:
+    """A bf16 DeepSpeed config with Hugging Face's "auto" bucket sizes for this hidden size; `zero3`: ZeRO-3 keys
+    that replace or join them (stage3_max_live_parameters=...)."""
     zero: dict[str, Any] = {"stage": stage, "reduce_bucket_size": hidden * hidden}
     if stage == 3:
         zero |= {"stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
-                 "stage3_param_persistence_threshold": 10 * hidden}
-    return {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": gas, "bf16": {"enabled": True},
-            "zero_optimization": zero, "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
+                 "stage3_param_persistence_threshold": 10 * hidden} | zero3
+    return {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": gas,
+            "bf16": {"enabled": True}, "zero_optimization": zero, "zero_allow_untested_optimizer": True,
+            "steps_per_print": 10**9}
 
 
 def _rank(rank: int, port: int, case: tuple[int, str, int], world: int, out: str) -> None:
@@ -64,7 +66,7 @@ def _rank(rank: int, port: int, case: tuple[int, str, int], world: int, out: str
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=1e-4, fused=True)
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer,
-                                      config=_config(model.config.hidden_size, stage, gas))
+                                      config=ds_config(model.config.hidden_size, stage, gas))
     ids = torch.randint(0, model.config.vocab_size, (B, S), generator=torch.Generator().manual_seed(rank))
     live = LiveBytes()
     with live:

@@ -19,6 +19,7 @@ from typing import Any
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import torch  # noqa: E402
+from deepspeed_ranks import ds_config  # noqa: E402
 from ranks import deepspeed_rank, leave, spawn  # noqa: E402
 from saved_activations import build_model  # noqa: E402
 from tiny_models import tiny_config  # noqa: E402
@@ -39,11 +40,11 @@ CASES = {
 
 
 def _config(hidden: int, live: int, reuse: int, bucket: int | None) -> dict[str, Any]:
-    zero = {"stage": 3, "reduce_bucket_size": hidden * hidden, "stage3_param_persistence_threshold": 10 * hidden,
-            "stage3_prefetch_bucket_size": int(0.9 * hidden * hidden) if bucket is None else bucket,
-            "stage3_max_live_parameters": live, "stage3_max_reuse_distance": reuse}
-    return {"train_micro_batch_size_per_gpu": B, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
-            "zero_optimization": zero, "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
+    """The case's ZeRO-3 sizes over deepspeed_ranks' config (Hugging Face's "auto" sizes elsewhere)."""
+    sizes = {"stage3_max_live_parameters": live, "stage3_max_reuse_distance": reuse}
+    if bucket is not None:
+        sizes["stage3_prefetch_bucket_size"] = bucket
+    return ds_config(hidden, 3, micro_batch=B, **sizes)
 
 
 def _rank(rank: int, port: int, world: int, out: str) -> None:
